@@ -1,0 +1,396 @@
+/*
+ * pvllm.h — the public C ABI of pvllm, an embeddable LLM inference engine
+ * with a paged KV cache and continuous batching.
+ *
+ * This header is the contract. Conventions that hold for every function:
+ *
+ *  - Every fallible function returns a pvllm_status and takes a last
+ *    argument `pvllm_error** error`. On failure, when `error` is not NULL,
+ *    *error receives a new error object holding the status and a message;
+ *    the caller owns it and frees it with pvllm_error_free(). On success
+ *    *error is set to NULL. The message therefore reaches the caller that
+ *    failed, whatever thread it runs on and whatever runs in between (Go may
+ *    move a goroutine to another OS thread between two cgo calls). Pass NULL
+ *    to ignore messages.
+ *  - Status values are pinned and only ever appended.
+ *  - Parameter structs start with `struct_size`; call the matching *_init()
+ *    first, then set fields. A struct_size the library does not know is
+ *    PVLLM_STATUS_INVALID_ARGUMENT.
+ *  - Input buffers (strings, token arrays) are copied before the call
+ *    returns; the caller may free or move them right after.
+ *  - Every destructor accepts NULL. No C++ exception crosses this boundary.
+ *  - Integers are fixed width; booleans in structs are uint8_t (0 or 1).
+ */
+#ifndef PVLLM_PVLLM_H_
+#define PVLLM_PVLLM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#if defined(PVLLM_BUILDING_LIBRARY)
+#define PVLLM_API __declspec(dllexport)
+#else
+#define PVLLM_API __declspec(dllimport)
+#endif
+#else
+#define PVLLM_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------
+ * Versions
+ * ------------------------------------------------------------------------ */
+
+#define PVLLM_VERSION_MAJOR 0
+#define PVLLM_VERSION_MINOR 1
+#define PVLLM_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH */
+#define PVLLM_VERSION_NUMBER \
+  (PVLLM_VERSION_MAJOR * 10000 + PVLLM_VERSION_MINOR * 100 + PVLLM_VERSION_PATCH)
+/* Bumped on any incompatible ABI change; also the SONAME's number. */
+#define PVLLM_ABI_VERSION 1
+
+/* The run-time twins of the macros above: compare them to check that the
+ * library loaded is the one a binding was built against. */
+PVLLM_API uint32_t pvllm_version_number(void);
+/* "MAJOR.MINOR.PATCH"; a static string, never freed. */
+PVLLM_API const char* pvllm_version(void);
+PVLLM_API uint32_t pvllm_abi_version(void);
+
+/* ------------------------------------------------------------------------
+ * Status and errors
+ * ------------------------------------------------------------------------ */
+
+typedef enum pvllm_status {
+  PVLLM_STATUS_OK = 0,
+  PVLLM_STATUS_INVALID_ARGUMENT = 1, /* NULL, out of range, wrong struct_size */
+  PVLLM_STATUS_NOT_FOUND = 2,        /* file, tensor or request unknown */
+  PVLLM_STATUS_IO_ERROR = 3,         /* the OS refused a file */
+  PVLLM_STATUS_CORRUPT_MODEL = 4,    /* malformed or inconsistent model file */
+  PVLLM_STATUS_UNSUPPORTED = 5,      /* valid, but this build cannot serve it */
+  PVLLM_STATUS_OUT_OF_MEMORY = 6,    /* host/device memory or KV pool exhausted */
+  PVLLM_STATUS_INTERNAL = 7,         /* a bug in pvllm; please report */
+  PVLLM_STATUS_TOKENIZER_ERROR = 8,  /* tokenizer missing or failed */
+  PVLLM_STATUS_BUFFER_TOO_SMALL = 9  /* an output buffer is too small */
+} pvllm_status;
+
+/* A short constant name ("PVLLM_STATUS_OK", ...); never NULL, never freed.
+ * Unknown values give "PVLLM_STATUS_UNKNOWN". Thread-safe. */
+PVLLM_API const char* pvllm_status_to_string(pvllm_status status);
+
+typedef struct pvllm_error pvllm_error;
+
+/* The status an error carries; PVLLM_STATUS_OK for NULL. */
+PVLLM_API pvllm_status pvllm_error_status(const pvllm_error* error);
+/* The message, NUL-terminated UTF-8, valid until pvllm_error_free(error);
+ * "" for NULL. */
+PVLLM_API const char* pvllm_error_message(const pvllm_error* error);
+/* Frees an error; NULL is a no-op. */
+PVLLM_API void pvllm_error_free(pvllm_error* error);
+
+/* ------------------------------------------------------------------------
+ * Engine
+ * ------------------------------------------------------------------------ */
+
+typedef struct pvllm_engine pvllm_engine;
+
+/* Called while the engine loads, from the thread inside
+ * pvllm_engine_create: `fraction` in [0, 1], `stage` a short description
+ * valid during the call only. */
+typedef void (*pvllm_progress_fn)(float fraction, const char* stage, void* user_data);
+
+typedef struct pvllm_engine_params {
+  uint32_t struct_size;
+  /* A Hugging Face folder (config.json, *.safetensors, tokenizer.model)
+   * or a llama2.c .bin with a tokenizer.model beside it. Required. */
+  const char* model_path;
+  /* "cpu" or "auto" (default; this build runs on the CPU). */
+  const char* device;
+  int32_t block_size;             /* tokens per KV block: 8..256, power of two; default 16 */
+  int64_t kv_cache_bytes;         /* KV budget in bytes when num_kv_blocks is 0; default 256 MiB */
+  int32_t num_kv_blocks;          /* exact KV block count; 0 = from kv_cache_bytes */
+  int32_t max_num_seqs;           /* sequences running at once; default 256 */
+  int32_t max_num_batched_tokens; /* tokens fed per step; default 2048 */
+  int32_t max_model_len;          /* context length; 0 = the model's */
+  uint8_t enable_prefix_caching;  /* default 1 */
+  int32_t num_threads;            /* CPU threads; 0 = all cores */
+  pvllm_progress_fn progress;     /* may be NULL */
+  void* progress_user_data;
+} pvllm_engine_params;
+
+/* Fills defaults and struct_size. `params` must not be NULL. */
+PVLLM_API void pvllm_engine_params_init(pvllm_engine_params* params);
+
+/* Loads the model and tokenizer, allocates the KV pool and returns a new
+ * engine in *out_engine (NULL on failure). The caller destroys it with
+ * pvllm_engine_destroy.
+ * Returns OK; INVALID_ARGUMENT (NULL params/out_engine, bad struct_size,
+ * a field out of range); NOT_FOUND (no model at the path); IO_ERROR;
+ * CORRUPT_MODEL (truncated or inconsistent files: the message names the file
+ * and the tensor); UNSUPPORTED (unknown architecture or device);
+ * TOKENIZER_ERROR; OUT_OF_MEMORY (the KV pool cannot be allocated). */
+PVLLM_API pvllm_status pvllm_engine_create(const pvllm_engine_params* params,
+                                           pvllm_engine** out_engine, pvllm_error** error);
+
+/* Finishes nothing and frees everything: pending outputs are dropped.
+ * NULL is a no-op. Must not run concurrently with any other call on the
+ * same engine. */
+PVLLM_API void pvllm_engine_destroy(pvllm_engine* engine);
+
+/* ------------------------------------------------------------------------
+ * Requests
+ * ------------------------------------------------------------------------ */
+
+typedef struct pvllm_sampling_params {
+  uint32_t struct_size;
+  float temperature;        /* 0 = greedy; default 1 */
+  int32_t top_k;            /* 0 = off (default) */
+  float top_p;              /* (0, 1]; 1 = off (default) */
+  float min_p;              /* [0, 1]; 0 = off (default) */
+  float repetition_penalty; /* > 0; 1 = off (default) */
+  float presence_penalty;   /* default 0 */
+  float frequency_penalty;  /* default 0 */
+  int32_t max_tokens;       /* >= 1; default 16 */
+  const int32_t* stop_token_ids; /* extra tokens that end generation */
+  size_t num_stop_token_ids;
+  const char* const* stop;  /* stop strings, NUL-terminated; not in the output */
+  size_t num_stop;
+  uint8_t ignore_eos;       /* 1 = do not stop at EOS (nor the model's extra stop ids) */
+  int32_t logprobs;         /* -1 none (default); 0 chosen token; k: plus top k (<= 20) */
+  uint8_t has_seed;         /* 1 = use `seed`; otherwise a random seed */
+  uint64_t seed;
+  int32_t n;                /* parallel samples, 1..max_num_seqs; default 1 */
+} pvllm_sampling_params;
+
+PVLLM_API void pvllm_sampling_params_init(pvllm_sampling_params* params);
+
+typedef struct pvllm_request {
+  uint32_t struct_size;
+  /* Exactly one of prompt_text and prompt_token_ids. Text is tokenized with
+   * BOS prepended; token ids are used as given. */
+  const char* prompt_text;
+  const int32_t* prompt_token_ids;
+  size_t num_prompt_token_ids;
+  const pvllm_sampling_params* sampling; /* NULL = defaults */
+  int32_t priority; /* lower values are served first and preempted last; default 0 */
+} pvllm_request;
+
+PVLLM_API void pvllm_request_init(pvllm_request* request);
+
+/* Queues a request; its outputs appear through pvllm_poll once
+ * pvllm_step runs. *out_request_id receives its id (never 0).
+ * Thread-safe: may be called from any thread, also while another thread is
+ * inside pvllm_step. Everything is copied before it returns.
+ * Returns OK; INVALID_ARGUMENT (NULL, bad struct_size, empty prompt, both or
+ * neither prompt form, token id outside the vocabulary, sampling out of
+ * range, prompt longer than the context leaves room for, n larger than
+ * max_num_seqs); TOKENIZER_ERROR. A failed submit changes nothing. */
+PVLLM_API pvllm_status pvllm_submit(pvllm_engine* engine, const pvllm_request* request,
+                                    uint64_t* out_request_id, pvllm_error** error);
+
+/* Aborts a request in any state; its samples end with
+ * PVLLM_FINISH_ABORT events. Thread-safe like pvllm_submit.
+ * Returns OK; INVALID_ARGUMENT (NULL engine); NOT_FOUND (unknown or already
+ * finished id). */
+PVLLM_API pvllm_status pvllm_abort(pvllm_engine* engine, uint64_t request_id,
+                                   pvllm_error** error);
+
+/* Runs one scheduler iteration: admits queued requests, runs one forward
+ * pass over the scheduled batch, samples and queues output events.
+ * *out_num_unfinished (may be NULL) receives the number of requests not yet
+ * finished after the step. Only one thread may step an engine at a time
+ * (concurrent calls are serialised).
+ * Returns OK; INVALID_ARGUMENT (NULL engine); INTERNAL or OUT_OF_MEMORY when
+ * the engine itself failed — then the affected requests end with
+ * PVLLM_FINISH_ERROR events and the others keep their work. */
+PVLLM_API pvllm_status pvllm_step(pvllm_engine* engine, int32_t* out_num_unfinished,
+                                  pvllm_error** error);
+
+/* ------------------------------------------------------------------------
+ * Outputs
+ * ------------------------------------------------------------------------ */
+
+typedef enum pvllm_finish_reason {
+  PVLLM_FINISH_NONE = 0,   /* still generating */
+  PVLLM_FINISH_STOP = 1,   /* EOS, a stop token or a stop string */
+  PVLLM_FINISH_LENGTH = 2, /* max_tokens or the context length */
+  PVLLM_FINISH_ABORT = 3,  /* pvllm_abort */
+  PVLLM_FINISH_ERROR = 4   /* see error_message */
+} pvllm_finish_reason;
+
+typedef struct pvllm_logprob {
+  int32_t token_id;
+  float logprob;
+} pvllm_logprob;
+
+typedef struct pvllm_token_logprobs {
+  int32_t token_id; /* the chosen token */
+  float logprob;    /* its log-probability under the raw model distribution */
+  const pvllm_logprob* top; /* the most likely alternatives, best first */
+  size_t num_top;
+} pvllm_token_logprobs;
+
+/* One event: new tokens of one sample of one request. Every sample of every
+ * request ends with exactly one event whose finish_reason is not NONE. */
+typedef struct pvllm_output {
+  uint32_t struct_size; /* filled by the library */
+  uint64_t request_id;
+  int32_t sample_index; /* 0..n-1 */
+  const int32_t* token_ids; /* new tokens since the previous event */
+  size_t num_token_ids;
+  const char* text;   /* their text, NUL-terminated UTF-8, never a broken character */
+  size_t text_len;    /* bytes, without the NUL */
+  int32_t finish_reason; /* a pvllm_finish_reason */
+  const pvllm_token_logprobs* logprobs; /* num_token_ids entries, or NULL */
+  const char* error_message; /* "" unless finish_reason is PVLLM_FINISH_ERROR */
+} pvllm_output;
+
+typedef struct pvllm_output_batch pvllm_output_batch;
+
+/* Moves up to `max_events` pending events (0 = all) into a new batch that
+ * the caller owns and frees with pvllm_output_batch_free; *out_batch may
+ * hold zero events. Thread-safe: several threads may poll; each event is
+ * delivered once.
+ * Returns OK; INVALID_ARGUMENT (NULL engine or out_batch). */
+PVLLM_API pvllm_status pvllm_poll(pvllm_engine* engine, size_t max_events,
+                                  pvllm_output_batch** out_batch, pvllm_error** error);
+
+/* Number of events in a batch; 0 for NULL. */
+PVLLM_API size_t pvllm_output_batch_size(const pvllm_output_batch* batch);
+/* Event i, valid until pvllm_output_batch_free(batch); NULL when out of
+ * range. */
+PVLLM_API const pvllm_output* pvllm_output_batch_get(const pvllm_output_batch* batch,
+                                                     size_t index);
+/* NULL is a no-op. */
+PVLLM_API void pvllm_output_batch_free(pvllm_output_batch* batch);
+
+/* ------------------------------------------------------------------------
+ * Statistics
+ * ------------------------------------------------------------------------ */
+
+typedef struct pvllm_stats {
+  uint32_t struct_size; /* set by the caller (pvllm_stats_init) */
+  int32_t num_running;  /* sequences in the running set */
+  int32_t num_waiting;  /* sequences waiting, including just submitted ones */
+  int32_t num_blocks_total;
+  int32_t num_blocks_used;
+  int32_t num_blocks_free;
+  int32_t num_blocks_cached; /* unused but holding reusable prefix K/V */
+  float kv_utilization;      /* used / total */
+  int64_t reserved_unused_slots;
+  float prefix_cache_hit_rate; /* hit blocks / looked-up blocks */
+  int64_t prefix_cache_hits;
+  int64_t prefix_cache_queries;
+  int64_t num_preemptions;
+  int64_t num_prompt_tokens_processed; /* prefill tokens fed to the model */
+  int64_t num_generation_tokens;       /* tokens sampled */
+  int64_t num_cached_prompt_tokens;    /* prefill skipped by the prefix cache */
+  int64_t num_steps;
+  int64_t num_requests_finished;
+} pvllm_stats;
+
+PVLLM_API void pvllm_stats_init(pvllm_stats* stats);
+
+/* A snapshot taken after the latest step. Thread-safe.
+ * Returns OK; INVALID_ARGUMENT (NULL, bad struct_size). */
+PVLLM_API pvllm_status pvllm_get_stats(pvllm_engine* engine, pvllm_stats* out_stats,
+                                       pvllm_error** error);
+
+/* ------------------------------------------------------------------------
+ * Tokenizer
+ * ------------------------------------------------------------------------ */
+
+/* Encodes `text` (NUL-terminated UTF-8) into `ids` (capacity entries).
+ * *out_num_ids receives the number of ids the text needs, also when the
+ * buffer is too small (then BUFFER_TOO_SMALL and nothing useful in ids);
+ * ids may be NULL with capacity 0 to ask for the size. Thread-safe. */
+PVLLM_API pvllm_status pvllm_tokenize(pvllm_engine* engine, const char* text, uint8_t add_bos,
+                                      int32_t* ids, size_t capacity, size_t* out_num_ids,
+                                      pvllm_error** error);
+
+/* Decodes ids into `text` (capacity bytes, NUL-terminated on success).
+ * *out_len receives the byte length without the NUL, also when the buffer
+ * is too small (BUFFER_TOO_SMALL). INVALID_ARGUMENT for an id outside the
+ * vocabulary. Thread-safe. */
+PVLLM_API pvllm_status pvllm_detokenize(pvllm_engine* engine, const int32_t* ids, size_t num_ids,
+                                        char* text, size_t capacity, size_t* out_len,
+                                        pvllm_error** error);
+
+/* ------------------------------------------------------------------------
+ * Models: inspection and memory estimates (no engine needed)
+ * ------------------------------------------------------------------------ */
+
+typedef struct pvllm_model_config {
+  uint32_t struct_size; /* set by the caller (pvllm_model_config_init) */
+  char architecture[32];
+  char format[32]; /* "huggingface" or "llama2c" */
+  int32_t hidden_size;
+  int32_t intermediate_size;
+  int32_t num_layers;
+  int32_t num_heads;
+  int32_t num_kv_heads;
+  int32_t head_dim;
+  int32_t vocab_size;
+  int32_t max_position_embeddings;
+  float rms_norm_eps;
+  float rope_theta;
+  uint8_t tie_word_embeddings;
+  int32_t bos_token_id;
+  int32_t eos_token_id;
+} pvllm_model_config;
+
+PVLLM_API void pvllm_model_config_init(pvllm_model_config* config);
+
+typedef struct pvllm_tensor_info {
+  const char* name;  /* valid until the model info is freed */
+  const char* dtype; /* "F32", "F16" or "BF16" */
+  int32_t num_dims;
+  int64_t shape[4];
+} pvllm_tensor_info;
+
+typedef struct pvllm_model_info pvllm_model_info;
+
+/* Reads a model's config and tensor table without loading weights.
+ * Returns OK, NOT_FOUND, IO_ERROR, CORRUPT_MODEL, UNSUPPORTED,
+ * INVALID_ARGUMENT. The caller frees *out_info with pvllm_model_info_free. */
+PVLLM_API pvllm_status pvllm_model_inspect(const char* model_path, pvllm_model_info** out_info,
+                                           pvllm_error** error);
+PVLLM_API pvllm_status pvllm_model_info_config(const pvllm_model_info* info,
+                                               pvllm_model_config* out_config,
+                                               pvllm_error** error);
+PVLLM_API size_t pvllm_model_info_num_tensors(const pvllm_model_info* info);
+/* Tensor i; INVALID_ARGUMENT when out of range. */
+PVLLM_API pvllm_status pvllm_model_info_tensor(const pvllm_model_info* info, size_t index,
+                                               pvllm_tensor_info* out_tensor,
+                                               pvllm_error** error);
+/* NULL is a no-op. */
+PVLLM_API void pvllm_model_info_free(pvllm_model_info* info);
+
+typedef struct pvllm_memory_estimate {
+  uint32_t struct_size; /* set by the caller (pvllm_memory_estimate_init) */
+  uint64_t weight_bytes;       /* weights as stored */
+  uint64_t kv_bytes_per_block; /* K and V of all layers for one block */
+  int32_t num_blocks;          /* what the params' KV budget buys */
+  uint64_t kv_bytes_total;
+  int64_t max_tokens_in_cache; /* num_blocks * block_size */
+} pvllm_memory_estimate;
+
+PVLLM_API void pvllm_memory_estimate_init(pvllm_memory_estimate* estimate);
+
+/* What pvllm_engine_create(params) would need, read from the model's
+ * config and tensor table before loading anything.
+ * Returns the statuses of pvllm_model_inspect, and INVALID_ARGUMENT for
+ * params out of range. */
+PVLLM_API pvllm_status pvllm_estimate_memory(const pvllm_engine_params* params,
+                                             pvllm_memory_estimate* out_estimate,
+                                             pvllm_error** error);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PVLLM_PVLLM_H_ */

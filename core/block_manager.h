@@ -1,0 +1,153 @@
+// BlockManager: the paged KV cache's bookkeeping. It owns a fixed pool of
+// `num_blocks` blocks of `block_size` token slots and hands out block ids;
+// the KV bytes themselves live in the backend.
+//
+// Invariants:
+//  - Every block is in exactly one of three states: free (on the free list,
+//    ref 0, no hash), cached (ref 0 but holds a full block whose hash is
+//    known; on the evictable LRU list, least recently freed first), or used
+//    (ref > 0).
+//  - A block with a hash is full and its K/V are computed: it is never
+//    written again, so it may be shared by any number of sequences.
+//  - Allocation takes from the free list first, then evicts the least
+//    recently used cached block. Running out is a value (false), never an
+//    exception, so the scheduler can wait or preempt.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace pvllm {
+
+using BlockId = int32_t;
+
+// A request to copy one block's K/V into another (copy-on-write).
+struct BlockCopy {
+  BlockId src;
+  BlockId dst;
+};
+
+// One sequence's view of the cache: which block holds positions
+// [i * block_size, (i + 1) * block_size).
+struct BlockTable {
+  std::vector<BlockId> blocks;
+  // hashes[i] is the chained hash of full, computed block i; only the
+  // first hashes.size() blocks have one.
+  std::vector<uint64_t> hashes;
+};
+
+struct BlockManagerMetrics {
+  int32_t num_blocks = 0;
+  int32_t num_used_blocks = 0;    // ref > 0
+  int32_t num_free_blocks = 0;    // on the free list
+  int32_t num_cached_blocks = 0;  // ref 0, hashed, evictable
+  float utilization = 0.0f;       // used / total
+  int64_t prefix_queries = 0;     // blocks looked up in the prefix cache
+  int64_t prefix_hits = 0;        // blocks found there
+  int64_t num_evictions = 0;      // cached blocks reclaimed for new use
+  int64_t num_cow_copies = 0;     // blocks copied on write
+};
+
+class BlockManager {
+ public:
+  // block_size must be a power of two in [8, 256]; num_blocks >= 1. Checked
+  // by the caller (Engine validates the config); asserted here.
+  BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching);
+
+  int32_t block_size() const { return block_size_; }
+  int32_t num_blocks() const { return num_blocks_; }
+  bool prefix_caching() const { return enable_prefix_caching_; }
+
+  // Blocks needed to hold `num_tokens` slots.
+  int32_t blocks_for(int32_t num_tokens) const {
+    return (num_tokens + block_size_ - 1) / block_size_;
+  }
+  // Blocks that allocation can still take (free + evictable cached).
+  int32_t num_available_blocks() const;
+
+  // Prefix cache: how many leading tokens of `tokens` are held by cached
+  // full blocks. Only whole blocks count, and never all of `tokens` (the last
+  // token must be computed to produce logits): at most
+  // floor((tokens.size() - 1) / block_size) blocks. Does not change state.
+  int32_t num_cached_prefix_tokens(std::span<const int32_t> tokens) const;
+
+  // Whether an empty table can be given blocks for the first `num_tokens`
+  // of `tokens`, reusing cached leading blocks (see above) and taking new
+  // blocks for the rest. Reviving a cached block that sits on the LRU list
+  // costs one available block, as a new block does.
+  bool can_allocate(std::span<const int32_t> tokens, int32_t num_tokens) const;
+  // Does it: takes the cached leading blocks (ref + 1; a cached block leaves
+  // the LRU list; queries and hits are counted), then new blocks up to
+  // `num_tokens`. Returns the number of leading tokens whose K/V came from
+  // the cache, or -1 (changing nothing) when can_allocate would say false.
+  int32_t allocate(std::span<const int32_t> tokens, int32_t num_tokens, BlockTable* table);
+
+  // Whether `table` can be grown so that positions
+  // [num_computed, num_computed + num_new) are backed by blocks that this
+  // sequence alone owns (new blocks, plus copies of shared blocks in range).
+  bool can_append(const BlockTable& table, int32_t num_computed, int32_t num_new) const;
+  // Does it: grows the table, and for each shared block in that range
+  // allocates a copy, repoints this table only and records the copy in
+  // `copies` (the backend must run them before writing K/V). Returns false
+  // and changes nothing when can_append would have said false.
+  bool append(BlockTable* table, int32_t num_computed, int32_t num_new,
+              std::vector<BlockCopy>* copies);
+
+  // Registers the full blocks among the first `num_computed` tokens of
+  // `tokens` that have no hash yet, so later requests can reuse them.
+  // A no-op when prefix caching is off.
+  void cache_full_blocks(BlockTable* table, std::span<const int32_t> tokens, int32_t num_computed);
+
+  // Shares every block of `parent` with `child` (ref + 1 each). `child`
+  // must be empty.
+  void fork(const BlockTable& parent, BlockTable* child);
+
+  // Releases every block of `table` (ref - 1; at 0 a hashed block becomes
+  // cached, others return to the free list) and clears it.
+  void free(BlockTable* table);
+
+  // The KV slot of position `pos`: block * block_size + pos % block_size.
+  int64_t slot(const BlockTable& table, int32_t pos) const {
+    return static_cast<int64_t>(table.blocks[pos / block_size_]) * block_size_ + pos % block_size_;
+  }
+
+  int32_t ref_count(BlockId b) const { return blocks_[b].ref; }
+  BlockManagerMetrics metrics() const;
+
+  // Chained hash of one full block: parent hash and the block's token ids.
+  static uint64_t hash_block(uint64_t parent_hash, std::span<const int32_t> tokens);
+
+ private:
+  struct Block {
+    int32_t ref = 0;
+    bool hashed = false;
+    uint64_t hash = 0;
+    uint64_t parent_hash = 0;
+    std::vector<int32_t> tokens;  // kept to verify a hash match exactly
+    std::list<BlockId>::iterator lru_pos;
+    bool in_lru = false;
+  };
+
+  // Pops a free block, evicting the LRU cached block if needed; -1 if none.
+  BlockId allocate_block();
+  void release_block(BlockId b);
+  // Looks up a cached-or-used block holding exactly (parent, tokens).
+  BlockId find_cached(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens) const;
+
+  int32_t num_blocks_;
+  int32_t block_size_;
+  bool enable_prefix_caching_;
+  std::vector<Block> blocks_;
+  std::vector<BlockId> free_list_;  // stack: O(1) push / pop
+  std::list<BlockId> lru_;          // cached blocks, least recently freed first
+  std::unordered_multimap<uint64_t, BlockId> hash_to_block_;
+  int64_t prefix_queries_ = 0;
+  int64_t prefix_hits_ = 0;
+  int64_t num_evictions_ = 0;
+  int64_t num_cow_copies_ = 0;
+};
+
+}  // namespace pvllm

@@ -1,0 +1,402 @@
+#include "kernels/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <new>
+#include <string>
+#include <vector>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>
+#endif
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/paged_attention.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace pvllm {
+namespace {
+
+Status check_shape(const Tensor& t, std::vector<int64_t> shape, const std::string& what) {
+  if (t.empty() || t.shape != shape) {
+    std::string want;
+    for (int64_t d : shape) {
+      if (!want.empty()) want += "x";
+      want += std::to_string(d);
+    }
+    return CorruptModel("cpu backend: weight " + what + " (" + t.name + ") is missing or not " +
+                        want);
+  }
+  return Status::Ok();
+}
+
+Status check_model(const Model& model) {
+  const ModelConfig& c = model.config;
+  if (c.hidden_size <= 0 || c.intermediate_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 ||
+      c.num_kv_heads <= 0 || c.head_dim <= 0 || c.vocab_size <= 0 ||
+      c.num_heads % c.num_kv_heads != 0 || c.head_dim % 2 != 0) {
+    return CorruptModel(
+        "cpu backend: model config has non-positive sizes, kv heads that do "
+        "not divide heads, or an odd head_dim");
+  }
+  const ModelWeights& w = model.weights;
+  if (static_cast<int32_t>(w.layers.size()) != c.num_layers) {
+    return CorruptModel("cpu backend: model has " + std::to_string(w.layers.size()) +
+                        " layers of weights, config says " + std::to_string(c.num_layers));
+  }
+  const int64_t hidden = c.hidden_size;
+  const int64_t q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
+  const int64_t inter = c.intermediate_size;
+  PVLLM_RETURN_IF_ERROR(check_shape(w.embed, {c.vocab_size, hidden}, "embed"));
+  PVLLM_RETURN_IF_ERROR(check_shape(w.final_norm, {hidden}, "final_norm"));
+  if (!w.lm_head.empty()) {
+    PVLLM_RETURN_IF_ERROR(check_shape(w.lm_head, {c.vocab_size, hidden}, "lm_head"));
+  }
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    const std::string at = " of layer " + std::to_string(l);
+    PVLLM_RETURN_IF_ERROR(check_shape(lw.attn_norm, {hidden}, "attn_norm" + at));
+    PVLLM_RETURN_IF_ERROR(check_shape(lw.wq, {q_dim, hidden}, "wq" + at));
+    PVLLM_RETURN_IF_ERROR(check_shape(lw.wk, {kv_dim, hidden}, "wk" + at));
+    PVLLM_RETURN_IF_ERROR(check_shape(lw.wv, {kv_dim, hidden}, "wv" + at));
+    PVLLM_RETURN_IF_ERROR(check_shape(lw.wo, {hidden, q_dim}, "wo" + at));
+    PVLLM_RETURN_IF_ERROR(check_shape(lw.ffn_norm, {hidden}, "ffn_norm" + at));
+    PVLLM_RETURN_IF_ERROR(check_shape(lw.w_gate, {inter, hidden}, "w_gate" + at));
+    PVLLM_RETURN_IF_ERROR(check_shape(lw.w_up, {inter, hidden}, "w_up" + at));
+    PVLLM_RETURN_IF_ERROR(check_shape(lw.w_down, {hidden, inter}, "w_down" + at));
+  }
+  return Status::Ok();
+}
+
+// Bytes of RAM on this host; the address-space size where that is unknown.
+uint64_t physical_memory_bytes() {
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGE_SIZE)
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page_size > 0) {
+    return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+  }
+#endif
+  return std::numeric_limits<size_t>::max();
+}
+
+std::vector<float> to_floats(const Tensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  cpu::load_row(t, 0, t.numel(), out.data());
+  return out;
+}
+
+// forward() reuses member scratch buffers and the K/V pool, so one thread
+// at a time drives a backend (the engine's step loop does).
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const Model& model, const BackendOptions& options)
+      : model_(model),
+        config_(model.config),
+        num_blocks_(options.num_blocks),
+        block_size_(options.block_size),
+        pool_(options.num_threads) {}
+
+  // Allocates the K/V pool and converts the norm weights; OutOfMemory if
+  // the pool does not fit.
+  Status init();
+
+  std::string name() const override { return "cpu"; }
+  Status forward(const BatchMetadata& md, float* logits) override;
+  Status copy_blocks(const std::vector<BlockCopy>& copies) override;
+  int32_t num_blocks() const override { return num_blocks_; }
+  int32_t block_size() const override { return block_size_; }
+
+ private:
+  Status validate(const BatchMetadata& md, const float* logits) const;
+  void run_layer(int32_t layer, const BatchMetadata& md);
+
+  const Model& model_;
+  const ModelConfig& config_;
+  int32_t num_blocks_;
+  int32_t block_size_;
+  cpu::ThreadPool pool_;
+
+  std::vector<float> inv_freq_;                // [head_dim / 2]
+  std::vector<std::vector<float>> attn_norm_;  // [num_layers][hidden]
+  std::vector<std::vector<float>> ffn_norm_;   // [num_layers][hidden]
+  std::vector<float> final_norm_;              // [hidden]
+  const Tensor* lm_head_ = nullptr;            // embed when tied and no lm_head is given
+
+  int64_t block_floats_ = 0;  // floats in one block of one layer's K (or V)
+  // Per layer: [num_blocks, num_kv_heads, block_size, head_dim] fp32.
+  std::vector<std::unique_ptr<float[]>> k_cache_;
+  std::vector<std::unique_ptr<float[]>> v_cache_;
+
+  // Scratch for one forward, n = md.num_tokens rows each.
+  std::vector<float> x_;      // [n, hidden] residual stream
+  std::vector<float> xb_;     // [n, hidden]
+  std::vector<float> q_;      // [n, num_heads * head_dim]
+  std::vector<float> k_;      // [n, num_kv_heads * head_dim]
+  std::vector<float> v_;      // [n, num_kv_heads * head_dim]
+  std::vector<float> att_;    // [n, num_heads * head_dim]
+  std::vector<float> gate_;   // [n, intermediate]
+  std::vector<float> up_;     // [n, intermediate]
+  std::vector<float> cos_;    // [n, head_dim / 2]
+  std::vector<float> sin_;    // [n, head_dim / 2]
+  std::vector<float> final_;  // [num_logits, hidden]
+};
+
+Status CpuBackend::init() {
+  const ModelConfig& c = config_;
+  inv_freq_ = rope_inv_freq(c);
+  if (static_cast<int32_t>(inv_freq_.size()) != c.head_dim / 2) {
+    return Internal("cpu backend: rope_inv_freq returned " + std::to_string(inv_freq_.size()) +
+                    " frequencies for head_dim " + std::to_string(c.head_dim));
+  }
+  for (const LayerWeights& lw : model_.weights.layers) {
+    attn_norm_.push_back(to_floats(lw.attn_norm));
+    ffn_norm_.push_back(to_floats(lw.ffn_norm));
+  }
+  final_norm_ = to_floats(model_.weights.final_norm);
+  lm_head_ = model_.weights.lm_head.empty() ? &model_.weights.embed : &model_.weights.lm_head;
+
+  block_floats_ = static_cast<int64_t>(c.num_kv_heads) * block_size_ * c.head_dim;
+  // The whole pool is used sooner or later, so one larger than the host's
+  // memory is refused now rather than left to overcommit and the OOM killer.
+  const uint64_t block_bytes = kv_bytes_per_block_f32(c, block_size_);
+  const uint64_t limit =
+      std::min<uint64_t>(physical_memory_bytes(), std::numeric_limits<size_t>::max() / 2);
+  if (static_cast<uint64_t>(num_blocks_) > limit / block_bytes) {
+    return OutOfMemory("cpu backend: a K/V pool of " + std::to_string(num_blocks_) + " blocks (" +
+                       std::to_string(block_bytes) + " bytes each) exceeds this host's memory");
+  }
+  const size_t layer_floats = static_cast<size_t>(num_blocks_) * static_cast<size_t>(block_floats_);
+  try {
+    for (int32_t l = 0; l < c.num_layers; ++l) {
+      // Left uninitialised: attention only reads slots written before.
+      k_cache_.emplace_back(new float[layer_floats]);
+      v_cache_.emplace_back(new float[layer_floats]);
+    }
+  } catch (const std::bad_alloc&) {
+    k_cache_.clear();
+    v_cache_.clear();
+    return OutOfMemory("cpu backend: cannot allocate the K/V pool (" +
+                       std::to_string(kv_bytes_per_block_f32(c, block_size_) * num_blocks_) +
+                       " bytes for " + std::to_string(num_blocks_) + " blocks)");
+  }
+  return Status::Ok();
+}
+
+Status CpuBackend::validate(const BatchMetadata& md, const float* logits) const {
+  const int32_t n = md.num_tokens;
+  if (n < 0 || md.num_seqs < 0 || md.max_blocks_per_seq < 0) {
+    return InvalidArgument("forward: negative num_tokens, num_seqs or max_blocks_per_seq");
+  }
+  if (md.input_ids.size() != static_cast<size_t>(n) ||
+      md.positions.size() != static_cast<size_t>(n) ||
+      md.slot_mapping.size() != static_cast<size_t>(n)) {
+    return InvalidArgument("forward: input_ids, positions and slot_mapping must have num_tokens (" +
+                           std::to_string(n) + ") entries");
+  }
+  if (md.query_start.size() != static_cast<size_t>(md.num_seqs) + 1 ||
+      md.context_lens.size() != static_cast<size_t>(md.num_seqs) ||
+      md.block_tables.size() !=
+          static_cast<size_t>(md.num_seqs) * static_cast<size_t>(md.max_blocks_per_seq)) {
+    return InvalidArgument(
+        "forward: query_start needs num_seqs + 1 entries, context_lens num_seqs, block_tables "
+        "num_seqs * max_blocks_per_seq");
+  }
+  if (md.query_start[0] != 0 || md.query_start[md.num_seqs] != n) {
+    return InvalidArgument("forward: query_start must run from 0 to num_tokens");
+  }
+  const int64_t num_slots = static_cast<int64_t>(num_blocks_) * block_size_;
+  for (int32_t s = 0; s < md.num_seqs; ++s) {
+    const int32_t begin = md.query_start[s];
+    const int32_t q_len = md.query_start[s + 1] - begin;
+    const int32_t ctx = md.context_lens[s];
+    const std::string seq = "forward: sequence " + std::to_string(s) + ": ";
+    if (q_len < 0) return InvalidArgument(seq + "query_start decreases");
+    if (ctx < q_len) return InvalidArgument(seq + "context_len is shorter than its query rows");
+    if (static_cast<int64_t>(ctx) > static_cast<int64_t>(md.max_blocks_per_seq) * block_size_) {
+      return InvalidArgument(seq + "context_len exceeds its block table");
+    }
+    const int32_t* table = md.block_tables.data() + static_cast<int64_t>(s) * md.max_blocks_per_seq;
+    for (int32_t b = 0; b < (ctx + block_size_ - 1) / block_size_; ++b) {
+      if (table[b] < 0 || table[b] >= num_blocks_) {
+        return InvalidArgument(seq + "block table entry " + std::to_string(b) + " (" +
+                               std::to_string(table[b]) + ") is not a block id");
+      }
+    }
+    for (int32_t j = 0; j < q_len; ++j) {
+      const int32_t row = begin + j;
+      const int32_t pos = ctx - q_len + j;
+      if (md.positions[row] != pos) {
+        return InvalidArgument(seq + "row " + std::to_string(row) + " has position " +
+                               std::to_string(md.positions[row]) + ", its context implies " +
+                               std::to_string(pos));
+      }
+      const int64_t slot = md.slot_mapping[row];
+      if (slot < 0 || slot >= num_slots ||
+          slot !=
+              static_cast<int64_t>(table[pos / block_size_]) * block_size_ + pos % block_size_) {
+        return InvalidArgument(seq + "row " + std::to_string(row) + " has slot " +
+                               std::to_string(slot) +
+                               ", not the one its block table gives for its position");
+      }
+      if (md.input_ids[row] < 0 || md.input_ids[row] >= config_.vocab_size) {
+        return InvalidArgument(seq + "token id " + std::to_string(md.input_ids[row]) +
+                               " is outside the vocabulary");
+      }
+    }
+  }
+  for (int32_t row : md.logits_rows) {
+    if (row < 0 || row >= n) {
+      return InvalidArgument("forward: logits row " + std::to_string(row) + " is not a token row");
+    }
+  }
+  if (logits == nullptr && !md.logits_rows.empty()) {
+    return InvalidArgument("forward: logits is NULL but logits_rows is not empty");
+  }
+  return Status::Ok();
+}
+
+void CpuBackend::run_layer(int32_t layer, const BatchMetadata& md) {
+  const ModelConfig& c = config_;
+  const LayerWeights& lw = model_.weights.layers[layer];
+  const int64_t n = md.num_tokens;
+  const int64_t hidden = c.hidden_size;
+
+  cpu::rmsnorm(x_.data(), attn_norm_[layer].data(), n, hidden, c.rms_norm_eps, xb_.data());
+  cpu::matmul(&pool_, xb_.data(), n, lw.wq, q_.data());
+  cpu::matmul(&pool_, xb_.data(), n, lw.wk, k_.data());
+  cpu::matmul(&pool_, xb_.data(), n, lw.wv, v_.data());
+  cpu::rope(q_.data(), n, c.num_heads, c.head_dim, cos_.data(), sin_.data(), c.rope_style);
+  cpu::rope(k_.data(), n, c.num_kv_heads, c.head_dim, cos_.data(), sin_.data(), c.rope_style);
+
+  cpu::WriteKvParams w;
+  w.k = k_.data();
+  w.v = v_.data();
+  w.slot_mapping = md.slot_mapping.data();
+  w.k_cache = k_cache_[layer].get();
+  w.v_cache = v_cache_[layer].get();
+  w.num_tokens = md.num_tokens;
+  w.num_kv_heads = c.num_kv_heads;
+  w.head_dim = c.head_dim;
+  w.block_size = block_size_;
+  cpu::write_kv(w);
+
+  cpu::PagedAttentionParams a;
+  a.q = q_.data();
+  a.out = att_.data();
+  a.k_cache = k_cache_[layer].get();
+  a.v_cache = v_cache_[layer].get();
+  a.query_start = md.query_start.data();
+  a.context_lens = md.context_lens.data();
+  a.block_tables = md.block_tables.data();
+  a.num_tokens = md.num_tokens;
+  a.num_seqs = md.num_seqs;
+  a.num_heads = c.num_heads;
+  a.num_kv_heads = c.num_kv_heads;
+  a.head_dim = c.head_dim;
+  a.block_size = block_size_;
+  a.max_blocks_per_seq = md.max_blocks_per_seq;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  cpu::paged_attention(a, &pool_);
+
+  cpu::matmul(&pool_, att_.data(), n, lw.wo, xb_.data());
+  for (int64_t i = 0; i < n * hidden; ++i) x_[i] += xb_[i];
+
+  cpu::rmsnorm(x_.data(), ffn_norm_[layer].data(), n, hidden, c.rms_norm_eps, xb_.data());
+  cpu::matmul(&pool_, xb_.data(), n, lw.w_gate, gate_.data());
+  cpu::matmul(&pool_, xb_.data(), n, lw.w_up, up_.data());
+  cpu::silu_mul(gate_.data(), up_.data(), n * c.intermediate_size, gate_.data());
+  cpu::matmul(&pool_, gate_.data(), n, lw.w_down, xb_.data());
+  for (int64_t i = 0; i < n * hidden; ++i) x_[i] += xb_[i];
+}
+
+Status CpuBackend::forward(const BatchMetadata& md, float* logits) {
+  PVLLM_RETURN_IF_ERROR(validate(md, logits));
+  const ModelConfig& c = config_;
+  const int64_t n = md.num_tokens;
+  const int64_t num_logits = static_cast<int64_t>(md.logits_rows.size());
+  const int64_t hidden = c.hidden_size;
+  const int64_t half = c.head_dim / 2;
+  if (n == 0) return Status::Ok();
+  try {
+    x_.resize(n * hidden);
+    xb_.resize(n * hidden);
+    q_.resize(n * c.num_heads * c.head_dim);
+    k_.resize(n * c.num_kv_heads * c.head_dim);
+    v_.resize(n * c.num_kv_heads * c.head_dim);
+    att_.resize(n * c.num_heads * c.head_dim);
+    gate_.resize(n * c.intermediate_size);
+    up_.resize(n * c.intermediate_size);
+    cos_.resize(n * half);
+    sin_.resize(n * half);
+    final_.resize(num_logits * hidden);
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory("cpu backend: cannot allocate activations for " + std::to_string(n) +
+                       " tokens");
+  }
+
+  cpu::embedding(model_.weights.embed, md.input_ids.data(), n, hidden, x_.data());
+  cpu::rope_cos_sin(md.positions.data(), n, inv_freq_.data(), half, cos_.data(), sin_.data());
+  for (int32_t l = 0; l < c.num_layers; ++l) run_layer(l, md);
+
+  // Only the rows that sample need the final norm and the vocabulary projection.
+  for (int64_t i = 0; i < num_logits; ++i) {
+    std::memcpy(final_.data() + i * hidden, x_.data() + md.logits_rows[i] * hidden,
+                hidden * sizeof(float));
+  }
+  cpu::rmsnorm(final_.data(), final_norm_.data(), num_logits, hidden, c.rms_norm_eps,
+               final_.data());
+  cpu::matmul(&pool_, final_.data(), num_logits, *lm_head_, logits);
+  return Status::Ok();
+}
+
+Status CpuBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
+  for (const BlockCopy& cp : copies) {
+    if (cp.src < 0 || cp.src >= num_blocks_ || cp.dst < 0 || cp.dst >= num_blocks_) {
+      return InvalidArgument("copy_blocks: block " + std::to_string(cp.src) + " -> " +
+                             std::to_string(cp.dst) + " is outside the pool of " +
+                             std::to_string(num_blocks_));
+    }
+  }
+  const size_t bytes = static_cast<size_t>(block_floats_) * sizeof(float);
+  for (const BlockCopy& cp : copies) {
+    if (cp.src == cp.dst) continue;
+    for (int32_t l = 0; l < config_.num_layers; ++l) {
+      std::memcpy(k_cache_[l].get() + cp.dst * block_floats_,
+                  k_cache_[l].get() + cp.src * block_floats_, bytes);
+      std::memcpy(v_cache_[l].get() + cp.dst * block_floats_,
+                  v_cache_[l].get() + cp.src * block_floats_, bytes);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status create_cpu_backend(const Model& model, const BackendOptions& options,
+                          std::unique_ptr<Backend>* out) {
+  if (out == nullptr) return InvalidArgument("create_cpu_backend: out is NULL");
+  if (options.num_blocks <= 0 || options.block_size <= 0 || options.num_threads < 0) {
+    return InvalidArgument(
+        "create_cpu_backend: num_blocks and block_size must be positive, "
+        "num_threads non-negative");
+  }
+  PVLLM_RETURN_IF_ERROR(check_model(model));
+  std::unique_ptr<CpuBackend> backend;
+  try {
+    backend = std::make_unique<CpuBackend>(model, options);
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory("create_cpu_backend: out of memory");
+  } catch (const std::exception& e) {
+    return Internal(std::string("create_cpu_backend: cannot start the thread pool: ") + e.what());
+  }
+  PVLLM_RETURN_IF_ERROR(backend->init());
+  *out = std::move(backend);
+  return Status::Ok();
+}
+
+}  // namespace pvllm

@@ -1,0 +1,273 @@
+#include "kernels/cpu/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define PVLLM_CPU_AVX2 1
+#else
+#define PVLLM_CPU_AVX2 0
+#endif
+
+namespace pvllm::cpu {
+namespace {
+
+// Eight fp32 lanes: an AVX2 register, or a plain array with the same
+// arithmetic (fused multiply-add per lane, the same horizontal-sum tree)
+// where AVX2/FMA/F16C are not enabled.
+struct V8 {
+#if PVLLM_CPU_AVX2
+  __m256 v;
+  static V8 zero() { return {_mm256_setzero_ps()}; }
+  static V8 load(const float* p) { return {_mm256_loadu_ps(p)}; }
+  static V8 load_f16(const void* p) {
+    return {_mm256_cvtph_ps(_mm_loadu_si128(static_cast<const __m128i*>(p)))};
+  }
+  static V8 load_bf16(const void* p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(wide, 16))};
+  }
+  static V8 fma(V8 a, V8 b, V8 c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
+  static V8 add(V8 a, V8 b) { return {_mm256_add_ps(a.v, b.v)}; }
+  // ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+  float hsum() const {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+#else
+  float v[8];
+  static V8 zero() { return V8{}; }
+  static V8 load(const float* p) {
+    V8 r;
+    std::memcpy(r.v, p, sizeof(r.v));
+    return r;
+  }
+  static V8 load_f16(const void* p) {
+    V8 r;
+    for (int i = 0; i < 8; ++i) r.v[i] = load_as_float(DType::kF16, p, i);
+    return r;
+  }
+  static V8 load_bf16(const void* p) {
+    V8 r;
+    for (int i = 0; i < 8; ++i) r.v[i] = load_as_float(DType::kBF16, p, i);
+    return r;
+  }
+  static V8 fma(V8 a, V8 b, V8 c) {
+    V8 r;
+    for (int i = 0; i < 8; ++i) r.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
+    return r;
+  }
+  static V8 add(V8 a, V8 b) {
+    V8 r;
+    for (int i = 0; i < 8; ++i) r.v[i] = a.v[i] + b.v[i];
+    return r;
+  }
+  float hsum() const {
+    float s[4];
+    for (int i = 0; i < 4; ++i) s[i] = v[i] + v[i + 4];
+    return (s[0] + s[2]) + (s[1] + s[3]);
+  }
+#endif
+};
+
+// Eight elements of a weight row starting at element i, as fp32.
+template <DType D>
+V8 load8(const void* row, int64_t i) {
+  const char* p = static_cast<const char*>(row) + i * static_cast<int64_t>(dtype_size(D));
+  if constexpr (D == DType::kF32) {
+    float tmp[8];
+    std::memcpy(tmp, p, sizeof(tmp));  // rows need not be 4-byte aligned
+    return V8::load(tmp);
+  } else if constexpr (D == DType::kF16) {
+    return V8::load_f16(p);
+  } else {
+    return V8::load_bf16(p);
+  }
+}
+
+// The last count (< 8) elements from i, zero padded to eight lanes.
+template <DType D>
+V8 load_tail(const void* row, int64_t i, int64_t count) {
+  float tmp[8] = {};
+  for (int64_t k = 0; k < count; ++k) tmp[k] = load_as_float(D, row, i + k);
+  return V8::load(tmp);
+}
+
+// y[t * y_stride] = dot(w, x + t * x_stride) for t < NT, over `in` elements.
+// Every t gets exactly the arithmetic dot() does, whatever NT is: lanes of
+// acc0 take elements 16k..16k+7, lanes of acc1 16k+8..16k+15, then a final
+// 8-wide step into acc0 and a zero-padded tail into acc1.
+template <DType D, int NT>
+inline void dot_rows(const void* w, int64_t in, const float* x, int64_t x_stride, float* y,
+                     int64_t y_stride) {
+  V8 acc0[NT];
+  V8 acc1[NT];
+  for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = V8::zero();
+  int64_t i = 0;
+  for (; i + 16 <= in; i += 16) {
+    const V8 w0 = load8<D>(w, i);
+    const V8 w1 = load8<D>(w, i + 8);
+    for (int t = 0; t < NT; ++t) {
+      acc0[t] = V8::fma(w0, V8::load(x + t * x_stride + i), acc0[t]);
+      acc1[t] = V8::fma(w1, V8::load(x + t * x_stride + i + 8), acc1[t]);
+    }
+  }
+  if (i + 8 <= in) {
+    const V8 w0 = load8<D>(w, i);
+    for (int t = 0; t < NT; ++t) acc0[t] = V8::fma(w0, V8::load(x + t * x_stride + i), acc0[t]);
+    i += 8;
+  }
+  if (i < in) {
+    const V8 w1 = load_tail<D>(w, i, in - i);
+    for (int t = 0; t < NT; ++t) {
+      const V8 xt = load_tail<DType::kF32>(x + t * x_stride, i, in - i);
+      acc1[t] = V8::fma(w1, xt, acc1[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) y[t * y_stride] = V8::add(acc0[t], acc1[t]).hsum();
+}
+
+template <DType D>
+void matmul_typed(ThreadPool* pool, const float* x, int64_t n, const Tensor& w, float* y) {
+  const int64_t num_out = w.shape[0];
+  const int64_t in = w.shape[1];
+  const int64_t row_bytes = in * static_cast<int64_t>(dtype_size(D));
+  const char* base = static_cast<const char*>(w.data);
+  auto rows = [&](int64_t begin, int64_t end) {
+    // A tile of weight rows stays in cache while every token group passes
+    // over it; within a group one weight load feeds up to 4 tokens.
+    constexpr int64_t kRowTile = 16;
+    for (int64_t r0 = begin; r0 < end; r0 += kRowTile) {
+      const int64_t r1 = std::min(end, r0 + kRowTile);
+      for (int64_t t = 0; t < n; t += 4) {
+        const float* xt = x + t * in;
+        float* yt = y + t * num_out;
+        switch (std::min<int64_t>(4, n - t)) {
+          case 4:
+            for (int64_t r = r0; r < r1; ++r)
+              dot_rows<D, 4>(base + r * row_bytes, in, xt, in, yt + r, num_out);
+            break;
+          case 3:
+            for (int64_t r = r0; r < r1; ++r)
+              dot_rows<D, 3>(base + r * row_bytes, in, xt, in, yt + r, num_out);
+            break;
+          case 2:
+            for (int64_t r = r0; r < r1; ++r)
+              dot_rows<D, 2>(base + r * row_bytes, in, xt, in, yt + r, num_out);
+            break;
+          default:
+            for (int64_t r = r0; r < r1; ++r)
+              dot_rows<D, 1>(base + r * row_bytes, in, xt, in, yt + r, num_out);
+            break;
+        }
+      }
+    }
+  };
+  // Enough rows per task that scheduling costs little next to the math.
+  const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, in * n));
+  if (pool == nullptr) {
+    rows(0, num_out);
+  } else {
+    pool->parallel_for(num_out, rows, min_rows);
+  }
+}
+
+}  // namespace
+
+float dot(const float* a, const float* b, int64_t n) {
+  float r;
+  dot_rows<DType::kF32, 1>(a, n, b, 0, &r, 0);
+  return r;
+}
+
+void axpy(float alpha, const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+#if PVLLM_CPU_AVX2
+  const __m256 a = _mm256_set1_ps(alpha);
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(a, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  }
+#endif
+  for (; i < n; ++i) y[i] = std::fma(alpha, x[i], y[i]);
+}
+
+void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) {
+  for (int64_t r = 0; r < n; ++r) {
+    const float* xr = x + r * dim;
+    float* o = out + r * dim;
+    const float ss = dot(xr, xr, dim);
+    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
+    for (int64_t j = 0; j < dim; ++j) o[j] = (xr[j] * inv) * weight[j];
+  }
+}
+
+void matmul(ThreadPool* pool, const float* x, int64_t n, const Tensor& w, float* y) {
+  if (n <= 0) return;
+  switch (w.dtype) {
+    case DType::kF32:
+      return matmul_typed<DType::kF32>(pool, x, n, w, y);
+    case DType::kF16:
+      return matmul_typed<DType::kF16>(pool, x, n, w, y);
+    case DType::kBF16:
+      return matmul_typed<DType::kBF16>(pool, x, n, w, y);
+  }
+}
+
+void rope_cos_sin(const int32_t* positions, int64_t n, const float* inv_freq, int64_t half,
+                  float* cos_out, float* sin_out) {
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < half; ++j) {
+      const double angle = static_cast<double>(positions[t]) * static_cast<double>(inv_freq[j]);
+      cos_out[t * half + j] = static_cast<float>(std::cos(angle));
+      sin_out[t * half + j] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+
+void rope(float* x, int64_t n, int64_t num_heads, int64_t head_dim, const float* cos,
+          const float* sin, RopeStyle style) {
+  const int64_t half = head_dim / 2;
+  // Element offsets of the two halves of pair j.
+  const int64_t stride = style == RopeStyle::kInterleaved ? 2 : 1;
+  const int64_t partner = style == RopeStyle::kInterleaved ? 1 : half;
+  for (int64_t t = 0; t < n; ++t) {
+    const float* c = cos + t * half;
+    const float* s = sin + t * half;
+    for (int64_t h = 0; h < num_heads; ++h) {
+      float* head = x + (t * num_heads + h) * head_dim;
+      for (int64_t j = 0; j < half; ++j) {
+        float* p = head + j * stride;
+        const float a = p[0];
+        const float b = p[partner];
+        p[0] = a * c[j] - b * s[j];
+        p[partner] = a * s[j] + b * c[j];
+      }
+    }
+  }
+}
+
+void silu_mul(const float* gate, const float* up, int64_t count, float* out) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void load_row(const Tensor& t, int64_t offset, int64_t count, float* out) {
+  if (t.dtype == DType::kF32) {
+    std::memcpy(out, static_cast<const char*>(t.data) + offset * 4, count * sizeof(float));
+    return;
+  }
+  for (int64_t j = 0; j < count; ++j) out[j] = load_as_float(t.dtype, t.data, offset + j);
+}
+
+void embedding(const Tensor& table, const int32_t* ids, int64_t n, int64_t dim, float* out) {
+  for (int64_t t = 0; t < n; ++t)
+    load_row(table, static_cast<int64_t>(ids[t]) * dim, dim, out + t * dim);
+}
+
+}  // namespace pvllm::cpu

@@ -1,0 +1,55 @@
+// The dense building blocks of a Llama decoder on the CPU, fp32 math.
+//
+// Determinism: every reduction (dot products, sums of squares) is done by
+// one thread in a fixed order — 16 lanes (two 8-lane accumulators) over the
+// input in order, then the lanes summed in a fixed tree — that depends only
+// on the reduction length. A row's result is therefore bit-identical whether
+// it is computed alone or with other rows, on any number of threads.
+#pragma once
+
+#include <cstdint>
+
+#include "core/model_config.h"
+#include "core/tensor.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace pvllm::cpu {
+
+// sum_i a[i] * b[i] over n floats, in the fixed order above.
+float dot(const float* a, const float* b, int64_t n);
+
+// y[i] += alpha * x[i] for i in [0, n).
+void axpy(float alpha, const float* x, float* y, int64_t n);
+
+// x [n, dim] -> out [n, dim]: out = x / sqrt(mean(x^2) + eps) * weight.
+// weight [dim]. out may alias x.
+void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out);
+
+// x [n, in] fp32 times w^T, w [out, in] (f32, f16 or bf16, converted on the
+// fly) -> y [n, out]. Parallel over output features; each weight row is read
+// once per group of up to 4 tokens.
+void matmul(ThreadPool* pool, const float* x, int64_t n, const Tensor& w, float* y);
+
+// cos/sin [n, head_dim / 2] of positions[i] * inv_freq[j] (angles in double,
+// then rounded), for rope().
+void rope_cos_sin(const int32_t* positions, int64_t n, const float* inv_freq, int64_t half,
+                  float* cos_out, float* sin_out);
+
+// Rotates x [n, num_heads, head_dim] in place by the angles of cos/sin
+// [n, head_dim / 2]. Pair j of a head is (2j, 2j+1) for kInterleaved and
+// (j, j + head_dim/2) for kRotateHalf; both get
+// (a, b) -> (a cos - b sin, a sin + b cos).
+void rope(float* x, int64_t n, int64_t num_heads, int64_t head_dim, const float* cos,
+          const float* sin, RopeStyle style);
+
+// out[i] = silu(gate[i]) * up[i] over count floats; out may alias gate.
+void silu_mul(const float* gate, const float* up, int64_t count, float* out);
+
+// out [n, dim] = rows ids[i] of table [vocab, dim] (any dtype) as fp32.
+// ids must be in range (the caller validates).
+void embedding(const Tensor& table, const int32_t* ids, int64_t n, int64_t dim, float* out);
+
+// out[j] = element offset + j of t as fp32, for j in [0, count).
+void load_row(const Tensor& t, int64_t offset, int64_t count, float* out);
+
+}  // namespace pvllm::cpu

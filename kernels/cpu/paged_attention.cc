@@ -1,0 +1,90 @@
+#include "kernels/cpu/paged_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+
+namespace pvllm::cpu {
+namespace {
+
+// Which sequence owns each query row, from query_start.
+std::vector<int32_t> seq_of_rows(const PagedAttentionParams& p) {
+  std::vector<int32_t> seq(p.num_tokens, 0);
+  for (int32_t s = 0; s < p.num_seqs; ++s) {
+    for (int32_t r = p.query_start[s]; r < p.query_start[s + 1]; ++r) seq[r] = s;
+  }
+  return seq;
+}
+
+}  // namespace
+
+void paged_attention(const PagedAttentionParams& p, ThreadPool* pool) {
+  const std::vector<int32_t> seq_of = seq_of_rows(p);
+  const int32_t group = p.num_heads / p.num_kv_heads;
+  const int64_t head_dim = p.head_dim;
+  const int64_t block_stride = static_cast<int64_t>(p.num_kv_heads) * p.block_size * head_dim;
+
+  auto tasks = [&](int64_t begin, int64_t end) {
+    std::vector<float> scores;  // [position + 1] of the current query
+    for (int64_t task = begin; task < end; ++task) {
+      const int32_t row = static_cast<int32_t>(task / p.num_heads);
+      const int32_t h = static_cast<int32_t>(task % p.num_heads);
+      const int32_t s = seq_of[row];
+      const int32_t q_len = p.query_start[s + 1] - p.query_start[s];
+      const int32_t pos = p.context_lens[s] - q_len + (row - p.query_start[s]);
+      const int32_t num_keys = pos + 1;
+      const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
+      const int64_t kv_head_offset = static_cast<int64_t>(h / group) * p.block_size * head_dim;
+      const float* q = p.q + (static_cast<int64_t>(row) * p.num_heads + h) * head_dim;
+      float* out = p.out + (static_cast<int64_t>(row) * p.num_heads + h) * head_dim;
+
+      scores.resize(num_keys);
+      float max_score = -INFINITY;
+      for (int32_t j = 0; j < num_keys; ++j) {
+        const int64_t base = table[j / p.block_size] * block_stride + kv_head_offset +
+                             static_cast<int64_t>(j % p.block_size) * head_dim;
+        scores[j] = dot(q, p.k_cache + base, head_dim) * p.scale;
+        max_score = std::max(max_score, scores[j]);
+      }
+      float sum = 0.0f;
+      for (int32_t j = 0; j < num_keys; ++j) {
+        scores[j] = std::exp(scores[j] - max_score);
+        sum += scores[j];
+      }
+      std::fill(out, out + head_dim, 0.0f);
+      for (int32_t j = 0; j < num_keys; ++j) {
+        const int64_t base = table[j / p.block_size] * block_stride + kv_head_offset +
+                             static_cast<int64_t>(j % p.block_size) * head_dim;
+        axpy(scores[j], p.v_cache + base, out, head_dim);
+      }
+      const float inv_sum = 1.0f / sum;
+      for (int64_t d = 0; d < head_dim; ++d) out[d] *= inv_sum;
+    }
+  };
+  const int64_t num_tasks = static_cast<int64_t>(p.num_tokens) * p.num_heads;
+  if (pool == nullptr) {
+    tasks(0, num_tasks);
+  } else {
+    pool->parallel_for(num_tasks, tasks);
+  }
+}
+
+void write_kv(const WriteKvParams& p) {
+  const int64_t row_floats = static_cast<int64_t>(p.num_kv_heads) * p.head_dim;
+  const int64_t head_bytes = static_cast<int64_t>(p.head_dim) * sizeof(float);
+  for (int32_t t = 0; t < p.num_tokens; ++t) {
+    const int64_t block = p.slot_mapping[t] / p.block_size;
+    const int64_t offset = p.slot_mapping[t] % p.block_size;
+    for (int32_t kvh = 0; kvh < p.num_kv_heads; ++kvh) {
+      const int64_t dst = ((block * p.num_kv_heads + kvh) * p.block_size + offset) * p.head_dim;
+      const int64_t src = t * row_floats + static_cast<int64_t>(kvh) * p.head_dim;
+      std::memcpy(p.k_cache + dst, p.k + src, head_bytes);
+      std::memcpy(p.v_cache + dst, p.v + src, head_bytes);
+    }
+  }
+}
+
+}  // namespace pvllm::cpu

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what building and testing pvllm needs (Debian 12). Idempotent:
+# skips apt when everything is already there.
+set -euo pipefail
+
+packages=(build-essential cmake ninja-build ccache pkg-config
+          libsentencepiece-dev nlohmann-json3-dev libcli11-dev libgtest-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

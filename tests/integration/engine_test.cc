@@ -1,0 +1,374 @@
+// End-to-end behaviour of the Engine on tiny random-weight models the test
+// writes itself: batching, chunked prefill, preemption, prefix caching,
+// parallel sampling, stop conditions and aborts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "tests/integration/engine_harness.h"
+#include "tests/util/tiny_model.h"
+
+namespace pvllm::testing {
+namespace {
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    TinyModelSpec spec;
+    spec.max_position_embeddings = 256;
+    model_dir_ = new std::string(write_tiny_hf_model(make_temp_dir("engine_test"), spec));
+  }
+  static void TearDownTestSuite() { delete model_dir_; }
+
+  EngineConfig config() const {
+    EngineConfig c;
+    c.model_path = *model_dir_;
+    c.device = "cpu";
+    c.num_threads = 2;
+    return c;
+  }
+
+  // Prompts of varied lengths, as token ids (BOS first).
+  std::vector<std::vector<int32_t>> prompts(int count, uint32_t seed = 7) const {
+    std::vector<std::vector<int32_t>> out;
+    uint32_t x = seed;
+    for (int i = 0; i < count; ++i) {
+      std::vector<int32_t> p{1};
+      const int len = 3 + (i * 7) % 40;
+      for (int k = 0; k < len; ++k) {
+        x = x * 1664525u + 1013904223u;
+        p.push_back(3 + static_cast<int32_t>((x >> 8) % (tiny_tokenizer_vocab_size() - 3)));
+      }
+      out.push_back(p);
+    }
+    return out;
+  }
+
+  // Runs each prompt alone in a fresh engine.
+  std::vector<std::vector<int32_t>> run_alone(const std::vector<std::vector<int32_t>>& ps,
+                                              const SamplingParams& params) {
+    std::vector<std::vector<int32_t>> result;
+    for (const auto& p : ps) {
+      auto engine = make_engine(config());
+      uint64_t id = 0;
+      EXPECT_TRUE(engine->submit_tokens(p, params, 0, &id).ok());
+      Outputs out = run_to_completion(engine.get());
+      result.push_back(out.at({id, 0}).token_ids);
+    }
+    return result;
+  }
+
+  std::vector<std::vector<int32_t>> run_together(Engine* engine,
+                                                 const std::vector<std::vector<int32_t>>& ps,
+                                                 const SamplingParams& params) {
+    std::vector<uint64_t> ids;
+    for (const auto& p : ps) {
+      uint64_t id = 0;
+      EXPECT_TRUE(engine->submit_tokens(p, params, 0, &id).ok());
+      ids.push_back(id);
+    }
+    Outputs out = run_to_completion(engine);
+    std::vector<std::vector<int32_t>> result;
+    for (uint64_t id : ids) result.push_back(out.at({id, 0}).token_ids);
+    return result;
+  }
+
+  static std::string* model_dir_;
+};
+
+std::string* EngineTest::model_dir_ = nullptr;
+
+TEST_F(EngineTest, BatchGivesSameTokensAsEachRequestAlone) {
+  auto ps = prompts(6);
+  SamplingParams p = greedy(20);
+  p.ignore_eos = true;
+  auto alone = run_alone(ps, p);
+  auto engine = make_engine(config());
+  EXPECT_EQ(run_together(engine.get(), ps, p), alone);
+}
+
+TEST_F(EngineTest, ChunkedPrefillGivesSameTokens) {
+  auto ps = prompts(5);
+  SamplingParams p = greedy(12);
+  p.ignore_eos = true;
+  auto alone = run_alone(ps, p);
+  EngineConfig c = config();
+  c.max_num_batched_tokens = 5;  // every prompt needs several steps
+  auto engine = make_engine(c);
+  EXPECT_EQ(run_together(engine.get(), ps, p), alone);
+}
+
+TEST_F(EngineTest, SeededSamplingIsIndependentOfBatchMates) {
+  auto ps = prompts(5);
+  SamplingParams seeded;
+  seeded.temperature = 0.9f;
+  seeded.top_p = 0.95f;
+  seeded.max_tokens = 16;
+  seeded.ignore_eos = true;
+  seeded.has_seed = true;
+  seeded.seed = 1234;
+  auto alone = run_alone({ps[0]}, seeded);
+
+  auto engine = make_engine(config());
+  uint64_t id = 0;
+  SamplingParams noisy = seeded;
+  noisy.has_seed = false;  // batch mates draw from random seeds
+  for (size_t i = 1; i < ps.size(); ++i) {
+    uint64_t other = 0;
+    ASSERT_TRUE(engine->submit_tokens(ps[i], noisy, 0, &other).ok());
+  }
+  ASSERT_TRUE(engine->submit_tokens(ps[0], seeded, 0, &id).ok());
+  Outputs out = run_to_completion(engine.get());
+  EXPECT_EQ(out.at({id, 0}).token_ids, alone[0]);
+}
+
+TEST_F(EngineTest, PreemptionRecomputesExactly) {
+  auto ps = prompts(8);
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.max_tokens = 40;
+  p.ignore_eos = true;
+  p.has_seed = true;
+  p.seed = 99;
+  auto roomy_engine = make_engine(config());
+  auto roomy = run_together(roomy_engine.get(), ps, p);
+  EXPECT_EQ(roomy_engine->stats().num_preemptions, 0);
+
+  EngineConfig tight = config();
+  tight.block_size = 8;
+  tight.num_kv_blocks = 32;  // room for about three of the eight sequences
+  auto engine = make_engine(tight);
+  EXPECT_EQ(run_together(engine.get(), ps, p), roomy);
+  EXPECT_GT(engine->stats().num_preemptions, 0);
+  EngineStats s = engine->stats();
+  EXPECT_EQ(s.num_blocks_used, 0);
+  EXPECT_EQ(s.num_blocks_free + s.num_blocks_cached, s.num_blocks_total);
+}
+
+TEST_F(EngineTest, PrefixCacheHitsSkipPrefillAndKeepOutputs) {
+  std::vector<int32_t> prompt = prompts(1)[0];
+  while (prompt.size() < 70) prompt.push_back(5 + prompt.size() % 50);
+  SamplingParams p = greedy(8);
+  p.ignore_eos = true;
+
+  EngineConfig off = config();
+  off.enable_prefix_caching = false;
+  auto cold = make_engine(off);
+  auto expected = run_together(cold.get(), {prompt}, p)[0];
+
+  auto engine = make_engine(config());
+  EXPECT_EQ(run_together(engine.get(), {prompt}, p)[0], expected);
+  const int64_t prefill_before = engine->stats().num_prompt_tokens_processed;
+  EXPECT_EQ(run_together(engine.get(), {prompt}, p)[0], expected);
+  EngineStats s = engine->stats();
+  EXPECT_GT(s.prefix_cache_hits, 0);
+  // 70 tokens in blocks of 16: four full blocks (64 tokens) come from the cache.
+  EXPECT_EQ(s.num_prompt_tokens_processed - prefill_before, 70 - 64);
+}
+
+TEST_F(EngineTest, ParallelSamplesShareThePromptAndFinishOnce) {
+  std::vector<int32_t> prompt = prompts(1)[0];
+  while (prompt.size() < 64) prompt.push_back(9);
+  SamplingParams p;
+  p.n = 4;
+  p.temperature = 1.0f;
+  p.max_tokens = 6;
+  p.ignore_eos = true;
+  p.has_seed = true;
+  p.seed = 5;
+  auto engine = make_engine(config());
+  uint64_t id = 0;
+  ASSERT_TRUE(engine->submit_tokens(prompt, p, 0, &id).ok());
+  // Prefill, first samples, then peek at the pool while all four decode.
+  Outputs out;
+  ASSERT_TRUE(engine->step().ok());
+  ASSERT_TRUE(engine->step().ok());
+  EngineStats mid = engine->stats();
+  EXPECT_EQ(mid.num_running, 4);
+  // 64 prompt tokens = 4 shared blocks; each sample owns one more block.
+  EXPECT_LE(mid.num_blocks_used, 4 + 4);
+  collect(engine.get(), &out);
+  Outputs rest = run_to_completion(engine.get());
+  for (auto& [k, v] : rest) {
+    auto& s = out[k];
+    s.token_ids.insert(s.token_ids.end(), v.token_ids.begin(), v.token_ids.end());
+    s.num_finish_events += v.num_finish_events;
+  }
+  ASSERT_EQ(out.size(), 4u);
+  std::set<std::vector<int32_t>> distinct;
+  for (int k = 0; k < 4; ++k) {
+    const SampleOutput& s = out.at({id, k});
+    EXPECT_EQ(s.num_finish_events, 1);
+    EXPECT_EQ(s.token_ids.size(), 6u);
+    distinct.insert(s.token_ids);
+  }
+  EXPECT_GT(distinct.size(), 1u) << "four samples at temperature 1 should differ";
+}
+
+TEST_F(EngineTest, GreedyParallelSamplesAreIdentical) {
+  SamplingParams p = greedy(10);
+  p.n = 3;
+  p.ignore_eos = true;
+  auto engine = make_engine(config());
+  uint64_t id = 0;
+  ASSERT_TRUE(engine->submit_tokens(prompts(1)[0], p, 0, &id).ok());
+  Outputs out = run_to_completion(engine.get());
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out.at({id, 1}).token_ids, out.at({id, 0}).token_ids);
+  EXPECT_EQ(out.at({id, 2}).token_ids, out.at({id, 0}).token_ids);
+}
+
+TEST_F(EngineTest, MaxTokensEndsWithLength) {
+  SamplingParams p = greedy(7);
+  p.ignore_eos = true;
+  auto engine = make_engine(config());
+  uint64_t id = 0;
+  ASSERT_TRUE(engine->submit_tokens(prompts(1)[0], p, 0, &id).ok());
+  Outputs out = run_to_completion(engine.get());
+  EXPECT_EQ(out.at({id, 0}).token_ids.size(), 7u);
+  EXPECT_EQ(out.at({id, 0}).finish_reason, FinishReason::kLength);
+}
+
+TEST_F(EngineTest, StopTokenEndsWithStopAndIsNotReported) {
+  SamplingParams p = greedy(30);
+  p.ignore_eos = true;
+  auto engine = make_engine(config());
+  uint64_t id = 0;
+  ASSERT_TRUE(engine->submit_tokens(prompts(1)[0], p, 0, &id).ok());
+  auto full = run_to_completion(engine.get()).at({id, 0}).token_ids;
+  ASSERT_GE(full.size(), 5u);
+  p.stop_token_ids = {full[4]};
+  const auto first = std::find(full.begin(), full.end(), full[4]) - full.begin();
+  ASSERT_TRUE(engine->submit_tokens(prompts(1)[0], p, 0, &id).ok());
+  SampleOutput s = run_to_completion(engine.get()).at({id, 0});
+  EXPECT_EQ(s.finish_reason, FinishReason::kStop);
+  EXPECT_EQ(s.token_ids, std::vector<int32_t>(full.begin(), full.begin() + first));
+}
+
+TEST_F(EngineTest, StopStringCutsTheTextBeforeIt) {
+  SamplingParams p = greedy(30);
+  p.ignore_eos = true;
+  auto engine = make_engine(config());
+  uint64_t id = 0;
+  ASSERT_TRUE(engine->submit_text("Once upon a time", p, 0, &id).ok());
+  std::string full = run_to_completion(engine.get()).at({id, 0}).text;
+  ASSERT_GE(full.size(), 8u);
+  const std::string stop = full.substr(full.size() / 2, 3);
+  p.stop = {stop};
+  ASSERT_TRUE(engine->submit_text("Once upon a time", p, 0, &id).ok());
+  SampleOutput s = run_to_completion(engine.get()).at({id, 0});
+  EXPECT_EQ(s.finish_reason, FinishReason::kStop);
+  EXPECT_EQ(s.text, full.substr(0, full.find(stop)));
+}
+
+TEST_F(EngineTest, StreamedTextEqualsDecodedTokens) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.max_tokens = 40;
+  p.ignore_eos = true;
+  p.has_seed = true;
+  p.seed = 3;
+  auto engine = make_engine(config());
+  uint64_t id = 0;
+  ASSERT_TRUE(engine->submit_text("The café", p, 0, &id).ok());
+  SampleOutput s = run_to_completion(engine.get()).at({id, 0});
+  std::vector<int32_t> prompt;
+  ASSERT_TRUE(engine->tokenizer()->encode("The café", true, &prompt).ok());
+  std::string whole, prompt_text;
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), s.token_ids.begin(), s.token_ids.end());
+  ASSERT_TRUE(engine->tokenizer()->decode(all, &whole).ok());
+  ASSERT_TRUE(engine->tokenizer()->decode(prompt, &prompt_text).ok());
+  EXPECT_EQ(prompt_text + s.text, whole);
+}
+
+TEST_F(EngineTest, AbortEndsWaitingAndRunningRequestsOnce) {
+  auto engine = make_engine(config());
+  SamplingParams p = greedy(50);
+  p.ignore_eos = true;
+  uint64_t running = 0, waiting = 0;
+  ASSERT_TRUE(engine->submit_tokens(prompts(1)[0], p, 0, &running).ok());
+  ASSERT_TRUE(engine->step().ok());
+  ASSERT_TRUE(engine->submit_tokens(prompts(2)[1], p, 0, &waiting).ok());
+  ASSERT_TRUE(engine->abort(running).ok());
+  ASSERT_TRUE(engine->abort(waiting).ok());
+  Outputs out = run_to_completion(engine.get());
+  EXPECT_EQ(out.at({running, 0}).finish_reason, FinishReason::kAbort);
+  EXPECT_EQ(out.at({waiting, 0}).finish_reason, FinishReason::kAbort);
+  EXPECT_EQ(engine->abort(running).code(), StatusCode::kNotFound);
+  EXPECT_EQ(engine->stats().num_blocks_used, 0);
+}
+
+TEST_F(EngineTest, HigherPriorityRequestIsServedFirst) {
+  EngineConfig c = config();
+  c.max_num_seqs = 1;
+  auto engine = make_engine(c);
+  SamplingParams p = greedy(3);
+  p.ignore_eos = true;
+  uint64_t low = 0, high = 0;
+  ASSERT_TRUE(engine->submit_tokens(prompts(1)[0], p, 5, &low).ok());
+  ASSERT_TRUE(engine->submit_tokens(prompts(2)[1], p, -5, &high).ok());
+  std::vector<uint64_t> finish_order;
+  while (engine->has_unfinished()) {
+    ASSERT_TRUE(engine->step().ok());
+    std::vector<Output> evs;
+    engine->poll(&evs);
+    for (auto& e : evs)
+      if (e.finish_reason != FinishReason::kNone) finish_order.push_back(e.request_id);
+  }
+  EXPECT_EQ(finish_order, (std::vector<uint64_t>{high, low}));
+}
+
+TEST_F(EngineTest, BadRequestsAreRejectedWithoutSideEffects) {
+  EngineConfig c = config();
+  c.max_model_len = 32;
+  auto engine = make_engine(c);
+  uint64_t id = 0;
+  std::vector<int32_t> too_long(33, 5);
+  Status st = engine->submit_tokens(too_long, greedy(4), 0, &id);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("33"), std::string::npos) << st.message();
+  EXPECT_EQ(engine->submit_tokens({1, 100000}, greedy(4), 0, &id).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->submit_tokens({}, greedy(4), 0, &id).code(), StatusCode::kInvalidArgument);
+  SamplingParams bad = greedy(4);
+  bad.top_p = 0.0f;
+  EXPECT_EQ(engine->submit_tokens({1, 5}, bad, 0, &id).code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(engine->has_unfinished());
+}
+
+TEST_F(EngineTest, ContextLimitEndsWithLength) {
+  EngineConfig c = config();
+  c.max_model_len = 24;
+  auto engine = make_engine(c);
+  SamplingParams p = greedy(100);
+  p.ignore_eos = true;
+  uint64_t id = 0;
+  std::vector<int32_t> prompt(10, 7);
+  prompt[0] = 1;
+  ASSERT_TRUE(engine->submit_tokens(prompt, p, 0, &id).ok());
+  SampleOutput s = run_to_completion(engine.get()).at({id, 0});
+  EXPECT_EQ(s.finish_reason, FinishReason::kLength);
+  // Positions 0..23 are fed; the token sampled at position 23 is the last.
+  EXPECT_EQ(s.token_ids.size(), 24u - 10u + 1u);
+}
+
+TEST_F(EngineTest, CreateRejectsBadConfigs) {
+  std::unique_ptr<Engine> engine;
+  EngineConfig c = config();
+  c.block_size = 12;
+  EXPECT_EQ(Engine::create(c, &engine).code(), StatusCode::kInvalidArgument);
+  c = config();
+  c.model_path = *model_dir_ + "/does-not-exist";
+  EXPECT_EQ(Engine::create(c, &engine).code(), StatusCode::kNotFound);
+  c = config();
+  c.num_kv_blocks = 2;  // cannot hold one 256-token sequence
+  EXPECT_EQ(Engine::create(c, &engine).code(), StatusCode::kInvalidArgument);
+  c = config();
+  c.device = "cuda:0";
+  EXPECT_EQ(Engine::create(c, &engine).code(), StatusCode::kUnsupported);
+}
+
+}  // namespace
+}  // namespace pvllm::testing

@@ -1,0 +1,165 @@
+// The golden test: greedy generation of the real stories260K checkpoint, in
+// llama2.c format and in Hugging Face format, must reproduce llama2.c's
+// reference run.c token for token (golden/stories260K-greedy.json).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/integration/engine_harness.h"
+#include "tests/util/shared_paths.h"
+
+namespace pvllm::testing {
+namespace {
+
+struct GoldenCase {
+  std::string prompt;
+  int32_t steps = 0;
+  std::vector<int32_t> prompt_ids;
+  std::vector<int32_t> generated_ids;
+  std::string generated_text;
+  bool stopped_on_bos = false;
+};
+
+std::vector<GoldenCase> read_golden(const std::string& path) {
+  std::ifstream in(path);
+  nlohmann::json j = nlohmann::json::parse(in);
+  std::vector<GoldenCase> cases;
+  for (const auto& c : j.at("cases")) {
+    GoldenCase g;
+    g.prompt = c.at("prompt").get<std::string>();
+    g.steps = c.at("steps").get<int32_t>();
+    g.prompt_ids = c.at("prompt_ids").get<std::vector<int32_t>>();
+    g.generated_ids = c.at("generated_ids").get<std::vector<int32_t>>();
+    g.generated_text = c.at("generated_text").get<std::string>();
+    g.stopped_on_bos = c.at("stopped_on_bos").get<bool>();
+    // The golden README says the stopping token is not part of
+    // generated_ids, but the file lists it as the last id of every case
+    // that stopped on BOS. pvllm does not report the token that stops a
+    // sample, so compare without it (and check the finish reason instead).
+    if (g.stopped_on_bos && !g.generated_ids.empty() && g.generated_ids.back() == 1) {
+      g.generated_ids.pop_back();
+    }
+    cases.push_back(std::move(g));
+  }
+  return cases;
+}
+
+// The reference's conventions (golden/README.md): BOS is part of
+// prompt_ids; at most steps - len(prompt_ids) + 1 tokens; BOS (id 1) ends
+// generation and is not reported.
+SamplingParams golden_params(const GoldenCase& c) {
+  SamplingParams p = greedy(c.steps - static_cast<int32_t>(c.prompt_ids.size()) + 1);
+  p.stop_token_ids = {1};
+  return p;
+}
+
+class GoldenTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    golden_path_ = shared_path("golden/stories260K-greedy.json");
+    model_path_ = shared_path(GetParam());
+    if (golden_path_.empty() || model_path_.empty()) {
+      GTEST_SKIP() << "needs golden/stories260K-greedy.json and " << GetParam()
+                   << " under $PVLLM_SHARED_DIR (unset or missing; .ci/run sets it)";
+    }
+    cases_ = read_golden(golden_path_);
+    ASSERT_FALSE(cases_.empty());
+  }
+
+  EngineConfig config() const {
+    EngineConfig c;
+    c.model_path = model_path_;
+    c.device = "cpu";
+    return c;
+  }
+
+  void expect_matches(const GoldenCase& c, const SampleOutput& out) {
+    EXPECT_EQ(out.finish_reason, c.stopped_on_bos ? FinishReason::kStop : FinishReason::kLength)
+        << "prompt \"" << c.prompt << "\"";
+    const auto& got = out.token_ids;
+    const auto& want = c.generated_ids;
+    const size_t common = std::min(got.size(), want.size());
+    const size_t first_diff =
+        std::mismatch(got.begin(), got.begin() + common, want.begin()).first - got.begin();
+    EXPECT_TRUE(got == want) << "prompt \"" << c.prompt << "\": " << got.size()
+                             << " tokens generated, reference " << want.size()
+                             << ", first difference at index " << first_diff;
+    // The reference text is sentencepiece's decode of the generated ids
+    // alone, which drops the leading space the stream keeps after a prompt.
+    std::string text = out.text;
+    if (!text.empty() && text[0] == ' ' && c.generated_text.rfind(' ', 0) != 0) text.erase(0, 1);
+    EXPECT_EQ(text, c.generated_text) << "prompt \"" << c.prompt << "\"";
+  }
+
+  std::string golden_path_;
+  std::string model_path_;
+  std::vector<GoldenCase> cases_;
+};
+
+TEST_P(GoldenTest, EachCaseAloneMatchesReferenceTokenForToken) {
+  auto engine = make_engine(config());
+  ASSERT_TRUE(engine);
+  for (const GoldenCase& c : cases_) {
+    uint64_t id = 0;
+    ASSERT_TRUE(engine->submit_tokens(c.prompt_ids, golden_params(c), 0, &id).ok());
+    Outputs out = run_to_completion(engine.get());
+    ASSERT_EQ(out.size(), 1u);
+    expect_matches(c, out.begin()->second);
+  }
+}
+
+TEST_P(GoldenTest, AllCasesBatchedMatchReference) {
+  EngineConfig cfg = config();
+  cfg.max_num_batched_tokens = 16;  // forces chunked prefill next to decodes
+  auto engine = make_engine(cfg);
+  ASSERT_TRUE(engine);
+  std::vector<uint64_t> ids;
+  for (const GoldenCase& c : cases_) {
+    uint64_t id = 0;
+    ASSERT_TRUE(engine->submit_tokens(c.prompt_ids, golden_params(c), 0, &id).ok());
+    ids.push_back(id);
+  }
+  Outputs out = run_to_completion(engine.get());
+  for (size_t i = 0; i < cases_.size(); ++i) expect_matches(cases_[i], out.at({ids[i], 0}));
+}
+
+TEST_P(GoldenTest, TextPromptsEncodeToReferenceIds) {
+  auto engine = make_engine(config());
+  ASSERT_TRUE(engine);
+  ASSERT_NE(engine->tokenizer(), nullptr);
+  for (const GoldenCase& c : cases_) {
+    if (c.prompt.empty()) continue;
+    std::vector<int32_t> ids;
+    ASSERT_TRUE(engine->tokenizer()->encode(c.prompt, true, &ids).ok());
+    EXPECT_EQ(ids, c.prompt_ids) << c.prompt;
+  }
+}
+
+TEST_P(GoldenTest, PreemptedRequestsStillMatchReference) {
+  EngineConfig cfg = config();
+  cfg.block_size = 8;
+  cfg.num_kv_blocks = 80;  // 640 slots for six sequences of up to 512 tokens
+  auto engine = make_engine(cfg);
+  ASSERT_TRUE(engine);
+  std::vector<uint64_t> ids;
+  for (const GoldenCase& c : cases_) {
+    uint64_t id = 0;
+    ASSERT_TRUE(engine->submit_tokens(c.prompt_ids, golden_params(c), 0, &id).ok());
+    ids.push_back(id);
+  }
+  Outputs out = run_to_completion(engine.get());
+  EXPECT_GT(engine->stats().num_preemptions, 0) << "the pool was meant to run dry";
+  for (size_t i = 0; i < cases_.size(); ++i) expect_matches(cases_[i], out.at({ids[i], 0}));
+}
+
+INSTANTIATE_TEST_SUITE_P(BothFormats, GoldenTest,
+                         ::testing::Values("models/stories260K/stories260K.bin",
+                                           "models/stories260K-hf"),
+                         [](const auto& info) {
+                           return std::string(info.index == 0 ? "Llama2c" : "HuggingFace");
+                         });
+
+}  // namespace
+}  // namespace pvllm::testing

@@ -1,0 +1,739 @@
+// Model loading: half-precision conversions, RoPE frequencies, the Hugging
+// Face and llama2.c loaders on tiny random models and on the real shared
+// stories260K, and every way a checkpoint can be broken.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "core/model.h"
+#include "core/safetensors.h"
+#include "tests/util/shared_paths.h"
+#include "tests/util/tiny_model.h"
+
+namespace pvllm {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::TinyModelSpec;
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// ---------------------------------------------------------------- fp16/bf16
+
+TEST(HalfTest, Fp16DecodesKnownValues) {
+  EXPECT_EQ(fp16_to_float(0x3c00), 1.0f);
+  EXPECT_EQ(fp16_to_float(0xc000), -2.0f);
+  EXPECT_EQ(fp16_to_float(0x7bff), 65504.0f);
+  EXPECT_EQ(fp16_to_float(0x0400), std::ldexp(1.0f, -14));     // smallest normal
+  EXPECT_EQ(fp16_to_float(0x0001), std::ldexp(1.0f, -24));     // smallest subnormal
+  EXPECT_EQ(fp16_to_float(0x03ff), std::ldexp(1023.0f, -24));  // largest subnormal
+  EXPECT_EQ(bits(fp16_to_float(0x8000)), 0x80000000u);         // -0
+  EXPECT_EQ(fp16_to_float(0x7c00), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(fp16_to_float(0xfc00), -std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(fp16_to_float(0x7e00)));
+  EXPECT_TRUE(std::isnan(fp16_to_float(0x7c01)));  // signalling payload stays NaN
+}
+
+TEST(HalfTest, Fp16RoundTripsEveryBitPattern) {
+  for (uint32_t h = 0; h <= 0xffff; ++h) {
+    const float f = fp16_to_float(static_cast<uint16_t>(h));
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(fp16_to_float(float_to_fp16(f)))) << std::hex << h;
+      EXPECT_EQ(float_to_fp16(f) & 0x8000, h & 0x8000) << std::hex << h;
+    } else {
+      ASSERT_EQ(float_to_fp16(f), h) << std::hex << h;
+    }
+  }
+}
+
+TEST(HalfTest, Fp16RoundsToNearestEven) {
+  const float ulp1 = std::ldexp(1.0f, -10);                         // fp16 spacing at 1.0
+  EXPECT_EQ(float_to_fp16(1.0f + ulp1 / 2), 0x3c00);                // tie, even is down
+  EXPECT_EQ(float_to_fp16(1.0f + 3 * ulp1 / 2), 0x3c02);            // tie, even is up
+  EXPECT_EQ(float_to_fp16(1.0f + ulp1 / 2 + ulp1 / 1024), 0x3c01);  // just above the tie
+  EXPECT_EQ(float_to_fp16(65519.0f), 0x7bff);
+  EXPECT_EQ(float_to_fp16(65520.0f), 0x7c00);  // tie between 65504 and 2^16 rounds to inf
+  EXPECT_EQ(float_to_fp16(1e6f), 0x7c00);
+  EXPECT_EQ(float_to_fp16(-1e6f), 0xfc00);
+  EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -25)), 0x0000);  // tie to zero
+  EXPECT_EQ(float_to_fp16(std::ldexp(1.0001f, -25)), 0x0001);
+  EXPECT_EQ(float_to_fp16(std::ldexp(3.0f, -25)), 0x0002);  // tie, even is up
+  EXPECT_EQ(float_to_fp16(-std::ldexp(1.0f, -30)), 0x8000);
+  EXPECT_EQ(float_to_fp16(std::ldexp(2047.0f, -25)), 0x0400);  // rounds up into normals
+  EXPECT_EQ(float_to_fp16(std::numeric_limits<float>::denorm_min()), 0x0000);
+}
+
+#if defined(__FLT16_MAX__)
+// The compiler's own _Float16 conversion is an independent reference.
+TEST(HalfTest, Fp16MatchesCompilerConversionOnRandomFloats) {
+  std::mt19937 rng(7);
+  for (int i = 0; i < 200000; ++i) {
+    // Exponents from far below the subnormals to beyond the fp16 range.
+    const uint32_t exp = 127 - 30 + rng() % 50;
+    const float f = from_bits((rng() & 0x80000000u) | (exp << 23) | (rng() & 0x7fffff));
+    const _Float16 h = static_cast<_Float16>(f);
+    uint16_t expected;
+    std::memcpy(&expected, &h, 2);
+    ASSERT_EQ(float_to_fp16(f), expected) << f;
+  }
+}
+#endif
+
+TEST(HalfTest, Bf16DecodesAndRoundTrips) {
+  EXPECT_EQ(bf16_to_float(0x3f80), 1.0f);
+  EXPECT_EQ(bf16_to_float(0xc040), -3.0f);
+  EXPECT_EQ(bf16_to_float(0x0001), from_bits(0x00010000u));  // subnormal
+  EXPECT_EQ(bf16_to_float(0x7f80), std::numeric_limits<float>::infinity());
+  for (uint32_t b = 0; b <= 0xffff; ++b) {
+    const float f = bf16_to_float(static_cast<uint16_t>(b));
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(f)))) << std::hex << b;
+    } else {
+      ASSERT_EQ(float_to_bf16(f), b) << std::hex << b;
+    }
+  }
+}
+
+TEST(HalfTest, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(float_to_bf16(from_bits(0x3f808000u)), 0x3f80);  // tie, even is down
+  EXPECT_EQ(float_to_bf16(from_bits(0x3f818000u)), 0x3f82);  // tie, even is up
+  EXPECT_EQ(float_to_bf16(from_bits(0x3f808001u)), 0x3f81);
+  EXPECT_EQ(float_to_bf16(from_bits(0x3f807fffu)), 0x3f80);
+  EXPECT_EQ(float_to_bf16(from_bits(0x7f7fffffu)), 0x7f80);  // FLT_MAX rounds to inf
+  EXPECT_EQ(float_to_bf16(from_bits(0x00018000u)), 0x0002);  // subnormal tie, even is up
+  // A NaN whose payload sits only in the low bits must not become infinity.
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(from_bits(0x7f800001u)))));
+  // Against nearest-by-distance in double, ties to the even pattern.
+  std::mt19937 rng(11);
+  for (int i = 0; i < 100000; ++i) {
+    const float f = from_bits(rng() & 0x7f7fffffu);  // finite, positive
+    const uint16_t lo = static_cast<uint16_t>(bits(f) >> 16);
+    const double dlo = static_cast<double>(f) - bf16_to_float(lo);
+    // Past the largest finite value, IEEE rounds as if 2^128 were representable.
+    const double hi = lo + 1 == 0x7f80 ? std::ldexp(1.0, 128) : bf16_to_float(lo + 1);
+    const double dhi = hi - f;
+    const uint16_t expected = dlo < dhi ? lo : dhi < dlo ? lo + 1 : (lo % 2 ? lo + 1 : lo);
+    ASSERT_EQ(float_to_bf16(f), expected) << f;
+  }
+}
+
+// ------------------------------------------------------------------ RoPE
+
+ModelConfig rope_config(int32_t head_dim, float theta) {
+  ModelConfig c;
+  c.head_dim = head_dim;
+  c.rope_theta = theta;
+  return c;
+}
+
+TEST(RopeTest, PlainFrequenciesFollowTheta) {
+  const ModelConfig c = rope_config(8, 10000.0f);
+  const std::vector<float> f = rope_inv_freq(c);
+  ASSERT_EQ(f.size(), 4u);
+  // 10000^(-2i/8) = 10^(-i).
+  const double expected[] = {1.0, 0.1, 0.01, 0.001};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(f[i], expected[i], expected[i] * 1e-6) << i;
+}
+
+TEST(RopeTest, LinearScalingDividesEveryFrequency) {
+  ModelConfig c = rope_config(64, 10000.0f);
+  const std::vector<float> plain = rope_inv_freq(c);
+  c.rope_scaling.type = RopeScaling::Type::kLinear;
+  c.rope_scaling.factor = 4.0f;
+  const std::vector<float> scaled = rope_inv_freq(c);
+  ASSERT_EQ(scaled.size(), 32u);
+  for (size_t i = 0; i < scaled.size(); ++i) {
+    EXPECT_NEAR(scaled[i], plain[i] / 4.0f, plain[i] * 1e-6) << i;
+  }
+}
+
+TEST(RopeTest, Llama3ScalingKeepsHighDividesLowAndBlendsMiddle) {
+  // Llama 3.1 8B: head_dim 128, theta 500000, factor 8, low 1, high 4, 8192.
+  ModelConfig c = rope_config(128, 500000.0f);
+  c.rope_scaling.type = RopeScaling::Type::kLlama3;
+  c.rope_scaling.factor = 8.0f;
+  c.rope_scaling.low_freq_factor = 1.0f;
+  c.rope_scaling.high_freq_factor = 4.0f;
+  c.rope_scaling.original_max_position_embeddings = 8192;
+  const std::vector<float> f = rope_inv_freq(c);
+  ASSERT_EQ(f.size(), 64u);
+  int num_high = 0, num_low = 0, num_mid = 0;
+  for (int i = 0; i < 64; ++i) {
+    const double base = std::exp(-std::log(500000.0) * (2.0 * i) / 128.0);
+    // Wavelength in positions, compared with 8192/4 and 8192/1.
+    const double wavelen = 2.0 * 3.14159265358979323846 / base;
+    double expected;
+    if (wavelen < 2048.0) {
+      expected = base;
+      ++num_high;
+    } else if (wavelen > 8192.0) {
+      expected = base / 8.0;
+      ++num_low;
+    } else {
+      const double smooth = (8192.0 / wavelen - 1.0) / 3.0;
+      expected = base / 8.0 + smooth * (base - base / 8.0);
+      ++num_mid;
+    }
+    EXPECT_NEAR(f[i], expected, expected * 1e-5) << i;
+  }
+  // The three regimes are all exercised.
+  EXPECT_GT(num_high, 0);
+  EXPECT_GT(num_low, 0);
+  EXPECT_GT(num_mid, 0);
+}
+
+TEST(ModelConfigTest, ValidateRejectsInconsistentSizes) {
+  ModelConfig c;
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 8;
+  c.vocab_size = 100;
+  c.max_position_embeddings = 64;
+  EXPECT_TRUE(c.validate().ok());
+  ModelConfig bad = c;
+  bad.num_kv_heads = 3;  // 4 heads cannot be grouped over 3
+  EXPECT_EQ(bad.validate().code(), StatusCode::kInvalidArgument);
+  bad = c;
+  bad.head_dim = 7;
+  EXPECT_FALSE(bad.validate().ok());
+  bad = c;
+  bad.vocab_size = 0;
+  EXPECT_FALSE(bad.validate().ok());
+  bad = c;
+  bad.eos_token_id = 100;
+  EXPECT_FALSE(bad.validate().ok());
+}
+
+// ------------------------------------------------------- tiny model helpers
+
+std::unique_ptr<Model> load_ok(const std::string& path) {
+  std::unique_ptr<Model> model;
+  const Status s = load_model(path, &model);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return model;
+}
+
+float at(const Tensor& t, int64_t i) { return load_as_float(t.dtype, t.data, i); }
+
+// HF q/k row r of a head of size hd is llama2.c row perm(r).
+int64_t interleaved_row(int64_t hf_row, int64_t hd) {
+  const int64_t h = hf_row / hd, r = hf_row % hd;
+  const int64_t t = r / (hd / 2), j = r % (hd / 2);
+  return h * hd + 2 * j + t;
+}
+
+// Compares two tensors of the same shape element by element, exactly;
+// with `permute_rows` the second is in llama2.c's interleaved q/k order.
+void expect_same_weights(const Tensor& hf, const Tensor& other, int64_t head_dim, bool permute_rows,
+                         const std::string& what) {
+  ASSERT_EQ(hf.shape, other.shape) << what;
+  const int64_t rows = hf.shape[0];
+  const int64_t cols = hf.shape.size() > 1 ? hf.shape[1] : 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t r2 = permute_rows ? interleaved_row(r, head_dim) : r;
+    for (int64_t c = 0; c < cols; ++c) {
+      ASSERT_EQ(at(hf, r * cols + c), at(other, r2 * cols + c))
+          << what << " row " << r << " col " << c;
+    }
+  }
+}
+
+// Every weight of `a` equals `b`'s; llama2.c's q/k are un-permuted when
+// `b` is a llama2.c model.
+void expect_same_model(const Model& a, const Model& b) {
+  ASSERT_EQ(a.weights.layers.size(), b.weights.layers.size());
+  const int64_t hd = a.config.head_dim;
+  const bool permute = a.format != b.format;
+  expect_same_weights(a.weights.embed, b.weights.embed, hd, false, "embed");
+  for (size_t i = 0; i < a.weights.layers.size(); ++i) {
+    const LayerWeights& x = a.weights.layers[i];
+    const LayerWeights& y = b.weights.layers[i];
+    const std::string l = "layer " + std::to_string(i) + " ";
+    expect_same_weights(x.attn_norm, y.attn_norm, hd, false, l + "attn_norm");
+    expect_same_weights(x.wq, y.wq, hd, permute, l + "wq");
+    expect_same_weights(x.wk, y.wk, hd, permute, l + "wk");
+    expect_same_weights(x.wv, y.wv, hd, false, l + "wv");
+    expect_same_weights(x.wo, y.wo, hd, false, l + "wo");
+    expect_same_weights(x.ffn_norm, y.ffn_norm, hd, false, l + "ffn_norm");
+    expect_same_weights(x.w_gate, y.w_gate, hd, false, l + "w_gate");
+    expect_same_weights(x.w_up, y.w_up, hd, false, l + "w_up");
+    expect_same_weights(x.w_down, y.w_down, hd, false, l + "w_down");
+  }
+  expect_same_weights(a.weights.final_norm, b.weights.final_norm, hd, false, "final_norm");
+  expect_same_weights(a.weights.lm_head, b.weights.lm_head, hd, false, "lm_head");
+}
+
+bool points_into(const Tensor& t, const Model& m) {
+  const auto* p = static_cast<const unsigned char*>(t.data);
+  for (const auto& f : m.files) {
+    if (p >= f->data() && p + t.nbytes() <= f->data() + f->size()) return true;
+  }
+  return false;
+}
+
+class TinyModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = testing::make_temp_dir("pvllm_model_loader_"); }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  // A fresh subfolder of the test's temp dir.
+  std::string subdir(const std::string& name) {
+    const std::string d = dir_ + "/" + name;
+    fs::create_directories(d);
+    return d;
+  }
+  std::string dir_;
+};
+
+TEST_F(TinyModelTest, HfModelLoadsWithConfigFromSpec) {
+  TinyModelSpec spec;
+  const std::string dir = testing::write_tiny_hf_model(subdir("hf"), spec);
+  std::unique_ptr<Model> m = load_ok(dir);
+  ASSERT_TRUE(m);
+  const ModelConfig& c = m->config;
+  EXPECT_EQ(m->format, ModelFormat::kHuggingFace);
+  EXPECT_EQ(c.hidden_size, 32);
+  EXPECT_EQ(c.intermediate_size, 48);
+  EXPECT_EQ(c.num_layers, 2);
+  EXPECT_EQ(c.num_heads, 4);
+  EXPECT_EQ(c.num_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_EQ(c.vocab_size, testing::tiny_tokenizer_vocab_size());
+  EXPECT_EQ(c.max_position_embeddings, 256);
+  EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-5f);
+  EXPECT_EQ(c.rope_theta, 10000.0f);
+  EXPECT_EQ(c.rope_style, RopeStyle::kRotateHalf);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_EQ(c.eos_token_id, 2);
+  EXPECT_TRUE(c.extra_stop_token_ids.empty());
+  EXPECT_EQ(m->tokenizer_path, dir + "/tokenizer.model");
+  // Tied: the head is the embedding, not a copy.
+  EXPECT_EQ(m->weights.lm_head.data, m->weights.embed.data);
+  ASSERT_EQ(m->weights.layers.size(), 2u);
+  EXPECT_EQ(m->weights.layers[1].wk.shape, (std::vector<int64_t>{16, 32}));
+  EXPECT_EQ(m->weights.layers[1].w_down.shape, (std::vector<int64_t>{32, 48}));
+  // Weights stay in the mapping.
+  EXPECT_TRUE(points_into(m->weights.layers[1].w_down, *m));
+  EXPECT_TRUE(points_into(m->weights.embed, *m));
+}
+
+TEST_F(TinyModelTest, Llama2cModelLoadsWithItsConventions) {
+  TinyModelSpec spec;
+  const std::string bin = testing::write_tiny_llama2c_model(subdir("l2c"), spec);
+  std::unique_ptr<Model> m = load_ok(bin);
+  ASSERT_TRUE(m);
+  const ModelConfig& c = m->config;
+  EXPECT_EQ(m->format, ModelFormat::kLlama2c);
+  EXPECT_EQ(c.hidden_size, 32);
+  EXPECT_EQ(c.intermediate_size, 48);
+  EXPECT_EQ(c.num_layers, 2);
+  EXPECT_EQ(c.num_heads, 4);
+  EXPECT_EQ(c.num_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_EQ(c.vocab_size, testing::tiny_tokenizer_vocab_size());
+  EXPECT_EQ(c.max_position_embeddings, 256);
+  EXPECT_EQ(c.rope_style, RopeStyle::kInterleaved);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.eos_token_id, 2);
+  EXPECT_EQ(c.extra_stop_token_ids, std::vector<int32_t>{1});
+  EXPECT_EQ(m->tokenizer_path, (fs::path(bin).parent_path() / "tokenizer.model").string());
+  EXPECT_EQ(m->weights.lm_head.data, m->weights.embed.data);
+  EXPECT_TRUE(points_into(m->weights.layers[1].w_up, *m));
+}
+
+TEST_F(TinyModelTest, BothFormatsHoldTheSameWeightsTied) {
+  TinyModelSpec spec;
+  spec.seed = 5;
+  std::unique_ptr<Model> hf = load_ok(testing::write_tiny_hf_model(subdir("hf"), spec));
+  std::unique_ptr<Model> l2c = load_ok(testing::write_tiny_llama2c_model(subdir("l2c"), spec));
+  ASSERT_TRUE(hf && l2c);
+  expect_same_model(*hf, *l2c);
+  EXPECT_EQ(hf->weight_bytes(), l2c->weight_bytes());
+}
+
+TEST_F(TinyModelTest, BothFormatsHoldTheSameWeightsUntied) {
+  TinyModelSpec spec;
+  spec.tie_word_embeddings = false;
+  std::unique_ptr<Model> hf = load_ok(testing::write_tiny_hf_model(subdir("hf"), spec));
+  std::unique_ptr<Model> l2c = load_ok(testing::write_tiny_llama2c_model(subdir("l2c"), spec));
+  ASSERT_TRUE(hf && l2c);
+  EXPECT_FALSE(hf->config.tie_word_embeddings);
+  EXPECT_FALSE(l2c->config.tie_word_embeddings);
+  EXPECT_NE(hf->weights.lm_head.data, hf->weights.embed.data);
+  EXPECT_NE(l2c->weights.lm_head.data, l2c->weights.embed.data);
+  expect_same_model(*hf, *l2c);
+  // The separate head counts once more than the tied model.
+  const size_t head_bytes = hf->weights.lm_head.nbytes();
+  TinyModelSpec tied = spec;
+  tied.tie_word_embeddings = true;
+  std::unique_ptr<Model> hf_tied = load_ok(testing::write_tiny_hf_model(subdir("tied"), tied));
+  ASSERT_TRUE(hf_tied);
+  EXPECT_EQ(hf->weight_bytes(), hf_tied->weight_bytes() + head_bytes);
+}
+
+TEST_F(TinyModelTest, WeightBytesCountsEveryTensorOnce) {
+  TinyModelSpec spec;
+  std::unique_ptr<Model> m = load_ok(testing::write_tiny_hf_model(subdir("hf"), spec));
+  ASSERT_TRUE(m);
+  const int64_t v = testing::tiny_tokenizer_vocab_size();
+  const int64_t per_layer = 32 + 32 * 32 + 16 * 32 * 2 + 32 * 32 + 32 + 48 * 32 * 3;
+  EXPECT_EQ(m->weight_bytes(), static_cast<size_t>((v * 32 + 2 * per_layer + 32) * 4));
+}
+
+TEST_F(TinyModelTest, InspectSummarisesTheTensorTable) {
+  TinyModelSpec spec;
+  spec.tie_word_embeddings = false;
+  const std::string dir = testing::write_tiny_hf_model(subdir("hf"), spec);
+  ModelSummary summary;
+  ASSERT_TRUE(inspect_model(dir, &summary).ok());
+  std::unique_ptr<Model> m = load_ok(dir);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(summary.format, ModelFormat::kHuggingFace);
+  EXPECT_EQ(summary.config.hidden_size, 32);
+  EXPECT_EQ(summary.weight_bytes, m->weight_bytes());
+  ASSERT_EQ(summary.tensors.size(), 2u + 9 * 2 + 1);  // embed, norm, head + 9 per layer
+  EXPECT_EQ(summary.tensors.front().name, "model.embed_tokens.weight");
+  EXPECT_EQ(summary.tensors.back().name, "lm_head.weight");
+  EXPECT_EQ(summary.tensors.back().shape,
+            (std::vector<int64_t>{testing::tiny_tokenizer_vocab_size(), 32}));
+}
+
+TEST_F(TinyModelTest, ShardedHfEqualsSingleFile) {
+  TinyModelSpec spec;
+  spec.seed = 9;
+  const std::string sharded = testing::write_tiny_hf_model(subdir("sharded"), spec, 3);
+  EXPECT_TRUE(fs::exists(sharded + "/model.safetensors.index.json"));
+  EXPECT_FALSE(fs::exists(sharded + "/model.safetensors"));
+  std::unique_ptr<Model> a = load_ok(sharded);
+  std::unique_ptr<Model> b = load_ok(testing::write_tiny_hf_model(subdir("single"), spec));
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->files.size(), 3u);
+  expect_same_model(*a, *b);
+  EXPECT_TRUE(points_into(a->weights.final_norm, *a));
+}
+
+TEST_F(TinyModelTest, HalfPrecisionHfHoldsRoundedWeights) {
+  TinyModelSpec spec;
+  spec.seed = 3;
+  std::unique_ptr<Model> f32 = load_ok(testing::write_tiny_hf_model(subdir("f32"), spec));
+  ASSERT_TRUE(f32);
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    spec.dtype = dtype;
+    std::unique_ptr<Model> half =
+        load_ok(testing::write_tiny_hf_model(subdir(dtype_name(dtype)), spec));
+    ASSERT_TRUE(half);
+    const Tensor& h = half->weights.layers[1].wq;
+    const Tensor& f = f32->weights.layers[1].wq;
+    EXPECT_EQ(h.dtype, dtype);
+    EXPECT_EQ(h.nbytes(), f.nbytes() / 2);
+    for (int64_t i = 0; i < f.numel(); ++i) {
+      const float v = at(f, i);
+      const float rounded =
+          dtype == DType::kF16 ? fp16_to_float(float_to_fp16(v)) : bf16_to_float(float_to_bf16(v));
+      ASSERT_EQ(at(h, i), rounded) << dtype_name(dtype) << " element " << i;
+    }
+    EXPECT_EQ(half->weight_bytes(), f32->weight_bytes() / 2);
+  }
+}
+
+TEST_F(TinyModelTest, HfConfigReadsLlama3ScalingAndEosList) {
+  TinyModelSpec spec;
+  spec.rope_scaling.type = RopeScaling::Type::kLlama3;
+  spec.rope_scaling.factor = 8.0f;
+  spec.rope_scaling.low_freq_factor = 1.0f;
+  spec.rope_scaling.high_freq_factor = 4.0f;
+  spec.rope_scaling.original_max_position_embeddings = 64;
+  const std::string dir = testing::write_tiny_hf_model(subdir("hf"), spec);
+  json config = json::parse(std::ifstream(dir + "/config.json"));
+  config["eos_token_id"] = {2, 5, 7};
+  std::ofstream(dir + "/config.json") << config.dump();
+  std::unique_ptr<Model> m = load_ok(dir);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->config.rope_scaling.type, RopeScaling::Type::kLlama3);
+  EXPECT_EQ(m->config.rope_scaling.factor, 8.0f);
+  EXPECT_EQ(m->config.rope_scaling.high_freq_factor, 4.0f);
+  EXPECT_EQ(m->config.rope_scaling.original_max_position_embeddings, 64);
+  EXPECT_EQ(m->config.eos_token_id, 2);
+  EXPECT_EQ(m->config.extra_stop_token_ids, (std::vector<int32_t>{5, 7}));
+}
+
+TEST_F(TinyModelTest, HfConfigDefaultsKvHeadsAndHeadDim) {
+  TinyModelSpec spec;
+  spec.num_kv_heads = 4;  // equal to num_heads, which is the default
+  const std::string dir = testing::write_tiny_hf_model(subdir("hf"), spec);
+  json config = json::parse(std::ifstream(dir + "/config.json"));
+  config.erase("num_key_value_heads");
+  config.erase("head_dim");
+  config.erase("tie_word_embeddings");  // default false: lm_head is then required
+  std::ofstream(dir + "/config.json") << config.dump();
+  std::unique_ptr<Model> m;
+  const Status s = load_model(dir, &m);
+  // The tiny file is tied, so it has no lm_head.weight.
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.message();
+  EXPECT_NE(s.message().find("lm_head.weight"), std::string::npos) << s.message();
+  config["tie_word_embeddings"] = true;
+  std::ofstream(dir + "/config.json") << config.dump();
+  m = load_ok(dir);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->config.num_kv_heads, 4);
+  EXPECT_EQ(m->config.head_dim, 8);
+}
+
+// ------------------------------------------------------------ broken input
+
+// Rewrites a safetensors header in place, keeping the data bytes.
+void edit_safetensors_header(const std::string& path, const std::function<void(json&)>& edit) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t len = 0;
+  std::memcpy(&len, bytes.data(), 8);  // little-endian host
+  json header = json::parse(bytes.substr(8, len));
+  edit(header);
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t new_len = text.size();
+  std::string out(reinterpret_cast<const char*>(&new_len), 8);
+  out += text;
+  out += bytes.substr(8 + len);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << out;
+}
+
+class BrokenModelTest : public TinyModelTest {
+ protected:
+  // Loads `path`, expects `code`, and that the message names every part.
+  void expect_failure(const std::string& path, StatusCode code,
+                      const std::vector<std::string>& named) {
+    std::unique_ptr<Model> m;
+    const Status s = load_model(path, &m);
+    EXPECT_EQ(s.code(), code) << s.message();
+    EXPECT_FALSE(m);
+    for (const std::string& part : named) {
+      EXPECT_NE(s.message().find(part), std::string::npos)
+          << "message \"" << s.message() << "\" does not name " << part;
+    }
+  }
+  std::string hf_dir(bool tied = true) {
+    TinyModelSpec spec;
+    spec.tie_word_embeddings = tied;
+    return testing::write_tiny_hf_model(subdir("hf"), spec);
+  }
+};
+
+TEST_F(BrokenModelTest, TruncatedLlama2cNamesFirstMissingTensor) {
+  TinyModelSpec spec;
+  const std::string bin = testing::write_tiny_llama2c_model(subdir("l2c"), spec);
+  // Room for the header, tok_emb, rms_att and a little of wq.
+  const int64_t v = testing::tiny_tokenizer_vocab_size();
+  fs::resize_file(bin, 28 + 4 * (v * 32 + 2 * 32 + 10));
+  expect_failure(bin, StatusCode::kCorruptModel, {bin, "wq"});
+}
+
+TEST_F(BrokenModelTest, Llama2cWithTrailingBytesIsCorrupt) {
+  TinyModelSpec spec;
+  const std::string bin = testing::write_tiny_llama2c_model(subdir("l2c"), spec);
+  std::ofstream(bin, std::ios::binary | std::ios::app) << "extra";
+  expect_failure(bin, StatusCode::kCorruptModel, {bin});
+}
+
+TEST_F(BrokenModelTest, TruncatedSafetensorsNamesTheTensorPastTheEnd) {
+  const std::string dir = hf_dir();
+  const std::string file = dir + "/model.safetensors";
+  // The tensor whose bytes end last is the one the cut loses.
+  std::string last;
+  uint64_t last_end = 0;
+  edit_safetensors_header(file, [&](json& h) {
+    for (const auto& [name, e] : h.items()) {
+      if (name != "__metadata__" && e["data_offsets"][1].get<uint64_t>() > last_end) {
+        last_end = e["data_offsets"][1].get<uint64_t>();
+        last = name;
+      }
+    }
+  });
+  fs::resize_file(file, fs::file_size(file) - 6);
+  expect_failure(dir, StatusCode::kCorruptModel, {file, "tensor " + last});
+}
+
+TEST_F(BrokenModelTest, HeaderLengthBeyondFileIsCorrupt) {
+  const std::string dir = hf_dir();
+  const std::string file = dir + "/model.safetensors";
+  const uint64_t too_long = fs::file_size(file);
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.write(reinterpret_cast<const char*>(&too_long), 8);
+  }
+  expect_failure(dir, StatusCode::kCorruptModel, {file, "header length"});
+}
+
+TEST_F(BrokenModelTest, BadJsonHeaderIsCorrupt) {
+  const std::string dir = hf_dir();
+  const std::string file = dir + "/model.safetensors";
+  const std::string text = "{\"a\": [1, 2,, }";  // 16 bytes
+  const uint64_t len = text.size();
+  std::string out(reinterpret_cast<const char*>(&len), 8);
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << out + text;
+  expect_failure(dir, StatusCode::kCorruptModel, {file, "JSON"});
+}
+
+TEST_F(BrokenModelTest, WrongShapeNamesFileTensorAndShapes) {
+  const std::string dir = hf_dir();
+  const std::string file = dir + "/model.safetensors";
+  const std::string name = "model.layers.1.self_attn.k_proj.weight";
+  edit_safetensors_header(file, [&](json& h) { h[name]["shape"] = {8, 64}; });  // same bytes
+  expect_failure(dir, StatusCode::kCorruptModel,
+                 {file + ": tensor " + name + " has shape [8,64], expected [16,32]"});
+}
+
+TEST_F(BrokenModelTest, MissingTensorIsNamed) {
+  const std::string dir = hf_dir();
+  const std::string file = dir + "/model.safetensors";
+  const std::string name = "model.layers.1.mlp.up_proj.weight";
+  edit_safetensors_header(file, [&](json& h) { h.erase(name); });
+  expect_failure(dir, StatusCode::kNotFound, {file, name});
+}
+
+TEST_F(BrokenModelTest, UntiedModelWithoutLmHeadFails) {
+  const std::string dir = hf_dir(/*tied=*/false);
+  const std::string file = dir + "/model.safetensors";
+  edit_safetensors_header(file, [&](json& h) { h.erase("lm_head.weight"); });
+  expect_failure(dir, StatusCode::kNotFound, {file, "lm_head.weight"});
+}
+
+TEST_F(BrokenModelTest, UnknownDtypeIsUnsupportedAndNamesTensor) {
+  const std::string dir = hf_dir();
+  const std::string file = dir + "/model.safetensors";
+  const std::string name = "model.norm.weight";
+  edit_safetensors_header(file, [&](json& h) { h[name]["dtype"] = "I8"; });
+  expect_failure(dir, StatusCode::kUnsupported, {file, name, "I8"});
+}
+
+TEST_F(BrokenModelTest, ByteRangeThatDisagreesWithShapeIsCorrupt) {
+  const std::string dir = hf_dir();
+  const std::string file = dir + "/model.safetensors";
+  const std::string name = "model.norm.weight";
+  edit_safetensors_header(file, [&](json& h) { h[name]["shape"] = {31}; });
+  expect_failure(dir, StatusCode::kCorruptModel, {file, name});
+}
+
+TEST_F(BrokenModelTest, MissingShardIsNotFound) {
+  TinyModelSpec spec;
+  const std::string dir = testing::write_tiny_hf_model(subdir("hf"), spec, 2);
+  const std::string shard = dir + "/model-00002-of-00002.safetensors";
+  ASSERT_TRUE(fs::remove(shard));
+  expect_failure(dir, StatusCode::kNotFound, {shard});
+}
+
+TEST_F(BrokenModelTest, UnknownArchitectureIsUnsupported) {
+  const std::string dir = hf_dir();
+  json config = json::parse(std::ifstream(dir + "/config.json"));
+  config["architectures"] = {"GPT2LMHeadModel"};
+  config["model_type"] = "gpt2";
+  std::ofstream(dir + "/config.json") << config.dump();
+  expect_failure(dir, StatusCode::kUnsupported, {dir + "/config.json"});
+}
+
+TEST_F(BrokenModelTest, MistralModelTypeIsAccepted) {
+  const std::string dir = hf_dir();
+  json config = json::parse(std::ifstream(dir + "/config.json"));
+  config.erase("architectures");
+  config["model_type"] = "mistral";
+  std::ofstream(dir + "/config.json") << config.dump();
+  std::unique_ptr<Model> m = load_ok(dir);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->config.architecture, "mistral");
+}
+
+TEST_F(BrokenModelTest, UnsupportedRopeScalingIsNamed) {
+  const std::string dir = hf_dir();
+  json config = json::parse(std::ifstream(dir + "/config.json"));
+  config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  std::ofstream(dir + "/config.json") << config.dump();
+  expect_failure(dir, StatusCode::kUnsupported, {"config.json", "yarn"});
+}
+
+TEST_F(BrokenModelTest, MissingConfigIsNotFound) {
+  const std::string dir = hf_dir();
+  fs::remove(dir + "/config.json");
+  expect_failure(dir, StatusCode::kNotFound, {dir + "/config.json"});
+}
+
+TEST_F(BrokenModelTest, MissingConfigFieldIsCorrupt) {
+  const std::string dir = hf_dir();
+  json config = json::parse(std::ifstream(dir + "/config.json"));
+  config.erase("hidden_size");
+  std::ofstream(dir + "/config.json") << config.dump();
+  expect_failure(dir, StatusCode::kCorruptModel, {"config.json", "hidden_size"});
+}
+
+TEST_F(BrokenModelTest, NonexistentPathIsNotFound) {
+  const std::string path = dir_ + "/no/such/model.bin";
+  expect_failure(path, StatusCode::kNotFound, {path});
+  ModelSummary summary;
+  EXPECT_EQ(inspect_model(path, &summary).code(), StatusCode::kNotFound);
+}
+
+TEST_F(BrokenModelTest, OtherFileKindsAreUnsupported) {
+  const std::string path = dir_ + "/model.gguf";
+  std::ofstream(path) << "GGUF";
+  expect_failure(path, StatusCode::kUnsupported, {path});
+}
+
+// ------------------------------------------------- real shared checkpoint
+
+TEST(Stories260KTest, ConfigMatchesSourceAndFormatsAgree) {
+  PVLLM_SHARED_OR_SKIP(bin, "models/stories260K/stories260K.bin");
+  PVLLM_SHARED_OR_SKIP(hf_dir, "models/stories260K-hf");
+  std::unique_ptr<Model> l2c = load_ok(bin);
+  std::unique_ptr<Model> hf = load_ok(hf_dir);
+  ASSERT_TRUE(l2c && hf);
+  for (const Model* m : {l2c.get(), hf.get()}) {
+    // SOURCE.md: (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab, seq_len)
+    //          = (64, 172, 5, 8, 4, 512, 512), head_size 8, tied classifier.
+    const ModelConfig& c = m->config;
+    EXPECT_EQ(c.hidden_size, 64);
+    EXPECT_EQ(c.intermediate_size, 172);
+    EXPECT_EQ(c.num_layers, 5);
+    EXPECT_EQ(c.num_heads, 8);
+    EXPECT_EQ(c.num_kv_heads, 4);
+    EXPECT_EQ(c.head_dim, 8);
+    EXPECT_EQ(c.vocab_size, 512);
+    EXPECT_EQ(c.max_position_embeddings, 512);
+    EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-5f);
+    EXPECT_EQ(c.rope_theta, 10000.0f);
+    EXPECT_TRUE(c.tie_word_embeddings);
+    EXPECT_EQ(m->weights.lm_head.data, m->weights.embed.data);
+    // 260,032 weight floats; the obsolete freq_cis table is not a weight.
+    EXPECT_EQ(m->weight_bytes(), 260032u * 4);
+  }
+  EXPECT_EQ(l2c->config.rope_style, RopeStyle::kInterleaved);
+  EXPECT_EQ(hf->config.rope_style, RopeStyle::kRotateHalf);
+  EXPECT_EQ(l2c->config.extra_stop_token_ids, std::vector<int32_t>{1});
+  EXPECT_EQ(fs::path(l2c->tokenizer_path).filename(), "tok512.model");
+  EXPECT_EQ(fs::path(hf->tokenizer_path).filename(), "tokenizer.model");
+  expect_same_model(*hf, *l2c);
+}
+
+}  // namespace
+}  // namespace pvllm
