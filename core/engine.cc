@@ -48,6 +48,15 @@ size_t releasable_end(const std::string& text, size_t from, size_t hold) {
   return end;
 }
 
+// Reads one byte per page of a tensor so the OS maps it in.
+void touch_pages(const Tensor& t) {
+  const volatile unsigned char* p = static_cast<const unsigned char*>(t.data);
+  if (p == nullptr) return;
+  unsigned char sink = 0;
+  for (size_t off = 0; off < t.nbytes(); off += 4096) sink ^= p[off];
+  (void)sink;
+}
+
 }  // namespace
 
 Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) {
@@ -65,6 +74,20 @@ Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) 
   progress(0.0f, "loading model");
   PVLLM_RETURN_IF_ERROR(load_model(config.model_path, &engine->model_));
   const ModelConfig& mc = engine->model_->config;
+
+  // Read every weight page now, so a large model's disk reads happen here
+  // with progress shown rather than inside the first step.
+  const auto& layers = engine->model_->weights.layers;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerWeights& l = layers[i];
+    for (const Tensor* t :
+         {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down}) {
+      touch_pages(*t);
+    }
+    progress(0.05f + 0.5f * static_cast<float>(i + 1) / layers.size(), "reading weights");
+  }
+  touch_pages(engine->model_->weights.embed);
+  touch_pages(engine->model_->weights.lm_head);
 
   progress(0.6f, "loading tokenizer");
   if (!engine->model_->tokenizer_path.empty()) {

@@ -1,0 +1,661 @@
+// The C ABI over pvllm::Engine. Every entry point runs its body through
+// guard(), so no C++ exception crosses the boundary: std::bad_alloc becomes
+// OUT_OF_MEMORY, anything else INTERNAL. Failures reach the caller as a
+// pvllm_error object through the last out parameter, never through
+// thread-local state, so the message belongs to the call that failed.
+#include "pvllm/pvllm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/engine.h"
+#include "core/model.h"
+#include "core/sampling_params.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "core/tokenizer.h"
+
+using pvllm::Status;
+
+struct pvllm_error {
+  pvllm_status status;
+  std::string message;
+};
+
+struct pvllm_engine {
+  std::unique_ptr<pvllm::Engine> engine;
+};
+
+// Owns every byte its pvllm_output entries point to. The backing vectors
+// are filled completely before any pointer into them is taken, so the
+// pointers stay valid until the batch is freed.
+struct pvllm_output_batch {
+  std::vector<pvllm::Output> events;
+  std::vector<pvllm_output> outputs;           // [events.size()]
+  std::vector<pvllm_token_logprobs> logprobs;  // all events' tokens, concatenated
+  std::vector<pvllm_logprob> top;              // all tokens' alternatives, concatenated
+};
+
+struct pvllm_model_info {
+  pvllm::ModelSummary summary;
+};
+
+namespace {
+
+// StatusCode values are pinned to equal pvllm_status values.
+static_assert(static_cast<int>(pvllm::StatusCode::kOk) == PVLLM_STATUS_OK);
+static_assert(static_cast<int>(pvllm::StatusCode::kInvalidArgument) ==
+              PVLLM_STATUS_INVALID_ARGUMENT);
+static_assert(static_cast<int>(pvllm::StatusCode::kNotFound) == PVLLM_STATUS_NOT_FOUND);
+static_assert(static_cast<int>(pvllm::StatusCode::kIoError) == PVLLM_STATUS_IO_ERROR);
+static_assert(static_cast<int>(pvllm::StatusCode::kCorruptModel) == PVLLM_STATUS_CORRUPT_MODEL);
+static_assert(static_cast<int>(pvllm::StatusCode::kUnsupported) == PVLLM_STATUS_UNSUPPORTED);
+static_assert(static_cast<int>(pvllm::StatusCode::kOutOfMemory) == PVLLM_STATUS_OUT_OF_MEMORY);
+static_assert(static_cast<int>(pvllm::StatusCode::kInternal) == PVLLM_STATUS_INTERNAL);
+static_assert(static_cast<int>(pvllm::StatusCode::kTokenizerError) == PVLLM_STATUS_TOKENIZER_ERROR);
+static_assert(static_cast<int>(pvllm::StatusCode::kBufferTooSmall) ==
+              PVLLM_STATUS_BUFFER_TOO_SMALL);
+static_assert(static_cast<int>(pvllm::FinishReason::kNone) == PVLLM_FINISH_NONE);
+static_assert(static_cast<int>(pvllm::FinishReason::kStop) == PVLLM_FINISH_STOP);
+static_assert(static_cast<int>(pvllm::FinishReason::kLength) == PVLLM_FINISH_LENGTH);
+static_assert(static_cast<int>(pvllm::FinishReason::kAbort) == PVLLM_FINISH_ABORT);
+static_assert(static_cast<int>(pvllm::FinishReason::kError) == PVLLM_FINISH_ERROR);
+
+Status invalid(std::string message) { return pvllm::InvalidArgument(std::move(message)); }
+
+Status null_argument(const char* name) { return invalid(std::string(name) + " is NULL"); }
+
+// Hands a failed status to the caller as a new error object; sets *error to
+// NULL on success. When even the error cannot be allocated, *error stays
+// NULL and only the status tells what happened.
+pvllm_status deliver(const Status& status, pvllm_error** error) {
+  const auto code = static_cast<pvllm_status>(status.code());
+  if (error == nullptr) return code;
+  *error = nullptr;
+  if (status.ok()) return code;
+  try {
+    *error = new pvllm_error{code, status.message()};
+  } catch (...) {
+    *error = nullptr;
+  }
+  return code;
+}
+
+// Runs `body` (returning Status) and turns whatever it throws into a status.
+template <typename Body>
+pvllm_status guard(pvllm_error** error, Body&& body) noexcept {
+  if (error != nullptr) *error = nullptr;
+  try {
+    return deliver(body(), error);
+  } catch (const std::bad_alloc&) {
+    return deliver(pvllm::OutOfMemory("out of memory"), error);
+  } catch (const std::exception& e) {
+    return deliver(pvllm::Internal(std::string("internal error: ") + e.what()), error);
+  } catch (...) {
+    return deliver(pvllm::Internal("internal error: unknown exception"), error);
+  }
+}
+
+// A struct the caller filled (or will receive) is usable when it is at
+// least as large as the first version we know; a newer caller's larger
+// struct is fine, we read and write only the fields we know.
+template <typename T>
+Status check_struct_size(const T* s, const char* name) {
+  if (s->struct_size < sizeof(T)) {
+    return invalid(std::string(name) + "->struct_size is " + std::to_string(s->struct_size) +
+                   ", expected at least " + std::to_string(sizeof(T)) +
+                   " (call the matching *_init first)");
+  }
+  return Status::Ok();
+}
+
+Status to_engine_config(const pvllm_engine_params* params, pvllm::EngineConfig* config) {
+  if (params == nullptr) return null_argument("params");
+  PVLLM_RETURN_IF_ERROR(check_struct_size(params, "params"));
+  if (params->model_path == nullptr) return null_argument("params->model_path");
+  if (params->model_path[0] == '\0') return invalid("params->model_path is empty");
+  config->model_path = params->model_path;
+  config->device = params->device != nullptr ? params->device : "auto";
+  config->block_size = params->block_size;
+  config->kv_cache_bytes = params->kv_cache_bytes;
+  config->num_kv_blocks = params->num_kv_blocks;
+  config->max_num_seqs = params->max_num_seqs;
+  config->max_num_batched_tokens = params->max_num_batched_tokens;
+  config->max_model_len = params->max_model_len;
+  config->enable_prefix_caching = params->enable_prefix_caching != 0;
+  config->num_threads = params->num_threads;
+  return config->validate();
+}
+
+Status to_sampling_params(const pvllm_sampling_params* in, pvllm::SamplingParams* out) {
+  PVLLM_RETURN_IF_ERROR(check_struct_size(in, "request->sampling"));
+  out->temperature = in->temperature;
+  out->top_k = in->top_k;
+  out->top_p = in->top_p;
+  out->min_p = in->min_p;
+  out->repetition_penalty = in->repetition_penalty;
+  out->presence_penalty = in->presence_penalty;
+  out->frequency_penalty = in->frequency_penalty;
+  out->max_tokens = in->max_tokens;
+  if (in->num_stop_token_ids > 0) {
+    if (in->stop_token_ids == nullptr) {
+      return invalid("request->sampling->stop_token_ids is NULL but num_stop_token_ids is " +
+                     std::to_string(in->num_stop_token_ids));
+    }
+    out->stop_token_ids.assign(in->stop_token_ids, in->stop_token_ids + in->num_stop_token_ids);
+  }
+  if (in->num_stop > 0) {
+    if (in->stop == nullptr) {
+      return invalid("request->sampling->stop is NULL but num_stop is " +
+                     std::to_string(in->num_stop));
+    }
+    for (size_t i = 0; i < in->num_stop; ++i) {
+      if (in->stop[i] == nullptr) {
+        return invalid("request->sampling->stop[" + std::to_string(i) + "] is NULL");
+      }
+      out->stop.emplace_back(in->stop[i]);
+    }
+  }
+  out->ignore_eos = in->ignore_eos != 0;
+  out->logprobs = in->logprobs;
+  out->has_seed = in->has_seed != 0;
+  out->seed = in->seed;
+  out->n = in->n;
+  return Status::Ok();
+}
+
+Status submit(pvllm_engine* engine, const pvllm_request* request, uint64_t* out_request_id) {
+  if (engine == nullptr) return null_argument("engine");
+  if (request == nullptr) return null_argument("request");
+  if (out_request_id == nullptr) return null_argument("out_request_id");
+  *out_request_id = 0;
+  PVLLM_RETURN_IF_ERROR(check_struct_size(request, "request"));
+  pvllm::SamplingParams sampling;
+  if (request->sampling != nullptr) {
+    PVLLM_RETURN_IF_ERROR(to_sampling_params(request->sampling, &sampling));
+  }
+  const bool has_text = request->prompt_text != nullptr;
+  const bool has_ids = request->prompt_token_ids != nullptr || request->num_prompt_token_ids > 0;
+  if (has_text == has_ids) {
+    return invalid(
+        "exactly one of request->prompt_text and request->prompt_token_ids must be set, got " +
+        std::string(has_text ? "both" : "neither"));
+  }
+  if (has_text) {
+    if (request->prompt_text[0] == '\0') return invalid("request->prompt_text is empty");
+    return engine->engine->submit_text(request->prompt_text, sampling, request->priority,
+                                       out_request_id);
+  }
+  if (request->prompt_token_ids == nullptr) {
+    return invalid("request->prompt_token_ids is NULL but num_prompt_token_ids is " +
+                   std::to_string(request->num_prompt_token_ids));
+  }
+  if (request->num_prompt_token_ids == 0) {
+    return invalid("request->prompt_token_ids is empty (num_prompt_token_ids is 0)");
+  }
+  std::vector<int32_t> ids(request->prompt_token_ids,
+                           request->prompt_token_ids + request->num_prompt_token_ids);
+  return engine->engine->submit_tokens(std::move(ids), sampling, request->priority, out_request_id);
+}
+
+// Builds the C view of polled events. Sizes are counted first so the
+// concatenated logprob vectors never reallocate once pointers are taken.
+void build_batch(pvllm_output_batch* batch) {
+  size_t num_tokens_with_logprobs = 0;
+  size_t num_top = 0;
+  for (const pvllm::Output& e : batch->events) {
+    num_tokens_with_logprobs += e.logprobs.size();
+    for (const pvllm::OutputLogprobs& lp : e.logprobs) num_top += lp.top.size();
+  }
+  batch->logprobs.reserve(num_tokens_with_logprobs);
+  batch->top.reserve(num_top);
+  batch->outputs.reserve(batch->events.size());
+  for (const pvllm::Output& e : batch->events) {
+    pvllm_output out{};
+    out.struct_size = sizeof(pvllm_output);
+    out.request_id = e.request_id;
+    out.sample_index = e.sample_index;
+    out.token_ids = e.token_ids.empty() ? nullptr : e.token_ids.data();
+    out.num_token_ids = e.token_ids.size();
+    out.text = e.text.c_str();
+    out.text_len = e.text.size();
+    out.finish_reason = static_cast<int32_t>(e.finish_reason);
+    out.error_message = e.error.c_str();
+    out.logprobs = nullptr;
+    if (!e.logprobs.empty()) {
+      out.logprobs = batch->logprobs.data() + batch->logprobs.size();
+      for (const pvllm::OutputLogprobs& lp : e.logprobs) {
+        pvllm_token_logprobs t{};
+        t.token_id = lp.token_id;
+        t.logprob = lp.logprob;
+        t.num_top = lp.top.size();
+        t.top = lp.top.empty() ? nullptr : batch->top.data() + batch->top.size();
+        for (const pvllm::TokenLogprob& alt : lp.top) {
+          batch->top.push_back(pvllm_logprob{alt.token_id, alt.logprob});
+        }
+        batch->logprobs.push_back(t);
+      }
+    }
+    batch->outputs.push_back(out);
+  }
+}
+
+const char* format_name(pvllm::ModelFormat format) {
+  switch (format) {
+    case pvllm::ModelFormat::kHuggingFace:
+      return "huggingface";
+    case pvllm::ModelFormat::kLlama2c:
+      return "llama2c";
+  }
+  return "unknown";
+}
+
+// Copies a string into a fixed char array, truncating, always NUL-terminated.
+template <size_t N>
+void copy_fixed(char (&dst)[N], const std::string& src) {
+  const size_t n = std::min(src.size(), N - 1);
+  std::memcpy(dst, src.data(), n);
+  std::memset(dst + n, 0, N - n);
+}
+
+#define PVLLM_STR2(x) #x
+#define PVLLM_STR(x) PVLLM_STR2(x)
+
+}  // namespace
+
+extern "C" {
+
+/* ---------------------------------------------------------------- versions */
+
+uint32_t pvllm_version_number(void) { return PVLLM_VERSION_NUMBER; }
+
+const char* pvllm_version(void) {
+  return PVLLM_STR(PVLLM_VERSION_MAJOR) "." PVLLM_STR(PVLLM_VERSION_MINOR) "." PVLLM_STR(
+      PVLLM_VERSION_PATCH);
+}
+
+uint32_t pvllm_abi_version(void) { return PVLLM_ABI_VERSION; }
+
+/* ---------------------------------------------------------------- errors */
+
+const char* pvllm_status_to_string(pvllm_status status) {
+  switch (status) {
+    case PVLLM_STATUS_OK:
+      return "PVLLM_STATUS_OK";
+    case PVLLM_STATUS_INVALID_ARGUMENT:
+      return "PVLLM_STATUS_INVALID_ARGUMENT";
+    case PVLLM_STATUS_NOT_FOUND:
+      return "PVLLM_STATUS_NOT_FOUND";
+    case PVLLM_STATUS_IO_ERROR:
+      return "PVLLM_STATUS_IO_ERROR";
+    case PVLLM_STATUS_CORRUPT_MODEL:
+      return "PVLLM_STATUS_CORRUPT_MODEL";
+    case PVLLM_STATUS_UNSUPPORTED:
+      return "PVLLM_STATUS_UNSUPPORTED";
+    case PVLLM_STATUS_OUT_OF_MEMORY:
+      return "PVLLM_STATUS_OUT_OF_MEMORY";
+    case PVLLM_STATUS_INTERNAL:
+      return "PVLLM_STATUS_INTERNAL";
+    case PVLLM_STATUS_TOKENIZER_ERROR:
+      return "PVLLM_STATUS_TOKENIZER_ERROR";
+    case PVLLM_STATUS_BUFFER_TOO_SMALL:
+      return "PVLLM_STATUS_BUFFER_TOO_SMALL";
+  }
+  return "PVLLM_STATUS_UNKNOWN";
+}
+
+pvllm_status pvllm_error_status(const pvllm_error* error) {
+  return error != nullptr ? error->status : PVLLM_STATUS_OK;
+}
+
+const char* pvllm_error_message(const pvllm_error* error) {
+  return error != nullptr ? error->message.c_str() : "";
+}
+
+void pvllm_error_free(pvllm_error* error) { delete error; }
+
+/* ---------------------------------------------------------------- engine */
+
+void pvllm_engine_params_init(pvllm_engine_params* params) {
+  if (params == nullptr) return;
+  const pvllm::EngineConfig defaults;
+  std::memset(params, 0, sizeof(*params));
+  params->struct_size = sizeof(*params);
+  params->model_path = nullptr;
+  params->device = "auto";
+  params->block_size = defaults.block_size;
+  params->kv_cache_bytes = defaults.kv_cache_bytes;
+  params->num_kv_blocks = defaults.num_kv_blocks;
+  params->max_num_seqs = defaults.max_num_seqs;
+  params->max_num_batched_tokens = defaults.max_num_batched_tokens;
+  params->max_model_len = defaults.max_model_len;
+  params->enable_prefix_caching = defaults.enable_prefix_caching ? 1 : 0;
+  params->num_threads = defaults.num_threads;
+  params->progress = nullptr;
+  params->progress_user_data = nullptr;
+}
+
+pvllm_status pvllm_engine_create(const pvllm_engine_params* params, pvllm_engine** out_engine,
+                                 pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (out_engine == nullptr) return null_argument("out_engine");
+    *out_engine = nullptr;
+    pvllm::EngineConfig config;
+    PVLLM_RETURN_IF_ERROR(to_engine_config(params, &config));
+    if (params->progress != nullptr) {
+      config.progress = [fn = params->progress, user = params->progress_user_data](
+                            float fraction, const char* stage) { fn(fraction, stage, user); };
+    }
+    auto handle = std::make_unique<pvllm_engine>();
+    PVLLM_RETURN_IF_ERROR(pvllm::Engine::create(config, &handle->engine));
+    if (handle->engine == nullptr) return pvllm::Internal("Engine::create returned no engine");
+    *out_engine = handle.release();
+    return Status::Ok();
+  });
+}
+
+void pvllm_engine_destroy(pvllm_engine* engine) {
+  try {
+    delete engine;
+  } catch (...) {
+    // A destructor that throws is a bug in the core; swallow it rather than
+    // let it cross the ABI.
+  }
+}
+
+/* ---------------------------------------------------------------- requests */
+
+void pvllm_sampling_params_init(pvllm_sampling_params* params) {
+  if (params == nullptr) return;
+  const pvllm::SamplingParams d;
+  std::memset(params, 0, sizeof(*params));
+  params->struct_size = sizeof(*params);
+  params->temperature = d.temperature;
+  params->top_k = d.top_k;
+  params->top_p = d.top_p;
+  params->min_p = d.min_p;
+  params->repetition_penalty = d.repetition_penalty;
+  params->presence_penalty = d.presence_penalty;
+  params->frequency_penalty = d.frequency_penalty;
+  params->max_tokens = d.max_tokens;
+  params->stop_token_ids = nullptr;
+  params->num_stop_token_ids = 0;
+  params->stop = nullptr;
+  params->num_stop = 0;
+  params->ignore_eos = d.ignore_eos ? 1 : 0;
+  params->logprobs = d.logprobs;
+  params->has_seed = d.has_seed ? 1 : 0;
+  params->seed = d.seed;
+  params->n = d.n;
+}
+
+void pvllm_request_init(pvllm_request* request) {
+  if (request == nullptr) return;
+  std::memset(request, 0, sizeof(*request));
+  request->struct_size = sizeof(*request);
+  request->prompt_text = nullptr;
+  request->prompt_token_ids = nullptr;
+  request->num_prompt_token_ids = 0;
+  request->sampling = nullptr;
+  request->priority = 0;
+}
+
+pvllm_status pvllm_submit(pvllm_engine* engine, const pvllm_request* request,
+                          uint64_t* out_request_id, pvllm_error** error) {
+  return guard(error, [&] { return submit(engine, request, out_request_id); });
+}
+
+pvllm_status pvllm_abort(pvllm_engine* engine, uint64_t request_id, pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (engine == nullptr) return null_argument("engine");
+    return engine->engine->abort(request_id);
+  });
+}
+
+pvllm_status pvllm_step(pvllm_engine* engine, int32_t* out_num_unfinished, pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (engine == nullptr) return null_argument("engine");
+    Status status = engine->engine->step();
+    if (out_num_unfinished != nullptr) {
+      *out_num_unfinished = engine->engine->num_unfinished_requests();
+    }
+    return status;
+  });
+}
+
+/* ---------------------------------------------------------------- outputs */
+
+pvllm_status pvllm_poll(pvllm_engine* engine, size_t max_events, pvllm_output_batch** out_batch,
+                        pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (out_batch != nullptr) *out_batch = nullptr;
+    if (engine == nullptr) return null_argument("engine");
+    if (out_batch == nullptr) return null_argument("out_batch");
+    // Allocate the batch before draining, so an allocation failure loses no
+    // event.
+    auto batch = std::make_unique<pvllm_output_batch>();
+    engine->engine->poll(&batch->events, max_events == 0 ? SIZE_MAX : max_events);
+    build_batch(batch.get());
+    *out_batch = batch.release();
+    return Status::Ok();
+  });
+}
+
+size_t pvllm_output_batch_size(const pvllm_output_batch* batch) {
+  return batch != nullptr ? batch->outputs.size() : 0;
+}
+
+const pvllm_output* pvllm_output_batch_get(const pvllm_output_batch* batch, size_t index) {
+  if (batch == nullptr || index >= batch->outputs.size()) return nullptr;
+  return &batch->outputs[index];
+}
+
+void pvllm_output_batch_free(pvllm_output_batch* batch) { delete batch; }
+
+/* ---------------------------------------------------------------- stats */
+
+void pvllm_stats_init(pvllm_stats* stats) {
+  if (stats == nullptr) return;
+  std::memset(stats, 0, sizeof(*stats));
+  stats->struct_size = sizeof(*stats);
+}
+
+pvllm_status pvllm_get_stats(pvllm_engine* engine, pvllm_stats* out_stats, pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (engine == nullptr) return null_argument("engine");
+    if (out_stats == nullptr) return null_argument("out_stats");
+    PVLLM_RETURN_IF_ERROR(check_struct_size(out_stats, "out_stats"));
+    const pvllm::EngineStats s = engine->engine->stats();
+    out_stats->num_running = s.num_running;
+    out_stats->num_waiting = s.num_waiting;
+    out_stats->num_blocks_total = s.num_blocks_total;
+    out_stats->num_blocks_used = s.num_blocks_used;
+    out_stats->num_blocks_free = s.num_blocks_free;
+    out_stats->num_blocks_cached = s.num_blocks_cached;
+    out_stats->kv_utilization = s.kv_utilization;
+    out_stats->reserved_unused_slots = s.reserved_unused_slots;
+    out_stats->prefix_cache_hit_rate = s.prefix_cache_hit_rate;
+    out_stats->prefix_cache_hits = s.prefix_cache_hits;
+    out_stats->prefix_cache_queries = s.prefix_cache_queries;
+    out_stats->num_preemptions = s.num_preemptions;
+    out_stats->num_prompt_tokens_processed = s.num_prompt_tokens_processed;
+    out_stats->num_generation_tokens = s.num_generation_tokens;
+    out_stats->num_cached_prompt_tokens = s.num_cached_prompt_tokens;
+    out_stats->num_steps = s.num_steps;
+    out_stats->num_requests_finished = s.num_requests_finished;
+    return Status::Ok();
+  });
+}
+
+/* ---------------------------------------------------------------- tokenizer */
+
+pvllm_status pvllm_tokenize(pvllm_engine* engine, const char* text, uint8_t add_bos, int32_t* ids,
+                            size_t capacity, size_t* out_num_ids, pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (engine == nullptr) return null_argument("engine");
+    if (text == nullptr) return null_argument("text");
+    if (out_num_ids == nullptr) return null_argument("out_num_ids");
+    if (ids == nullptr && capacity > 0) return invalid("ids is NULL but capacity is > 0");
+    *out_num_ids = 0;
+    const pvllm::Tokenizer* tokenizer = engine->engine->tokenizer();
+    if (tokenizer == nullptr) {
+      return pvllm::Status(pvllm::StatusCode::kTokenizerError, "the engine has no tokenizer");
+    }
+    std::vector<int32_t> encoded;
+    PVLLM_RETURN_IF_ERROR(tokenizer->encode(text, add_bos != 0, &encoded));
+    *out_num_ids = encoded.size();
+    if (encoded.size() > capacity) {
+      return pvllm::Status(pvllm::StatusCode::kBufferTooSmall,
+                           "ids needs " + std::to_string(encoded.size()) +
+                               " entries, capacity is " + std::to_string(capacity));
+    }
+    std::copy(encoded.begin(), encoded.end(), ids);
+    return Status::Ok();
+  });
+}
+
+pvllm_status pvllm_detokenize(pvllm_engine* engine, const int32_t* ids, size_t num_ids, char* text,
+                              size_t capacity, size_t* out_len, pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (engine == nullptr) return null_argument("engine");
+    if (ids == nullptr && num_ids > 0) return invalid("ids is NULL but num_ids is > 0");
+    if (text == nullptr && capacity > 0) return invalid("text is NULL but capacity is > 0");
+    if (out_len == nullptr) return null_argument("out_len");
+    *out_len = 0;
+    const pvllm::Tokenizer* tokenizer = engine->engine->tokenizer();
+    if (tokenizer == nullptr) {
+      return pvllm::Status(pvllm::StatusCode::kTokenizerError, "the engine has no tokenizer");
+    }
+    std::vector<int32_t> input(ids, ids + num_ids);
+    for (size_t i = 0; i < input.size(); ++i) {
+      if (!tokenizer->is_valid_id(input[i])) {
+        return invalid("ids[" + std::to_string(i) + "] = " + std::to_string(input[i]) +
+                       " is outside the vocabulary [0, " + std::to_string(tokenizer->vocab_size()) +
+                       ")");
+      }
+    }
+    std::string decoded;
+    PVLLM_RETURN_IF_ERROR(tokenizer->decode(input, &decoded));
+    *out_len = decoded.size();
+    if (decoded.size() + 1 > capacity) {
+      return pvllm::Status(pvllm::StatusCode::kBufferTooSmall,
+                           "text needs " + std::to_string(decoded.size() + 1) +
+                               " bytes with the NUL, capacity is " + std::to_string(capacity));
+    }
+    std::memcpy(text, decoded.data(), decoded.size());
+    text[decoded.size()] = '\0';
+    return Status::Ok();
+  });
+}
+
+/* ---------------------------------------------------------------- models */
+
+void pvllm_model_config_init(pvllm_model_config* config) {
+  if (config == nullptr) return;
+  std::memset(config, 0, sizeof(*config));
+  config->struct_size = sizeof(*config);
+}
+
+pvllm_status pvllm_model_inspect(const char* model_path, pvllm_model_info** out_info,
+                                 pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (out_info != nullptr) *out_info = nullptr;
+    if (model_path == nullptr) return null_argument("model_path");
+    if (out_info == nullptr) return null_argument("out_info");
+    if (model_path[0] == '\0') return invalid("model_path is empty");
+    auto info = std::make_unique<pvllm_model_info>();
+    PVLLM_RETURN_IF_ERROR(pvllm::inspect_model(model_path, &info->summary));
+    *out_info = info.release();
+    return Status::Ok();
+  });
+}
+
+pvllm_status pvllm_model_info_config(const pvllm_model_info* info, pvllm_model_config* out_config,
+                                     pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (info == nullptr) return null_argument("info");
+    if (out_config == nullptr) return null_argument("out_config");
+    PVLLM_RETURN_IF_ERROR(check_struct_size(out_config, "out_config"));
+    const pvllm::ModelConfig& c = info->summary.config;
+    copy_fixed(out_config->architecture, c.architecture);
+    copy_fixed(out_config->format, format_name(info->summary.format));
+    out_config->hidden_size = c.hidden_size;
+    out_config->intermediate_size = c.intermediate_size;
+    out_config->num_layers = c.num_layers;
+    out_config->num_heads = c.num_heads;
+    out_config->num_kv_heads = c.num_kv_heads;
+    out_config->head_dim = c.head_dim;
+    out_config->vocab_size = c.vocab_size;
+    out_config->max_position_embeddings = c.max_position_embeddings;
+    out_config->rms_norm_eps = c.rms_norm_eps;
+    out_config->rope_theta = c.rope_theta;
+    out_config->tie_word_embeddings = c.tie_word_embeddings ? 1 : 0;
+    out_config->bos_token_id = c.bos_token_id;
+    out_config->eos_token_id = c.eos_token_id;
+    return Status::Ok();
+  });
+}
+
+size_t pvllm_model_info_num_tensors(const pvllm_model_info* info) {
+  return info != nullptr ? info->summary.tensors.size() : 0;
+}
+
+pvllm_status pvllm_model_info_tensor(const pvllm_model_info* info, size_t index,
+                                     pvllm_tensor_info* out_tensor, pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (info == nullptr) return null_argument("info");
+    if (out_tensor == nullptr) return null_argument("out_tensor");
+    const auto& tensors = info->summary.tensors;
+    if (index >= tensors.size()) {
+      return invalid("index " + std::to_string(index) + " is out of range; the model has " +
+                     std::to_string(tensors.size()) + " tensors");
+    }
+    const pvllm::ModelSummary::TensorInfo& t = tensors[index];
+    constexpr size_t kMaxDims = sizeof(out_tensor->shape) / sizeof(out_tensor->shape[0]);
+    if (t.shape.size() > kMaxDims) {
+      return pvllm::Unsupported("tensor " + t.name + " has " + std::to_string(t.shape.size()) +
+                                " dimensions; pvllm_tensor_info holds at most " +
+                                std::to_string(kMaxDims));
+    }
+    std::memset(out_tensor, 0, sizeof(*out_tensor));
+    out_tensor->name = t.name.c_str();
+    out_tensor->dtype = pvllm::dtype_name(t.dtype);
+    out_tensor->num_dims = static_cast<int32_t>(t.shape.size());
+    std::copy(t.shape.begin(), t.shape.end(), out_tensor->shape);
+    return Status::Ok();
+  });
+}
+
+void pvllm_model_info_free(pvllm_model_info* info) { delete info; }
+
+void pvllm_memory_estimate_init(pvllm_memory_estimate* estimate) {
+  if (estimate == nullptr) return;
+  std::memset(estimate, 0, sizeof(*estimate));
+  estimate->struct_size = sizeof(*estimate);
+}
+
+pvllm_status pvllm_estimate_memory(const pvllm_engine_params* params,
+                                   pvllm_memory_estimate* out_estimate, pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (out_estimate == nullptr) return null_argument("out_estimate");
+    PVLLM_RETURN_IF_ERROR(check_struct_size(out_estimate, "out_estimate"));
+    pvllm::EngineConfig config;
+    PVLLM_RETURN_IF_ERROR(to_engine_config(params, &config));
+    pvllm::MemoryEstimate e;
+    PVLLM_RETURN_IF_ERROR(pvllm::estimate_memory(config, &e));
+    out_estimate->weight_bytes = e.weight_bytes;
+    out_estimate->kv_bytes_per_block = e.kv_bytes_per_block;
+    out_estimate->num_blocks = e.num_blocks;
+    out_estimate->kv_bytes_total = e.kv_bytes_total;
+    out_estimate->max_tokens_in_cache = e.max_tokens_in_cache;
+    return Status::Ok();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,22 @@
+// Shared declarations of the pvllm command. The command uses only the
+// public C ABI (pvllm/pvllm.h): it is the first client of libpvllm.
+#pragma once
+
+#include <pvllm/pvllm.h>
+
+#include <CLI/CLI.hpp>
+
+namespace pvllm_cli {
+
+// Registers the `generate` subcommand. When the command line selects it,
+// app.parse() runs it and stores its exit status in *exit_code.
+void add_generate_command(CLI::App& app, int* exit_code);
+
+// Registers the `inspect` subcommand, likewise.
+void add_inspect_command(CLI::App& app, int* exit_code);
+
+// Prints "pvllm: <what>: <message> (<status name>)" to stderr, frees
+// `error` and returns the exit status for a failure (1).
+int report_error(const char* what, pvllm_status status, pvllm_error* error);
+
+}  // namespace pvllm_cli

@@ -1,0 +1,529 @@
+// `pvllm generate`: submits every prompt as a concurrent request, steps the
+// engine until all of them finish and prints what they generated.
+//
+// One request without --json streams its text as it is generated; several
+// requests (or samples) print each text, labelled, when it finishes; --json
+// prints one object per line per finished sample.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "cli.h"
+
+namespace pvllm_cli {
+namespace {
+
+struct GenerateOptions {
+  std::string model;
+  std::vector<std::string> prompts;
+  std::string prompts_file;
+  pvllm_sampling_params sampling;
+  pvllm_engine_params engine;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  uint64_t seed = 0;
+  CLI::Option* seed_option = nullptr;
+  int32_t priority = 0;
+  std::string device = "auto";
+  int64_t kv_cache_mb = 0;
+  bool no_prefix_caching = false;
+  bool json = false;
+  bool quiet = false;
+};
+
+struct TokenLogprobs {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+  std::vector<pvllm_logprob> top;  // best first
+};
+
+struct Sample {
+  std::string text;
+  std::vector<int32_t> token_ids;
+  std::vector<TokenLogprobs> logprobs;  // one per token when --logprobs was given
+  int32_t finish_reason = PVLLM_FINISH_NONE;
+  std::string error;
+};
+
+struct RequestState {
+  size_t index = 0;
+  std::string prompt;
+  std::vector<Sample> samples;  // [n]
+};
+
+const char* finish_reason_name(int32_t reason) {
+  switch (reason) {
+    case PVLLM_FINISH_NONE:
+      return "none";
+    case PVLLM_FINISH_STOP:
+      return "stop";
+    case PVLLM_FINISH_LENGTH:
+      return "length";
+    case PVLLM_FINISH_ABORT:
+      return "abort";
+    case PVLLM_FINISH_ERROR:
+      return "error";
+  }
+  return "unknown";
+}
+
+// JSON string escaping. The library hands out valid UTF-8, so only quotes,
+// backslashes and control characters need escaping.
+void append_json_string(std::string* out, const std::string& s) {
+  out->push_back('"');
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          *out += buf;
+        } else {
+          out->push_back(static_cast<char>(c));
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+// JSON has no infinities (a logprob can be -inf): those become null.
+void append_json_float(std::string* out, float v) {
+  if (!std::isfinite(v)) {
+    *out += "null";
+    return;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.6g", static_cast<double>(v));
+  *out += buf;
+}
+
+std::string sample_json(const RequestState& r, size_t sample_index, bool with_logprobs) {
+  const Sample& s = r.samples[sample_index];
+  std::string out = "{\"request\":" + std::to_string(r.index) +
+                    ",\"sample\":" + std::to_string(sample_index) + ",\"prompt\":";
+  append_json_string(&out, r.prompt);
+  out += ",\"text\":";
+  append_json_string(&out, s.text);
+  out += ",\"token_ids\":[";
+  for (size_t i = 0; i < s.token_ids.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(s.token_ids[i]);
+  }
+  out += "],\"finish_reason\":\"";
+  out += finish_reason_name(s.finish_reason);
+  out += '"';
+  if (with_logprobs) {
+    out += ",\"logprobs\":[";
+    for (size_t i = 0; i < s.logprobs.size(); ++i) {
+      const TokenLogprobs& lp = s.logprobs[i];
+      if (i > 0) out += ',';
+      out += "{\"token_id\":" + std::to_string(lp.token_id) + ",\"logprob\":";
+      append_json_float(&out, lp.logprob);
+      out += ",\"top\":[";
+      for (size_t k = 0; k < lp.top.size(); ++k) {
+        if (k > 0) out += ',';
+        out += "{\"token_id\":" + std::to_string(lp.top[k].token_id) + ",\"logprob\":";
+        append_json_float(&out, lp.top[k].logprob);
+        out += '}';
+      }
+      out += "]}";
+    }
+    out += ']';
+  }
+  if (s.finish_reason == PVLLM_FINISH_ERROR) {
+    out += ",\"error\":";
+    append_json_string(&out, s.error);
+  }
+  out += '}';
+  return out;
+}
+
+// Load progress on stderr: a line that redraws itself on a terminal, one
+// compact line per stage otherwise (logs stay readable).
+void print_progress(float fraction, const char* stage, void* user_data) {
+  const bool tty = *static_cast<const bool*>(user_data);
+  const int percent = static_cast<int>(fraction * 100.0f + 0.5f);
+  if (tty) {
+    std::fprintf(stderr, "\r\033[Kpvllm: %s (%d%%)%s", stage, percent,
+                 fraction >= 1.0f ? "\n" : "");
+  } else {
+    std::fprintf(stderr, "pvllm: %s (%d%%)\n", stage, percent);
+  }
+  std::fflush(stderr);
+}
+
+bool collect_prompts(const GenerateOptions& o, std::vector<std::string>* prompts) {
+  *prompts = o.prompts;
+  if (o.prompts_file.empty()) return true;
+  std::ifstream file_in;
+  std::istream* in = &std::cin;
+  if (o.prompts_file != "-") {
+    file_in.open(o.prompts_file);
+    if (!file_in) {
+      std::fprintf(stderr, "pvllm: cannot read prompts file %s\n", o.prompts_file.c_str());
+      return false;
+    }
+    in = &file_in;
+  }
+  std::string line;
+  while (std::getline(*in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) prompts->push_back(line);
+  }
+  return true;
+}
+
+struct EngineDeleter {
+  void operator()(pvllm_engine* e) const { pvllm_engine_destroy(e); }
+};
+struct BatchDeleter {
+  void operator()(pvllm_output_batch* b) const { pvllm_output_batch_free(b); }
+};
+
+class Generator {
+ public:
+  Generator(const GenerateOptions& o, std::vector<std::string> prompts)
+      : o_(o), prompts_(std::move(prompts)) {}
+
+  int run() {
+    if (int rc = create_engine(); rc != 0) return rc;
+    if (int rc = submit_all(); rc != 0) return rc;
+    const auto start = std::chrono::steady_clock::now();
+    if (int rc = step_until_done(); rc != 0) return rc;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!o_.quiet) print_summary(seconds);
+    return any_sample_failed_ ? 1 : 0;
+  }
+
+ private:
+  int create_engine() {
+    pvllm_engine_params params = o_.engine;
+    params.model_path = o_.model.c_str();
+    params.device = o_.device.c_str();
+    params.kv_cache_bytes = o_.kv_cache_mb * (int64_t{1} << 20);
+    params.enable_prefix_caching = o_.no_prefix_caching ? 0 : 1;
+    stderr_is_tty_ = isatty(STDERR_FILENO) != 0;
+    if (!o_.quiet) {
+      params.progress = print_progress;
+      params.progress_user_data = &stderr_is_tty_;
+    }
+    pvllm_engine* engine = nullptr;
+    pvllm_error* error = nullptr;
+    const pvllm_status status = pvllm_engine_create(&params, &engine, &error);
+    if (status != PVLLM_STATUS_OK) return report_error("cannot load the model", status, error);
+    engine_.reset(engine);
+    return 0;
+  }
+
+  int submit_all() {
+    pvllm_sampling_params sampling = o_.sampling;
+    sampling.ignore_eos = o_.ignore_eos ? 1 : 0;
+    sampling.has_seed = o_.seed_option->count() > 0 ? 1 : 0;
+    sampling.seed = o_.seed;
+    std::vector<const char*> stop;
+    for (const std::string& s : o_.stop) stop.push_back(s.c_str());
+    sampling.stop = stop.empty() ? nullptr : stop.data();
+    sampling.num_stop = stop.size();
+    sampling.stop_token_ids = o_.stop_token_ids.empty() ? nullptr : o_.stop_token_ids.data();
+    sampling.num_stop_token_ids = o_.stop_token_ids.size();
+    const size_t num_samples = sampling.n > 0 ? static_cast<size_t>(sampling.n) : 1;
+
+    for (size_t i = 0; i < prompts_.size(); ++i) {
+      pvllm_request request;
+      pvllm_request_init(&request);
+      request.prompt_text = prompts_[i].c_str();
+      request.sampling = &sampling;
+      request.priority = o_.priority;
+      uint64_t id = 0;
+      pvllm_error* error = nullptr;
+      const pvllm_status status = pvllm_submit(engine_.get(), &request, &id, &error);
+      if (status != PVLLM_STATUS_OK) {
+        const std::string what = "cannot submit prompt " + std::to_string(i);
+        return report_error(what.c_str(), status, error);
+      }
+      RequestState& r = requests_[id];
+      r.index = i;
+      r.prompt = prompts_[i];
+      r.samples.resize(num_samples);
+      num_samples_left_ += num_samples;
+    }
+    streaming_ = requests_.size() == 1 && num_samples == 1 && !o_.json;
+    if (streaming_) {
+      // The continuation reads on from the prompt, as in the labelled form.
+      std::fputs(prompts_[0].c_str(), stdout);
+      std::fflush(stdout);
+    }
+    return 0;
+  }
+
+  int step_until_done() {
+    while (num_samples_left_ > 0) {
+      int32_t num_unfinished = 0;
+      pvllm_error* error = nullptr;
+      const pvllm_status status = pvllm_step(engine_.get(), &num_unfinished, &error);
+      if (status != PVLLM_STATUS_OK) {
+        // The failed requests end with FINISH_ERROR events; keep stepping
+        // the others.
+        report_error("step failed", status, error);
+      }
+      if (int rc = drain(); rc != 0) return rc;
+      if (num_unfinished == 0 && num_samples_left_ > 0) {
+        std::fprintf(stderr, "pvllm: the engine has no work left but %zu samples never finished\n",
+                     num_samples_left_);
+        return 1;
+      }
+    }
+    return 0;
+  }
+
+  int drain() {
+    pvllm_output_batch* raw = nullptr;
+    pvllm_error* error = nullptr;
+    const pvllm_status status = pvllm_poll(engine_.get(), 0, &raw, &error);
+    if (status != PVLLM_STATUS_OK) return report_error("poll failed", status, error);
+    std::unique_ptr<pvllm_output_batch, BatchDeleter> batch(raw);
+    for (size_t i = 0; i < pvllm_output_batch_size(batch.get()); ++i) {
+      handle(*pvllm_output_batch_get(batch.get(), i));
+    }
+    return 0;
+  }
+
+  void handle(const pvllm_output& event) {
+    auto it = requests_.find(event.request_id);
+    if (it == requests_.end() || event.sample_index < 0 ||
+        static_cast<size_t>(event.sample_index) >= it->second.samples.size()) {
+      std::fprintf(stderr, "pvllm: ignoring an event for unknown request %llu\n",
+                   static_cast<unsigned long long>(event.request_id));
+      return;
+    }
+    RequestState& r = it->second;
+    Sample& s = r.samples[event.sample_index];
+    s.token_ids.insert(s.token_ids.end(), event.token_ids, event.token_ids + event.num_token_ids);
+    s.text.append(event.text, event.text_len);
+    if (event.logprobs != nullptr) {
+      for (size_t t = 0; t < event.num_token_ids; ++t) {
+        const pvllm_token_logprobs& lp = event.logprobs[t];
+        s.logprobs.push_back({lp.token_id, lp.logprob, {lp.top, lp.top + lp.num_top}});
+      }
+    }
+    if (streaming_ && event.text_len > 0) {
+      std::fwrite(event.text, 1, event.text_len, stdout);
+      std::fflush(stdout);
+    }
+    if (event.finish_reason == PVLLM_FINISH_NONE) return;
+    s.finish_reason = event.finish_reason;
+    s.error = event.error_message != nullptr ? event.error_message : "";
+    --num_samples_left_;
+    finish(r, static_cast<size_t>(event.sample_index));
+  }
+
+  void finish(const RequestState& r, size_t sample_index) {
+    const Sample& s = r.samples[sample_index];
+    if (s.finish_reason == PVLLM_FINISH_ERROR) {
+      any_sample_failed_ = true;
+      std::fprintf(stderr, "pvllm: request %zu sample %zu failed: %s\n", r.index, sample_index,
+                   s.error.c_str());
+    }
+    if (o_.json) {
+      std::printf("%s\n", sample_json(r, sample_index, o_.sampling.logprobs >= 0).c_str());
+    } else if (streaming_) {
+      std::printf("\n");
+    } else {
+      std::printf("--- request %zu, sample %zu (%s) ---\n%s%s\n", r.index, sample_index,
+                  finish_reason_name(s.finish_reason), r.prompt.c_str(), s.text.c_str());
+    }
+    std::fflush(stdout);
+  }
+
+  void print_summary(double seconds) {
+    pvllm_stats stats;
+    pvllm_stats_init(&stats);
+    pvllm_error* error = nullptr;
+    const pvllm_status status = pvllm_get_stats(engine_.get(), &stats, &error);
+    if (status != PVLLM_STATUS_OK) {
+      report_error("cannot read statistics", status, error);
+      return;
+    }
+    const double safe_seconds = seconds > 0.0 ? seconds : 1e-9;
+    std::fprintf(stderr,
+                 "pvllm: %zu requests, %lld generated tokens in %.3f s: %.1f tokens/s "
+                 "(prompt: %lld tokens, %.1f tokens/s)\n",
+                 requests_.size(), static_cast<long long>(stats.num_generation_tokens), seconds,
+                 static_cast<double>(stats.num_generation_tokens) / safe_seconds,
+                 static_cast<long long>(stats.num_prompt_tokens_processed),
+                 static_cast<double>(stats.num_prompt_tokens_processed) / safe_seconds);
+  }
+
+  const GenerateOptions& o_;
+  std::vector<std::string> prompts_;
+  std::unique_ptr<pvllm_engine, EngineDeleter> engine_;
+  std::unordered_map<uint64_t, RequestState> requests_;
+  size_t num_samples_left_ = 0;
+  bool streaming_ = false;
+  bool stderr_is_tty_ = false;
+  bool any_sample_failed_ = false;
+};
+
+int run_generate(const GenerateOptions& o) {
+  std::vector<std::string> prompts;
+  if (!collect_prompts(o, &prompts)) return 1;
+  if (prompts.empty()) {
+    std::fprintf(stderr, "pvllm: no prompt; give --prompt TEXT or --prompts-file FILE\n");
+    return 1;
+  }
+  return Generator(o, std::move(prompts)).run();
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<GenerateOptions>();
+  pvllm_sampling_params_init(&o->sampling);
+  pvllm_engine_params_init(&o->engine);
+  o->kv_cache_mb = o->engine.kv_cache_bytes >> 20;
+
+  CLI::App* sub = app.add_subcommand(
+      "generate",
+      "Generate text for one or more prompts. Several prompts run as concurrent requests "
+      "(continuous batching).");
+  sub->footer(
+      "Examples:\n"
+      "  pvllm generate --model stories260K.bin --prompt \"Once upon a time\" --temperature 0\n"
+      "  pvllm generate --model TinyLlama-1.1B --prompts-file prompts.txt --max-tokens 64 "
+      "--json > out.jsonl");
+
+  sub->add_option("-m,--model", o->model,
+                  "Model to load: a Hugging Face folder (config.json, *.safetensors, "
+                  "tokenizer.model) or a llama2.c .bin with a tokenizer.model beside it")
+      ->required();
+  sub->add_option("-p,--prompt", o->prompts, "A prompt; repeat the option for several requests")
+      ->allow_extra_args(false);
+  sub->add_option("--prompts-file", o->prompts_file,
+                  "A file with one prompt per line (empty lines are skipped; - reads stdin)");
+
+  const char* sampling_group = "Sampling";
+  sub->add_option("--max-tokens", o->sampling.max_tokens, "Tokens to generate at most")
+      ->capture_default_str()
+      ->group(sampling_group);
+  sub->add_option("-t,--temperature", o->sampling.temperature, "Sampling temperature; 0 = greedy")
+      ->capture_default_str()
+      ->group(sampling_group);
+  sub->add_option("--top-p", o->sampling.top_p,
+                  "Nucleus sampling: keep the most likely tokens up to this probability mass; "
+                  "1 = off")
+      ->capture_default_str()
+      ->group(sampling_group);
+  sub->add_option("--top-k", o->sampling.top_k, "Keep only the k most likely tokens; 0 = off")
+      ->capture_default_str()
+      ->group(sampling_group);
+  sub->add_option("--min-p", o->sampling.min_p,
+                  "Drop tokens less likely than min-p times the most likely one; 0 = off")
+      ->capture_default_str()
+      ->group(sampling_group);
+  sub->add_option("--repetition-penalty", o->sampling.repetition_penalty,
+                  "Divide logits of tokens already seen (> 1 discourages repeats); 1 = off")
+      ->capture_default_str()
+      ->group(sampling_group);
+  sub->add_option("--presence-penalty", o->sampling.presence_penalty,
+                  "Subtracted once from the logit of every token generated so far")
+      ->capture_default_str()
+      ->group(sampling_group);
+  sub->add_option("--frequency-penalty", o->sampling.frequency_penalty,
+                  "Subtracted from a token's logit per time it was generated")
+      ->capture_default_str()
+      ->group(sampling_group);
+  o->seed_option =
+      sub->add_option("--seed", o->seed, "Random seed for reproducible sampling (default: random)")
+          ->group(sampling_group);
+  sub->add_option("-n,--num-samples", o->sampling.n, "Independent samples per prompt")
+      ->capture_default_str()
+      ->group(sampling_group);
+  sub->add_option("--stop", o->stop,
+                  "A string that ends generation (not included in the output); repeatable")
+      ->allow_extra_args(false)
+      ->group(sampling_group);
+  sub->add_option("--stop-token-id", o->stop_token_ids,
+                  "A token id that ends generation, besides EOS; repeatable")
+      ->allow_extra_args(false)
+      ->group(sampling_group);
+  sub->add_flag("--ignore-eos", o->ignore_eos,
+                "Keep generating past EOS until --max-tokens (useful for benchmarks)")
+      ->group(sampling_group);
+  sub->add_option("--logprobs", o->sampling.logprobs,
+                  "Report log-probabilities (with --json): -1 = none, 0 = the chosen token, "
+                  "k = plus the k most likely alternatives (k <= 20)")
+      ->capture_default_str()
+      ->group(sampling_group);
+  sub->add_option("--priority", o->priority,
+                  "Priority of the requests; lower values are served first and preempted last")
+      ->capture_default_str()
+      ->group(sampling_group);
+
+  const char* engine_group = "Engine";
+  sub->add_option("--device", o->device, "Device: cpu or auto")
+      ->capture_default_str()
+      ->group(engine_group);
+  sub->add_option("--block-size", o->engine.block_size,
+                  "Tokens per KV-cache block (a power of two, 8..256)")
+      ->capture_default_str()
+      ->group(engine_group);
+  sub->add_option("--kv-cache-mb", o->kv_cache_mb, "Memory for the KV cache, in MiB")
+      ->capture_default_str()
+      ->group(engine_group);
+  sub->add_option("--max-num-seqs", o->engine.max_num_seqs, "Sequences running at once")
+      ->capture_default_str()
+      ->group(engine_group);
+  sub->add_option("--max-num-batched-tokens", o->engine.max_num_batched_tokens,
+                  "Tokens fed to the model per step (long prompts are prefilled in chunks)")
+      ->capture_default_str()
+      ->group(engine_group);
+  sub->add_option("--max-model-len", o->engine.max_model_len,
+                  "Context length in tokens; 0 = the model's")
+      ->capture_default_str()
+      ->group(engine_group);
+  sub->add_flag("--no-prefix-caching", o->no_prefix_caching,
+                "Do not reuse the KV cache of shared prompt prefixes")
+      ->group(engine_group);
+  sub->add_option("--threads", o->engine.num_threads, "CPU threads; 0 = all cores")
+      ->capture_default_str()
+      ->group(engine_group);
+
+  const char* output_group = "Output";
+  sub->add_flag("--json", o->json,
+                "Print one JSON object per line per finished sample (request, sample, prompt, "
+                "text, token_ids, finish_reason, logprobs)")
+      ->group(output_group);
+  sub->add_flag("-q,--quiet", o->quiet, "Print no load progress and no summary on stderr")
+      ->group(output_group);
+
+  sub->callback([o, exit_code] { *exit_code = run_generate(*o); });
+}
+
+}  // namespace pvllm_cli

@@ -1,0 +1,139 @@
+// `pvllm inspect`: a model's config, its tensor table and what serving it
+// would cost in memory — read from the files without loading weights.
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "cli.h"
+
+namespace pvllm_cli {
+namespace {
+
+struct InspectOptions {
+  std::string model;
+  pvllm_engine_params engine;
+  int64_t kv_cache_mb = 0;
+};
+
+struct InfoDeleter {
+  void operator()(pvllm_model_info* info) const { pvllm_model_info_free(info); }
+};
+
+std::string human_bytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < sizeof(units) / sizeof(units[0])) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), unit == 0 ? "%.0f %s" : "%.2f %s", value, units[unit]);
+  return buf;
+}
+
+int print_config(const pvllm_model_info* info) {
+  pvllm_model_config c;
+  pvllm_model_config_init(&c);
+  pvllm_error* error = nullptr;
+  const pvllm_status status = pvllm_model_info_config(info, &c, &error);
+  if (status != PVLLM_STATUS_OK) return report_error("cannot read the config", status, error);
+  std::printf("config\n");
+  std::printf("  architecture             %s\n", c.architecture);
+  std::printf("  format                   %s\n", c.format);
+  std::printf("  hidden_size              %d\n", c.hidden_size);
+  std::printf("  intermediate_size        %d\n", c.intermediate_size);
+  std::printf("  num_layers               %d\n", c.num_layers);
+  std::printf("  num_heads                %d\n", c.num_heads);
+  std::printf("  num_kv_heads             %d\n", c.num_kv_heads);
+  std::printf("  head_dim                 %d\n", c.head_dim);
+  std::printf("  vocab_size               %d\n", c.vocab_size);
+  std::printf("  max_position_embeddings  %d\n", c.max_position_embeddings);
+  std::printf("  rms_norm_eps             %g\n", static_cast<double>(c.rms_norm_eps));
+  std::printf("  rope_theta               %g\n", static_cast<double>(c.rope_theta));
+  std::printf("  tie_word_embeddings      %s\n", c.tie_word_embeddings ? "true" : "false");
+  std::printf("  bos_token_id             %d\n", c.bos_token_id);
+  std::printf("  eos_token_id             %d\n", c.eos_token_id);
+  return 0;
+}
+
+int print_tensors(const pvllm_model_info* info) {
+  const size_t num_tensors = pvllm_model_info_num_tensors(info);
+  std::printf("\ntensors (%zu)\n", num_tensors);
+  std::printf("  %-48s %-5s %s\n", "name", "dtype", "shape");
+  for (size_t i = 0; i < num_tensors; ++i) {
+    pvllm_tensor_info t;
+    pvllm_error* error = nullptr;
+    const pvllm_status status = pvllm_model_info_tensor(info, i, &t, &error);
+    if (status != PVLLM_STATUS_OK) return report_error("cannot read a tensor", status, error);
+    std::string shape = "[";
+    for (int32_t d = 0; d < t.num_dims; ++d) {
+      if (d > 0) shape += ", ";
+      shape += std::to_string(t.shape[d]);
+    }
+    shape += "]";
+    std::printf("  %-48s %-5s %s\n", t.name, t.dtype, shape.c_str());
+  }
+  return 0;
+}
+
+int print_estimate(const InspectOptions& o) {
+  pvllm_engine_params params = o.engine;
+  params.model_path = o.model.c_str();
+  params.kv_cache_bytes = o.kv_cache_mb * (int64_t{1} << 20);
+  pvllm_memory_estimate e;
+  pvllm_memory_estimate_init(&e);
+  pvllm_error* error = nullptr;
+  const pvllm_status status = pvllm_estimate_memory(&params, &e, &error);
+  if (status != PVLLM_STATUS_OK) return report_error("cannot estimate memory", status, error);
+  std::printf("\nmemory (block size %d, KV budget %s)\n", params.block_size,
+              human_bytes(static_cast<uint64_t>(params.kv_cache_bytes)).c_str());
+  std::printf("  weights                  %s (%" PRIu64 " bytes)\n",
+              human_bytes(e.weight_bytes).c_str(), e.weight_bytes);
+  std::printf("  KV per block             %s (%" PRIu64 " bytes)\n",
+              human_bytes(e.kv_bytes_per_block).c_str(), e.kv_bytes_per_block);
+  std::printf("  KV blocks                %d\n", e.num_blocks);
+  std::printf("  KV total                 %s\n", human_bytes(e.kv_bytes_total).c_str());
+  std::printf("  tokens in cache          %" PRId64 "\n", e.max_tokens_in_cache);
+  return 0;
+}
+
+int run_inspect(const InspectOptions& o) {
+  pvllm_model_info* raw = nullptr;
+  pvllm_error* error = nullptr;
+  const pvllm_status status = pvllm_model_inspect(o.model.c_str(), &raw, &error);
+  if (status != PVLLM_STATUS_OK) return report_error("cannot inspect the model", status, error);
+  std::unique_ptr<pvllm_model_info, InfoDeleter> info(raw);
+  if (int rc = print_config(info.get()); rc != 0) return rc;
+  if (int rc = print_tensors(info.get()); rc != 0) return rc;
+  return print_estimate(o);
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<InspectOptions>();
+  pvllm_engine_params_init(&o->engine);
+  o->kv_cache_mb = o->engine.kv_cache_bytes >> 20;
+
+  CLI::App* sub = app.add_subcommand(
+      "inspect",
+      "Print a model's config, its tensor table (name, dtype, shape) and the memory serving it "
+      "needs, without loading the weights.");
+  sub->footer(
+      "Examples:\n"
+      "  pvllm inspect stories260K.bin\n"
+      "  pvllm inspect TinyLlama-1.1B --kv-cache-mb 1024 --block-size 32");
+  sub->add_option("model", o->model,
+                  "A Hugging Face folder or a llama2.c .bin (with tokenizer.model beside it)")
+      ->required();
+  sub->add_option("--block-size", o->engine.block_size,
+                  "Tokens per KV-cache block, for the memory estimate")
+      ->capture_default_str();
+  sub->add_option("--kv-cache-mb", o->kv_cache_mb, "KV-cache budget in MiB, for the estimate")
+      ->capture_default_str();
+  sub->callback([o, exit_code] { *exit_code = run_inspect(*o); });
+}
+
+}  // namespace pvllm_cli

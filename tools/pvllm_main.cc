@@ -1,0 +1,44 @@
+// pvllm: the command-line front end. Subcommands live in their own files;
+// this one wires them together and owns --version.
+#include <cstdio>
+#include <string>
+
+#include "cli.h"
+
+namespace pvllm_cli {
+
+int report_error(const char* what, pvllm_status status, pvllm_error* error) {
+  const char* message = pvllm_error_message(error);
+  std::fprintf(stderr, "pvllm: %s: %s (%s)\n", what, message[0] != '\0' ? message : "failed",
+               pvllm_status_to_string(status));
+  pvllm_error_free(error);
+  return 1;
+}
+
+}  // namespace pvllm_cli
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "pvllm: run Llama-architecture language models on the CPU with a paged KV cache "
+      "and continuous batching.",
+      "pvllm"};
+  app.set_version_flag("--version",
+                       std::string("pvllm ") + pvllm_version() + " (ABI " +
+                           std::to_string(pvllm_abi_version()) + ")",
+                       "Print the library version and exit");
+  app.require_subcommand(1);
+  app.footer(
+      "Examples:\n"
+      "  pvllm generate --model models/stories260K/stories260K.bin --prompt \"Once upon a "
+      "time\"\n"
+      "  pvllm inspect models/TinyLlama-1.1B\n"
+      "\n"
+      "Run `pvllm <command> --help` for the options of one command.");
+
+  int exit_code = 0;
+  pvllm_cli::add_generate_command(app, &exit_code);
+  pvllm_cli::add_inspect_command(app, &exit_code);
+
+  CLI11_PARSE(app, argc, argv);
+  return exit_code;
+}
