@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# Installs what building and testing pvllm needs (Debian 12). Idempotent:
-# skips apt when everything is already there.
+# Installs what building and testing pvllm needs (Debian 12): the core's
+# packages below plus each SDK's list in bindings/*/packages.txt.
+# Idempotent: skips apt when everything is already there.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build ccache pkg-config
           libsentencepiece-dev nlohmann-json3-dev libcli11-dev libgtest-dev)
+for list in bindings/*/packages.txt; do
+  [ -f "$list" ] || continue
+  while read -r p; do
+    [ -n "$p" ] && [ "${p#\#}" = "$p" ] && packages+=("$p")
+  done < "$list"
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs, builds (CUDA kernels too when nvcc is present) and runs every
-# test. Tests that need the real checkpoints find them through
-# PVLLM_SHARED_DIR (default ../shared) and skip with a reason without it.
+# test: the C++ suites through ctest, then each SDK's bindings/*/test.sh.
+# Tests that need the real checkpoints find them through PVLLM_SHARED_DIR
+# (default ../shared) and skip with a reason without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root="$(pwd)"
 bash scripts/setup.sh
 bash scripts/build.sh
 
@@ -15,4 +17,18 @@ echo "test: PVLLM_SHARED_DIR=${PVLLM_SHARED_DIR:-<unset: shared-model tests will
 
 start=$(date +%s)
 ctest --test-dir build --output-on-failure -j "$(nproc)"
-echo "test: the suite took $(( $(date +%s) - start )) s"
+echo "test: the C++ suites took $(( $(date +%s) - start )) s"
+
+# What the SDK test scripts need: the library, its header, and a way to
+# make a tiny model.
+export PVLLM_LIB_DIR="$root/build/capi"
+export PVLLM_INCLUDE_DIR="$root/capi/include"
+export PVLLM_MAKE_TINY_MODEL="$root/build/tests/pvllm_make_tiny_model"
+export LD_LIBRARY_PATH="$PVLLM_LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+for sdk_test in bindings/*/test.sh; do
+  [ -f "$sdk_test" ] || continue
+  start=$(date +%s)
+  echo "test: $sdk_test"
+  bash "$sdk_test"
+  echo "test: $sdk_test took $(( $(date +%s) - start )) s"
+done

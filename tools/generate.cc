@@ -372,13 +372,16 @@ class Generator {
       return;
     }
     const double safe_seconds = seconds > 0.0 ? seconds : 1e-9;
+    const double num_generated = static_cast<double>(stats.num_generation_tokens);
+    const double num_prompt = static_cast<double>(stats.num_prompt_tokens_processed);
     std::fprintf(stderr,
-                 "pvllm: %zu requests, %lld generated tokens in %.3f s: %.1f tokens/s "
-                 "(prompt: %lld tokens, %.1f tokens/s)\n",
-                 requests_.size(), static_cast<long long>(stats.num_generation_tokens), seconds,
-                 static_cast<double>(stats.num_generation_tokens) / safe_seconds,
-                 static_cast<long long>(stats.num_prompt_tokens_processed),
-                 static_cast<double>(stats.num_prompt_tokens_processed) / safe_seconds);
+                 "pvllm: %zu requests, %.0f generated tokens in %.3f s: %.1f generated tokens/s; "
+                 "%.0f prompt tokens prefilled (%lld from the prefix cache), %.1f total tokens/s; "
+                 "%lld preemptions\n",
+                 requests_.size(), num_generated, seconds, num_generated / safe_seconds,
+                 num_prompt, static_cast<long long>(stats.num_cached_prompt_tokens),
+                 (num_generated + num_prompt) / safe_seconds,
+                 static_cast<long long>(stats.num_preemptions));
   }
 
   const GenerateOptions& o_;
