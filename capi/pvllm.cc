@@ -6,6 +6,7 @@
 #include "pvllm/pvllm.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -102,39 +103,147 @@ pvllm_status guard(pvllm_error** error, Body&& body) noexcept {
   }
 }
 
-// A struct the caller filled (or will receive) is usable when it is at
-// least as large as the first version we know; a newer caller's larger
-// struct is fine, we read and write only the fields we know.
+// Caller-allocated structs only grow at the end. kV1Size<T> is the size a
+// struct had in ABI version 1, the smallest struct_size accepted; fields
+// appended later are read from and written to a caller's struct only when
+// its struct_size covers them, which read_struct / write_struct do by
+// copying min(struct_size, sizeof(T)) bytes.
+template <typename T>
+constexpr size_t kV1Size = sizeof(T);
+
+// Larger sizes than this are garbage, not a newer header.
+constexpr size_t kMaxStructSize = 1 << 16;
+
 template <typename T>
 Status check_struct_size(const T* s, const char* name) {
-  if (s->struct_size < sizeof(T)) {
+  if (s->struct_size < kV1Size<T> || s->struct_size > kMaxStructSize) {
     return invalid(std::string(name) + "->struct_size is " + std::to_string(s->struct_size) +
-                   ", expected at least " + std::to_string(sizeof(T)) +
-                   " (call the matching *_init first)");
+                   ", expected at least " + std::to_string(kV1Size<T>) +
+                   " (fill the struct with the matching *_init(ptr, sizeof *ptr) first)");
   }
   return Status::Ok();
 }
 
-Status to_engine_config(const pvllm_engine_params* params, pvllm::EngineConfig* config) {
-  if (params == nullptr) return null_argument("params");
-  PVLLM_RETURN_IF_ERROR(check_struct_size(params, "params"));
-  if (params->model_path == nullptr) return null_argument("params->model_path");
-  if (params->model_path[0] == '\0') return invalid("params->model_path is empty");
-  config->model_path = params->model_path;
-  config->device = params->device != nullptr ? params->device : "auto";
-  config->block_size = params->block_size;
-  config->kv_cache_bytes = params->kv_cache_bytes;
-  config->num_kv_blocks = params->num_kv_blocks;
-  config->max_num_seqs = params->max_num_seqs;
-  config->max_num_batched_tokens = params->max_num_batched_tokens;
-  config->max_model_len = params->max_model_len;
-  config->enable_prefix_caching = params->enable_prefix_caching != 0;
-  config->num_threads = params->num_threads;
+// The caller's struct as this library sees it: the fields its struct_size
+// covers, defaults for the rest.
+template <typename T>
+T read_struct(const T* in, const T& defaults) {
+  T out = defaults;
+  std::memcpy(&out, in, std::min<size_t>(in->struct_size, sizeof(T)));
+  return out;
+}
+
+// Writes `value` into a caller's struct, only the bytes its struct_size
+// covers, keeping its struct_size.
+template <typename T>
+void write_struct(T* out, const T& value) {
+  const uint32_t size = out->struct_size;
+  std::memcpy(out, &value, std::min<size_t>(size, sizeof(T)));
+  out->struct_size = size;
+}
+
+// *_init: the defaults for the fields that fit in the caller's size, zero
+// beyond the fields this library knows, and that size in struct_size.
+template <typename T>
+void init_struct(T* out, size_t struct_size, const T& defaults) {
+  if (out == nullptr || struct_size < sizeof(uint32_t) || struct_size > kMaxStructSize) return;
+  const size_t known = std::min(struct_size, sizeof(T));
+  std::memcpy(out, &defaults, known);
+  if (struct_size > known) {
+    std::memset(reinterpret_cast<unsigned char*>(out) + known, 0, struct_size - known);
+  }
+  out->struct_size = static_cast<uint32_t>(struct_size);
+}
+
+pvllm_engine_params default_engine_params() {
+  const pvllm::EngineConfig d;
+  pvllm_engine_params p;
+  std::memset(&p, 0, sizeof(p));
+  p.struct_size = sizeof(p);
+  p.model_path = nullptr;
+  p.device = "auto";
+  p.block_size = d.block_size;
+  p.kv_cache_bytes = d.kv_cache_bytes;
+  p.num_kv_blocks = d.num_kv_blocks;
+  p.max_num_seqs = d.max_num_seqs;
+  p.max_num_batched_tokens = d.max_num_batched_tokens;
+  p.max_model_len = d.max_model_len;
+  p.enable_prefix_caching = d.enable_prefix_caching ? 1 : 0;
+  p.num_threads = d.num_threads;
+  p.progress = nullptr;
+  p.progress_user_data = nullptr;
+  p.kv_allocator = static_cast<int32_t>(d.kv_allocator);
+  return p;
+}
+
+pvllm_sampling_params default_sampling_params() {
+  const pvllm::SamplingParams d;
+  pvllm_sampling_params p;
+  std::memset(&p, 0, sizeof(p));
+  p.struct_size = sizeof(p);
+  p.temperature = d.temperature;
+  p.top_k = d.top_k;
+  p.top_p = d.top_p;
+  p.min_p = d.min_p;
+  p.repetition_penalty = d.repetition_penalty;
+  p.presence_penalty = d.presence_penalty;
+  p.frequency_penalty = d.frequency_penalty;
+  p.max_tokens = d.max_tokens;
+  p.stop_token_ids = nullptr;
+  p.num_stop_token_ids = 0;
+  p.stop = nullptr;
+  p.num_stop = 0;
+  p.ignore_eos = d.ignore_eos ? 1 : 0;
+  p.logprobs = d.logprobs;
+  p.has_seed = d.has_seed ? 1 : 0;
+  p.seed = d.seed;
+  p.n = d.n;
+  return p;
+}
+
+template <typename T>
+T zeroed_struct() {
+  T t;
+  std::memset(&t, 0, sizeof(t));
+  t.struct_size = sizeof(t);
+  return t;
+}
+
+Status to_engine_config(const pvllm_engine_params* in, pvllm::EngineConfig* config) {
+  if (in == nullptr) return null_argument("params");
+  PVLLM_RETURN_IF_ERROR(check_struct_size(in, "params"));
+  const pvllm_engine_params params = read_struct(in, default_engine_params());
+  if (params.model_path == nullptr) return null_argument("params->model_path");
+  if (params.model_path[0] == '\0') return invalid("params->model_path is empty");
+  config->model_path = params.model_path;
+  config->device = params.device != nullptr ? params.device : "auto";
+  config->block_size = params.block_size;
+  config->kv_cache_bytes = params.kv_cache_bytes;
+  config->num_kv_blocks = params.num_kv_blocks;
+  config->max_num_seqs = params.max_num_seqs;
+  config->max_num_batched_tokens = params.max_num_batched_tokens;
+  config->max_model_len = params.max_model_len;
+  config->enable_prefix_caching = params.enable_prefix_caching != 0;
+  config->num_threads = params.num_threads;
+  if (params.kv_allocator != PVLLM_KV_ALLOCATOR_PAGED &&
+      params.kv_allocator != PVLLM_KV_ALLOCATOR_CONTIGUOUS) {
+    return invalid(
+        "params->kv_allocator must be PVLLM_KV_ALLOCATOR_PAGED (0) or "
+        "PVLLM_KV_ALLOCATOR_CONTIGUOUS (1), got " +
+        std::to_string(params.kv_allocator));
+  }
+  config->kv_allocator = static_cast<pvllm::KvAllocator>(params.kv_allocator);
+  if (params.progress != nullptr) {
+    config->progress = [fn = params.progress, user = params.progress_user_data](
+                           float fraction, const char* stage) { fn(fraction, stage, user); };
+  }
   return config->validate();
 }
 
-Status to_sampling_params(const pvllm_sampling_params* in, pvllm::SamplingParams* out) {
-  PVLLM_RETURN_IF_ERROR(check_struct_size(in, "request->sampling"));
+Status to_sampling_params(const pvllm_sampling_params* caller, pvllm::SamplingParams* out) {
+  PVLLM_RETURN_IF_ERROR(check_struct_size(caller, "request->sampling"));
+  const pvllm_sampling_params params = read_struct(caller, default_sampling_params());
+  const pvllm_sampling_params* in = &params;
   out->temperature = in->temperature;
   out->top_k = in->top_k;
   out->top_p = in->top_p;
@@ -170,12 +279,14 @@ Status to_sampling_params(const pvllm_sampling_params* in, pvllm::SamplingParams
   return Status::Ok();
 }
 
-Status submit(pvllm_engine* engine, const pvllm_request* request, uint64_t* out_request_id) {
+Status submit(pvllm_engine* engine, const pvllm_request* caller, uint64_t* out_request_id) {
   if (engine == nullptr) return null_argument("engine");
-  if (request == nullptr) return null_argument("request");
+  if (caller == nullptr) return null_argument("request");
   if (out_request_id == nullptr) return null_argument("out_request_id");
   *out_request_id = 0;
-  PVLLM_RETURN_IF_ERROR(check_struct_size(request, "request"));
+  PVLLM_RETURN_IF_ERROR(check_struct_size(caller, "request"));
+  const pvllm_request fields = read_struct(caller, zeroed_struct<pvllm_request>());
+  const pvllm_request* request = &fields;
   pvllm::SamplingParams sampling;
   if (request->sampling != nullptr) {
     PVLLM_RETURN_IF_ERROR(to_sampling_params(request->sampling, &sampling));
@@ -322,23 +433,8 @@ void pvllm_error_free(pvllm_error* error) { delete error; }
 
 /* ---------------------------------------------------------------- engine */
 
-void pvllm_engine_params_init(pvllm_engine_params* params) {
-  if (params == nullptr) return;
-  const pvllm::EngineConfig defaults;
-  std::memset(params, 0, sizeof(*params));
-  params->struct_size = sizeof(*params);
-  params->model_path = nullptr;
-  params->device = "auto";
-  params->block_size = defaults.block_size;
-  params->kv_cache_bytes = defaults.kv_cache_bytes;
-  params->num_kv_blocks = defaults.num_kv_blocks;
-  params->max_num_seqs = defaults.max_num_seqs;
-  params->max_num_batched_tokens = defaults.max_num_batched_tokens;
-  params->max_model_len = defaults.max_model_len;
-  params->enable_prefix_caching = defaults.enable_prefix_caching ? 1 : 0;
-  params->num_threads = defaults.num_threads;
-  params->progress = nullptr;
-  params->progress_user_data = nullptr;
+void pvllm_engine_params_init(pvllm_engine_params* params, size_t struct_size) {
+  init_struct(params, struct_size, default_engine_params());
 }
 
 pvllm_status pvllm_engine_create(const pvllm_engine_params* params, pvllm_engine** out_engine,
@@ -348,10 +444,6 @@ pvllm_status pvllm_engine_create(const pvllm_engine_params* params, pvllm_engine
     *out_engine = nullptr;
     pvllm::EngineConfig config;
     PVLLM_RETURN_IF_ERROR(to_engine_config(params, &config));
-    if (params->progress != nullptr) {
-      config.progress = [fn = params->progress, user = params->progress_user_data](
-                            float fraction, const char* stage) { fn(fraction, stage, user); };
-    }
     auto handle = std::make_unique<pvllm_engine>();
     PVLLM_RETURN_IF_ERROR(pvllm::Engine::create(config, &handle->engine));
     if (handle->engine == nullptr) return pvllm::Internal("Engine::create returned no engine");
@@ -371,39 +463,12 @@ void pvllm_engine_destroy(pvllm_engine* engine) {
 
 /* ---------------------------------------------------------------- requests */
 
-void pvllm_sampling_params_init(pvllm_sampling_params* params) {
-  if (params == nullptr) return;
-  const pvllm::SamplingParams d;
-  std::memset(params, 0, sizeof(*params));
-  params->struct_size = sizeof(*params);
-  params->temperature = d.temperature;
-  params->top_k = d.top_k;
-  params->top_p = d.top_p;
-  params->min_p = d.min_p;
-  params->repetition_penalty = d.repetition_penalty;
-  params->presence_penalty = d.presence_penalty;
-  params->frequency_penalty = d.frequency_penalty;
-  params->max_tokens = d.max_tokens;
-  params->stop_token_ids = nullptr;
-  params->num_stop_token_ids = 0;
-  params->stop = nullptr;
-  params->num_stop = 0;
-  params->ignore_eos = d.ignore_eos ? 1 : 0;
-  params->logprobs = d.logprobs;
-  params->has_seed = d.has_seed ? 1 : 0;
-  params->seed = d.seed;
-  params->n = d.n;
+void pvllm_sampling_params_init(pvllm_sampling_params* params, size_t struct_size) {
+  init_struct(params, struct_size, default_sampling_params());
 }
 
-void pvllm_request_init(pvllm_request* request) {
-  if (request == nullptr) return;
-  std::memset(request, 0, sizeof(*request));
-  request->struct_size = sizeof(*request);
-  request->prompt_text = nullptr;
-  request->prompt_token_ids = nullptr;
-  request->num_prompt_token_ids = 0;
-  request->sampling = nullptr;
-  request->priority = 0;
+void pvllm_request_init(pvllm_request* request, size_t struct_size) {
+  init_struct(request, struct_size, zeroed_struct<pvllm_request>());
 }
 
 pvllm_status pvllm_submit(pvllm_engine* engine, const pvllm_request* request,
@@ -460,10 +525,8 @@ void pvllm_output_batch_free(pvllm_output_batch* batch) { delete batch; }
 
 /* ---------------------------------------------------------------- stats */
 
-void pvllm_stats_init(pvllm_stats* stats) {
-  if (stats == nullptr) return;
-  std::memset(stats, 0, sizeof(*stats));
-  stats->struct_size = sizeof(*stats);
+void pvllm_stats_init(pvllm_stats* stats, size_t struct_size) {
+  init_struct(stats, struct_size, zeroed_struct<pvllm_stats>());
 }
 
 pvllm_status pvllm_get_stats(pvllm_engine* engine, pvllm_stats* out_stats, pvllm_error** error) {
@@ -471,24 +534,30 @@ pvllm_status pvllm_get_stats(pvllm_engine* engine, pvllm_stats* out_stats, pvllm
     if (engine == nullptr) return null_argument("engine");
     if (out_stats == nullptr) return null_argument("out_stats");
     PVLLM_RETURN_IF_ERROR(check_struct_size(out_stats, "out_stats"));
+    pvllm_stats out = zeroed_struct<pvllm_stats>();
     const pvllm::EngineStats s = engine->engine->stats();
-    out_stats->num_running = s.num_running;
-    out_stats->num_waiting = s.num_waiting;
-    out_stats->num_blocks_total = s.num_blocks_total;
-    out_stats->num_blocks_used = s.num_blocks_used;
-    out_stats->num_blocks_free = s.num_blocks_free;
-    out_stats->num_blocks_cached = s.num_blocks_cached;
-    out_stats->kv_utilization = s.kv_utilization;
-    out_stats->reserved_unused_slots = s.reserved_unused_slots;
-    out_stats->prefix_cache_hit_rate = s.prefix_cache_hit_rate;
-    out_stats->prefix_cache_hits = s.prefix_cache_hits;
-    out_stats->prefix_cache_queries = s.prefix_cache_queries;
-    out_stats->num_preemptions = s.num_preemptions;
-    out_stats->num_prompt_tokens_processed = s.num_prompt_tokens_processed;
-    out_stats->num_generation_tokens = s.num_generation_tokens;
-    out_stats->num_cached_prompt_tokens = s.num_cached_prompt_tokens;
-    out_stats->num_steps = s.num_steps;
-    out_stats->num_requests_finished = s.num_requests_finished;
+    out.num_running = s.num_running;
+    out.num_waiting = s.num_waiting;
+    out.num_blocks_total = s.num_blocks_total;
+    out.num_blocks_used = s.num_blocks_used;
+    out.num_blocks_free = s.num_blocks_free;
+    out.num_blocks_cached = s.num_blocks_cached;
+    out.kv_utilization = s.kv_utilization;
+    out.reserved_unused_slots = s.reserved_unused_slots;
+    out.prefix_cache_hit_rate = s.prefix_cache_hit_rate;
+    out.prefix_cache_hits = s.prefix_cache_hits;
+    out.prefix_cache_queries = s.prefix_cache_queries;
+    out.num_preemptions = s.num_preemptions;
+    out.num_prompt_tokens_processed = s.num_prompt_tokens_processed;
+    out.num_generation_tokens = s.num_generation_tokens;
+    out.num_cached_prompt_tokens = s.num_cached_prompt_tokens;
+    out.num_steps = s.num_steps;
+    out.num_requests_finished = s.num_requests_finished;
+    out.num_kv_tokens_stored = s.num_kv_tokens_stored;
+    out.num_kv_slots_reserved = s.num_kv_slots_reserved;
+    out.num_seqs_queued_for_memory = s.num_seqs_queued_for_memory;
+    out.num_block_copies = s.num_block_copies;
+    write_struct(out_stats, out);
     return Status::Ok();
   });
 }
@@ -556,10 +625,8 @@ pvllm_status pvllm_detokenize(pvllm_engine* engine, const int32_t* ids, size_t n
 
 /* ---------------------------------------------------------------- models */
 
-void pvllm_model_config_init(pvllm_model_config* config) {
-  if (config == nullptr) return;
-  std::memset(config, 0, sizeof(*config));
-  config->struct_size = sizeof(*config);
+void pvllm_model_config_init(pvllm_model_config* config, size_t struct_size) {
+  init_struct(config, struct_size, zeroed_struct<pvllm_model_config>());
 }
 
 pvllm_status pvllm_model_inspect(const char* model_path, pvllm_model_info** out_info,
@@ -582,22 +649,24 @@ pvllm_status pvllm_model_info_config(const pvllm_model_info* info, pvllm_model_c
     if (info == nullptr) return null_argument("info");
     if (out_config == nullptr) return null_argument("out_config");
     PVLLM_RETURN_IF_ERROR(check_struct_size(out_config, "out_config"));
+    pvllm_model_config out = zeroed_struct<pvllm_model_config>();
     const pvllm::ModelConfig& c = info->summary.config;
-    copy_fixed(out_config->architecture, c.architecture);
-    copy_fixed(out_config->format, format_name(info->summary.format));
-    out_config->hidden_size = c.hidden_size;
-    out_config->intermediate_size = c.intermediate_size;
-    out_config->num_layers = c.num_layers;
-    out_config->num_heads = c.num_heads;
-    out_config->num_kv_heads = c.num_kv_heads;
-    out_config->head_dim = c.head_dim;
-    out_config->vocab_size = c.vocab_size;
-    out_config->max_position_embeddings = c.max_position_embeddings;
-    out_config->rms_norm_eps = c.rms_norm_eps;
-    out_config->rope_theta = c.rope_theta;
-    out_config->tie_word_embeddings = c.tie_word_embeddings ? 1 : 0;
-    out_config->bos_token_id = c.bos_token_id;
-    out_config->eos_token_id = c.eos_token_id;
+    copy_fixed(out.architecture, c.architecture);
+    copy_fixed(out.format, format_name(info->summary.format));
+    out.hidden_size = c.hidden_size;
+    out.intermediate_size = c.intermediate_size;
+    out.num_layers = c.num_layers;
+    out.num_heads = c.num_heads;
+    out.num_kv_heads = c.num_kv_heads;
+    out.head_dim = c.head_dim;
+    out.vocab_size = c.vocab_size;
+    out.max_position_embeddings = c.max_position_embeddings;
+    out.rms_norm_eps = c.rms_norm_eps;
+    out.rope_theta = c.rope_theta;
+    out.tie_word_embeddings = c.tie_word_embeddings ? 1 : 0;
+    out.bos_token_id = c.bos_token_id;
+    out.eos_token_id = c.eos_token_id;
+    write_struct(out_config, out);
     return Status::Ok();
   });
 }
@@ -634,10 +703,8 @@ pvllm_status pvllm_model_info_tensor(const pvllm_model_info* info, size_t index,
 
 void pvllm_model_info_free(pvllm_model_info* info) { delete info; }
 
-void pvllm_memory_estimate_init(pvllm_memory_estimate* estimate) {
-  if (estimate == nullptr) return;
-  std::memset(estimate, 0, sizeof(*estimate));
-  estimate->struct_size = sizeof(*estimate);
+void pvllm_memory_estimate_init(pvllm_memory_estimate* estimate, size_t struct_size) {
+  init_struct(estimate, struct_size, zeroed_struct<pvllm_memory_estimate>());
 }
 
 pvllm_status pvllm_estimate_memory(const pvllm_engine_params* params,
@@ -648,12 +715,14 @@ pvllm_status pvllm_estimate_memory(const pvllm_engine_params* params,
     pvllm::EngineConfig config;
     PVLLM_RETURN_IF_ERROR(to_engine_config(params, &config));
     pvllm::MemoryEstimate e;
+    pvllm_memory_estimate out = zeroed_struct<pvllm_memory_estimate>();
     PVLLM_RETURN_IF_ERROR(pvllm::estimate_memory(config, &e));
-    out_estimate->weight_bytes = e.weight_bytes;
-    out_estimate->kv_bytes_per_block = e.kv_bytes_per_block;
-    out_estimate->num_blocks = e.num_blocks;
-    out_estimate->kv_bytes_total = e.kv_bytes_total;
-    out_estimate->max_tokens_in_cache = e.max_tokens_in_cache;
+    out.weight_bytes = e.weight_bytes;
+    out.kv_bytes_per_block = e.kv_bytes_per_block;
+    out.num_blocks = e.num_blocks;
+    out.kv_bytes_total = e.kv_bytes_total;
+    out.max_tokens_in_cache = e.max_tokens_in_cache;
+    write_struct(out_estimate, out);
     return Status::Ok();
   });
 }

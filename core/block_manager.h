@@ -12,10 +12,21 @@
 //  - Allocation takes from the free list first, then evicts the least
 //    recently used cached block. Running out is a value (false), never an
 //    exception, so the scheduler can wait or preempt.
+//
+// Two reservation policies share this bookkeeping (KvAllocator):
+//  - kPaged (the default): tables grow a block at a time as tokens arrive;
+//    fork shares blocks copy-on-write; prefix caching may be on.
+//  - kContiguous: the baseline that paging is measured against. A table
+//    gets one run of consecutive block ids covering max_seq_len slots at
+//    allocation (first fit), so it never grows; when no run fits, allocation
+//    says no and the sequence waits. No prefix caching, no sharing: fork
+//    reserves a new run and copies the blocks in use. The free blocks are
+//    kept as runs (start -> length), merged when neighbours are freed.
 #pragma once
 
 #include <cstdint>
 #include <list>
+#include <map>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -23,6 +34,9 @@
 namespace pvllm {
 
 using BlockId = int32_t;
+
+// How sequences reserve KV slots; see the file comment.
+enum class KvAllocator : int32_t { kPaged = 0, kContiguous = 1 };
 
 // A request to copy one block's K/V into another (copy-on-write).
 struct BlockCopy {
@@ -48,7 +62,8 @@ struct BlockManagerMetrics {
   int64_t prefix_queries = 0;     // blocks looked up in the prefix cache
   int64_t prefix_hits = 0;        // blocks found there
   int64_t num_evictions = 0;      // cached blocks reclaimed for new use
-  int64_t num_cow_copies = 0;     // blocks copied on write
+  int64_t num_cow_copies = 0;     // blocks copied on write or at a contiguous fork
+  int32_t largest_free_run = 0;   // contiguous: longest run of free ids; paged: free + cached
 };
 
 class BlockManager {
@@ -56,16 +71,25 @@ class BlockManager {
   // block_size must be a power of two in [8, 256]; num_blocks >= 1. Checked
   // by the caller (Engine validates the config); asserted here.
   BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching);
+  // With a policy. kContiguous reserves blocks_for(max_seq_len) blocks per
+  // table (1 <= that <= num_blocks) and turns prefix caching off;
+  // max_seq_len is unused with kPaged.
+  BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching,
+               KvAllocator allocator, int32_t max_seq_len);
 
   int32_t block_size() const { return block_size_; }
   int32_t num_blocks() const { return num_blocks_; }
   bool prefix_caching() const { return enable_prefix_caching_; }
+  KvAllocator allocator() const { return allocator_; }
+  // Blocks one table holds from allocation on (kContiguous); 0 with kPaged.
+  int32_t num_reserved_blocks_per_table() const { return num_reserved_blocks_; }
 
   // Blocks needed to hold `num_tokens` slots.
   int32_t blocks_for(int32_t num_tokens) const {
     return (num_tokens + block_size_ - 1) / block_size_;
   }
-  // Blocks that allocation can still take (free + evictable cached).
+  // Blocks that allocation can still take (free + evictable cached). With
+  // kContiguous they may be too scattered for a run: see can_allocate.
   int32_t num_available_blocks() const;
 
   // Prefix cache: how many leading tokens of `tokens` are held by cached
@@ -102,8 +126,19 @@ class BlockManager {
   void cache_full_blocks(BlockTable* table, std::span<const int32_t> tokens, int32_t num_computed);
 
   // Shares every block of `parent` with `child` (ref + 1 each). `child`
-  // must be empty.
+  // must be empty. kPaged only (a contiguous fork copies: see below).
   void fork(const BlockTable& parent, BlockTable* child);
+
+  // Whether `parent` can be forked now: always with kPaged; with
+  // kContiguous when a free run for the child fits.
+  bool can_fork(const BlockTable& parent) const;
+  // Forks under either policy. kPaged: as fork() above, no copies.
+  // kContiguous: reserves a run for `child` and records a copy of each of
+  // the parent's blocks that hold any of the first `num_computed` tokens
+  // (the backend must run them before the child's K/V is read). Returns
+  // false and changes nothing when can_fork would say false.
+  bool fork(const BlockTable& parent, int32_t num_computed, BlockTable* child,
+            std::vector<BlockCopy>* copies);
 
   // Releases every block of `table` (ref - 1; at 0 a hashed block becomes
   // cached, others return to the free list) and clears it.
@@ -132,7 +167,15 @@ class BlockManager {
   };
 
   // Pops a free block, evicting the LRU cached block if needed; -1 if none.
+  // kPaged only.
   BlockId allocate_block();
+  // kContiguous: the first free run of `length` ids (lowest start), or -1.
+  BlockId find_free_run(int32_t length) const;
+  // kContiguous: takes [start, start + length) out of the free runs into
+  // `table` (ref 1 each). The run must be free.
+  void take_run(BlockId start, int32_t length, BlockTable* table);
+  // kContiguous: returns one block to the free runs, merging neighbours.
+  void give_back_block(BlockId b);
   void release_block(BlockId b);
   // Looks up a cached-or-used block holding exactly (parent, tokens).
   BlockId find_cached(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens) const;
@@ -140,6 +183,12 @@ class BlockManager {
   int32_t num_blocks_;
   int32_t block_size_;
   bool enable_prefix_caching_;
+  KvAllocator allocator_ = KvAllocator::kPaged;
+  int32_t num_reserved_blocks_ = 0;  // kContiguous: blocks per table
+  // kContiguous: free ids as start -> length; disjoint, and adjacent runs
+  // are always merged.
+  std::map<BlockId, int32_t> free_runs_;
+  int32_t num_free_in_runs_ = 0;  // kContiguous: sum of the lengths
   std::vector<Block> blocks_;
   std::vector<BlockId> free_list_;  // stack: O(1) push / pop
   std::list<BlockId> lru_;          // cached blocks, least recently freed first

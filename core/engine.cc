@@ -132,7 +132,8 @@ Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) 
   PVLLM_RETURN_IF_ERROR(create_cpu_backend(*engine->model_, bo, &engine->backend_));
 
   engine->block_manager_ = std::make_unique<BlockManager>(
-      static_cast<int32_t>(num_blocks), config.block_size, config.enable_prefix_caching);
+      static_cast<int32_t>(num_blocks), config.block_size, config.enable_prefix_caching,
+      config.kv_allocator, engine->max_model_len_);
   SchedulerConfig sc;
   sc.max_num_seqs = config.max_num_seqs;
   sc.max_num_batched_tokens = config.max_num_batched_tokens;
@@ -290,8 +291,22 @@ void Engine::fork_samples(Sequence* parent, std::vector<Sequence*>* children) {
     child->token_ids = parent->token_ids;
     child->num_prompt_tokens = parent->num_prompt_tokens;
     child->num_computed_tokens = parent->num_computed_tokens;
-    block_manager_->fork(parent->block_table, &child->block_table);
-    scheduler_->add_running(child.get());
+    // Paged: shares the parent's blocks. Contiguous: a new run plus copies,
+    // run now since the parent's K/V is computed and nothing writes it
+    // before the next step. No run (or a failed copy) sends the child back
+    // to wait: it is recomputed from its tokens like a preempted sequence.
+    std::vector<BlockCopy> copies;
+    bool forked = block_manager_->fork(parent->block_table, parent->num_computed_tokens,
+                                       &child->block_table, &copies);
+    if (forked && !copies.empty() && !backend_->copy_blocks(copies).ok()) {
+      block_manager_->free(&child->block_table);
+      forked = false;
+    }
+    if (forked) {
+      scheduler_->add_running(child.get());
+    } else {
+      scheduler_->add(child.get());
+    }
     auto state = std::make_unique<SampleState>(tokenizer_.get(), req.prompt_ids.back());
     state->seq = child.get();
     req.samples.push_back(std::move(state));
@@ -467,6 +482,11 @@ Status Engine::step() {
       m.prefix_queries > 0 ? static_cast<float>(m.prefix_hits) / m.prefix_queries : 0.0f;
   stats_.num_cached_prompt_tokens = m.prefix_hits * block_manager_->block_size();
   stats_.num_preemptions = scheduler_->num_preemptions();
+  const KvOccupancy occ = scheduler_->kv_occupancy();
+  stats_.num_kv_tokens_stored = occ.num_tokens_stored;
+  stats_.num_kv_slots_reserved = occ.num_slots_reserved;
+  stats_.num_seqs_queued_for_memory = scheduler_->num_queued_for_memory();
+  stats_.num_block_copies = m.num_cow_copies;
   stats_.num_prompt_tokens_processed += num_prompt_tokens;
   stats_.num_generation_tokens += num_sampled;
   ++stats_.num_steps;

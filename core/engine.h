@@ -44,6 +44,10 @@ struct EngineConfig {
   int32_t max_num_batched_tokens = 2048;
   int32_t max_model_len = 0;  // 0 = the model's max_position_embeddings
   bool enable_prefix_caching = true;
+  // kPaged (default) grows each sequence a block at a time; kContiguous is
+  // the measuring baseline: each sequence reserves max_model_len slots as
+  // one run of blocks at admission, prefix caching is off and forks copy.
+  KvAllocator kv_allocator = KvAllocator::kPaged;
   int32_t num_threads = 0;  // 0 = all cores
   // Called during create() with a fraction in [0, 1] and a stage name.
   std::function<void(float fraction, const char* stage)> progress;
@@ -94,6 +98,13 @@ struct EngineStats {
   int64_t num_cached_prompt_tokens = 0;  // prefill skipped thanks to the prefix cache
   int64_t num_steps = 0;
   int64_t num_requests_finished = 0;
+  // Over distinct blocks of running sequences: slots holding computed K/V
+  // and slots reserved (tokens stored / slots reserved = KV utilization as
+  // the memory benchmarks define it).
+  int64_t num_kv_tokens_stored = 0;
+  int64_t num_kv_slots_reserved = 0;
+  int64_t num_seqs_queued_for_memory = 0;  // admission refused for lack of blocks, once each
+  int64_t num_block_copies = 0;            // copy-on-write and contiguous-fork copies
 };
 
 // Memory a configuration needs, computed before loading any weight.

@@ -38,6 +38,10 @@ Status EngineConfig::validate() const {
   if (max_model_len < 0) {
     return InvalidArgument("max_model_len must be >= 0, got " + std::to_string(max_model_len));
   }
+  if (kv_allocator != KvAllocator::kPaged && kv_allocator != KvAllocator::kContiguous) {
+    return InvalidArgument("kv_allocator must be paged (0) or contiguous (1), got " +
+                           std::to_string(static_cast<int32_t>(kv_allocator)));
+  }
   if (num_threads < 0) {
     return InvalidArgument("num_threads must be >= 0, got " + std::to_string(num_threads));
   }

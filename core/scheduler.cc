@@ -143,7 +143,19 @@ ScheduledBatch Scheduler::schedule() {
         num_seats_used -= victim->num_seats;
         preempt_now(victim);
       }
-      if (!fits()) break;  // head of line waits; later ones must not overtake it
+      if (!fits()) {
+        // Head of line waits; later ones must not overtake it.
+        // When blocks, not seats, stopped it, everything queued behind it
+        // waits for memory too.
+        if (num_seats_used + seq->num_seats <= config_.max_num_seqs) {
+          for (Sequence* w : waiting_) {
+            if (w->queued_for_memory) continue;
+            w->queued_for_memory = true;
+            ++num_queued_for_memory_;
+          }
+        }
+        break;
+      }
       waiting_.pop_front();
       const int32_t num_from_cache =
           block_manager_->allocate(tokens, num_cached + num_new, &seq->block_table);
@@ -196,6 +208,31 @@ int64_t Scheduler::num_reserved_unused_slots() const {
     num_unused += std::max<int64_t>(0, num_slots - s->num_tokens());
   }
   return num_unused;
+}
+
+KvOccupancy Scheduler::kv_occupancy() const {
+  const int32_t block_size = block_manager_->block_size();
+  filled_scratch_.assign(static_cast<size_t>(block_manager_->num_blocks()), -1);
+  KvOccupancy occ;
+  for (const Sequence* s : running_) {
+    const auto& blocks = s->block_table.blocks;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const int64_t first = static_cast<int64_t>(i) * block_size;
+      const int32_t filled =
+          static_cast<int32_t>(std::clamp<int64_t>(s->num_computed_tokens - first, 0, block_size));
+      int32_t& slot = filled_scratch_[static_cast<size_t>(blocks[i])];
+      if (slot < 0) {
+        occ.num_slots_reserved += block_size;
+        slot = 0;
+      }
+      // A shared block holds what its fullest owner computed.
+      if (filled > slot) {
+        occ.num_tokens_stored += filled - slot;
+        slot = filled;
+      }
+    }
+  }
+  return occ;
 }
 
 void Scheduler::preempt(Sequence* seq) {

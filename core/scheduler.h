@@ -41,6 +41,13 @@ struct ScheduledBatch {
   bool empty() const { return seqs.empty(); }
 };
 
+// What the running sequences keep in the KV pool, counting each physical
+// block once however many tables share it.
+struct KvOccupancy {
+  int64_t num_tokens_stored = 0;   // slots holding computed K/V
+  int64_t num_slots_reserved = 0;  // slots of the blocks they hold
+};
+
 class Scheduler {
  public:
   Scheduler(const SchedulerConfig& config, BlockManager* block_manager);
@@ -79,6 +86,12 @@ class Scheduler {
   int64_t num_preemptions() const { return num_preemptions_; }
   // Slots in running sequences' blocks that hold no token yet.
   int64_t num_reserved_unused_slots() const;
+  // Sequences that waited at least once behind a head of line that
+  // admission refused for lack of KV blocks (the head included).
+  int64_t num_queued_for_memory() const { return num_queued_for_memory_; }
+  // Tokens stored vs slots reserved, over distinct blocks of running
+  // sequences. O(blocks held) per call.
+  KvOccupancy kv_occupancy() const;
   const SchedulerConfig& config() const { return config_; }
 
  private:
@@ -90,6 +103,8 @@ class Scheduler {
   std::deque<Sequence*> waiting_;  // service order
   std::vector<Sequence*> running_;
   int64_t num_preemptions_ = 0;
+  int64_t num_queued_for_memory_ = 0;
+  mutable std::vector<int32_t> filled_scratch_;  // [num_blocks], kv_occupancy's per-block fill
 };
 
 }  // namespace pvllm

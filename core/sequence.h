@@ -30,6 +30,10 @@ struct Sequence {
   // first sequence before it forks, 1 otherwise.
   int32_t num_seats = 1;
   int32_t num_preemptions = 0;
+  // Set the first time it waited while admission was refused for lack of KV
+  // blocks (not seats or token budget); counted once in
+  // Scheduler::num_queued_for_memory.
+  bool queued_for_memory = false;
 
   BlockTable block_table;
 

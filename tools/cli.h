@@ -15,6 +15,9 @@ void add_generate_command(CLI::App& app, int* exit_code);
 // Registers the `inspect` subcommand, likewise.
 void add_inspect_command(CLI::App& app, int* exit_code);
 
+// Registers the `bench` subcommand (tools/bench.cc), likewise.
+void add_bench_command(CLI::App& app, int* exit_code);
+
 // Prints "pvllm: <what>: <message> (<status name>)" to stderr, frees
 // `error` and returns the exit status for a failure (1).
 int report_error(const char* what, pvllm_status status, pvllm_error* error);

@@ -257,7 +257,7 @@ class Generator {
 
     for (size_t i = 0; i < prompts_.size(); ++i) {
       pvllm_request request;
-      pvllm_request_init(&request);
+      pvllm_request_init(&request, sizeof request);
       request.prompt_text = prompts_[i].c_str();
       request.sampling = &sampling;
       request.priority = o_.priority;
@@ -364,7 +364,7 @@ class Generator {
 
   void print_summary(double seconds) {
     pvllm_stats stats;
-    pvllm_stats_init(&stats);
+    pvllm_stats_init(&stats, sizeof stats);
     pvllm_error* error = nullptr;
     const pvllm_status status = pvllm_get_stats(engine_.get(), &stats, &error);
     if (status != PVLLM_STATUS_OK) {
@@ -408,8 +408,8 @@ int run_generate(const GenerateOptions& o) {
 
 void add_generate_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<GenerateOptions>();
-  pvllm_sampling_params_init(&o->sampling);
-  pvllm_engine_params_init(&o->engine);
+  pvllm_sampling_params_init(&o->sampling, sizeof o->sampling);
+  pvllm_engine_params_init(&o->engine, sizeof o->engine);
   o->kv_cache_mb = o->engine.kv_cache_bytes >> 20;
 
   CLI::App* sub = app.add_subcommand(

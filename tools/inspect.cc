@@ -35,7 +35,7 @@ std::string human_bytes(uint64_t bytes) {
 
 int print_config(const pvllm_model_info* info) {
   pvllm_model_config c;
-  pvllm_model_config_init(&c);
+  pvllm_model_config_init(&c, sizeof c);
   pvllm_error* error = nullptr;
   const pvllm_status status = pvllm_model_info_config(info, &c, &error);
   if (status != PVLLM_STATUS_OK) return report_error("cannot read the config", status, error);
@@ -83,7 +83,7 @@ int print_estimate(const InspectOptions& o) {
   params.model_path = o.model.c_str();
   params.kv_cache_bytes = o.kv_cache_mb * (int64_t{1} << 20);
   pvllm_memory_estimate e;
-  pvllm_memory_estimate_init(&e);
+  pvllm_memory_estimate_init(&e, sizeof e);
   pvllm_error* error = nullptr;
   const pvllm_status status = pvllm_estimate_memory(&params, &e, &error);
   if (status != PVLLM_STATUS_OK) return report_error("cannot estimate memory", status, error);
@@ -114,7 +114,7 @@ int run_inspect(const InspectOptions& o) {
 
 void add_inspect_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<InspectOptions>();
-  pvllm_engine_params_init(&o->engine);
+  pvllm_engine_params_init(&o->engine, sizeof o->engine);
   o->kv_cache_mb = o->engine.kv_cache_bytes >> 20;
 
   CLI::App* sub = app.add_subcommand(

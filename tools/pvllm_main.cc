@@ -32,12 +32,14 @@ int main(int argc, char** argv) {
       "  pvllm generate --model models/stories260K/stories260K.bin --prompt \"Once upon a "
       "time\"\n"
       "  pvllm inspect models/TinyLlama-1.1B\n"
+      "  pvllm bench --model tiny8k --workload chat --kv-allocator both\n"
       "\n"
       "Run `pvllm <command> --help` for the options of one command.");
 
   int exit_code = 0;
   pvllm_cli::add_generate_command(app, &exit_code);
   pvllm_cli::add_inspect_command(app, &exit_code);
+  pvllm_cli::add_bench_command(app, &exit_code);
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;

@@ -26,15 +26,15 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s MODEL_PATH PROMPT\n", argv[0]);
     return 2;
   }
-  pvllm_engine_params_init(&params);
+  pvllm_engine_params_init(&params, sizeof params);
   params.model_path = argv[1];
   params.kv_cache_bytes = 64 << 20; /* 64 MiB of KV cache is plenty here */
   if (failed("create", pvllm_engine_create(&params, &engine, &error), error)) return 1;
 
-  pvllm_sampling_params_init(&sampling);
+  pvllm_sampling_params_init(&sampling, sizeof sampling);
   sampling.temperature = 0.0f; /* greedy */
   sampling.max_tokens = 64;
-  pvllm_request_init(&request);
+  pvllm_request_init(&request, sizeof request);
   request.prompt_text = argv[2];
   request.sampling = &sampling;
   if (failed("submit", pvllm_submit(engine, &request, &id, &error), error)) goto done;

@@ -113,7 +113,7 @@ static void check_create_misuse(context* ctx, const char* model_path) {
   EXPECT_ERROR(ctx, pvllm_engine_create(NULL, &engine, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "params");
   CHECK(ctx, engine == NULL);
-  pvllm_engine_params_init(&params);
+  pvllm_engine_params_init(&params, sizeof params);
   params.model_path = model_path;
   EXPECT_ERROR(ctx, pvllm_engine_create(&params, NULL, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "out_engine");
@@ -127,24 +127,24 @@ static void check_create_misuse(context* ctx, const char* model_path) {
   EXPECT_ERROR(ctx, pvllm_engine_create(&params, &engine, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "struct_size");
 
-  pvllm_engine_params_init(&params);
+  pvllm_engine_params_init(&params, sizeof params);
   EXPECT_ERROR(ctx, pvllm_engine_create(&params, &engine, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "model_path");
   params.model_path = missing;
   EXPECT_ERROR(ctx, pvllm_engine_create(&params, &engine, ERR), PVLLM_STATUS_NOT_FOUND, missing);
   CHECK(ctx, engine == NULL);
 
-  pvllm_engine_params_init(&params);
+  pvllm_engine_params_init(&params, sizeof params);
   params.model_path = model_path;
   params.block_size = 12;
   EXPECT_ERROR(ctx, pvllm_engine_create(&params, &engine, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                NULL);
-  pvllm_engine_params_init(&params);
+  pvllm_engine_params_init(&params, sizeof params);
   params.model_path = model_path;
   params.max_num_seqs = 0;
   EXPECT_ERROR(ctx, pvllm_engine_create(&params, &engine, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                NULL);
-  pvllm_engine_params_init(&params);
+  pvllm_engine_params_init(&params, sizeof params);
   params.model_path = model_path;
   params.kv_cache_bytes = -1;
   EXPECT_ERROR(ctx, pvllm_engine_create(&params, &engine, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
@@ -167,7 +167,7 @@ static void check_model_misuse(context* ctx, const char* model_path) {
                PVLLM_STATUS_NOT_FOUND, "/nonexistent/pvllm-misuse-inspect");
   CHECK(ctx, info == NULL);
 
-  pvllm_model_config_init(&config);
+  pvllm_model_config_init(&config, sizeof config);
   EXPECT_ERROR(ctx, pvllm_model_info_config(NULL, &config, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "info");
   EXPECT_ERROR(ctx, pvllm_model_info_tensor(NULL, 0, &tensor, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
@@ -192,9 +192,9 @@ static void check_model_misuse(context* ctx, const char* model_path) {
                "out_tensor");
   pvllm_model_info_free(info);
 
-  pvllm_engine_params_init(&params);
+  pvllm_engine_params_init(&params, sizeof params);
   params.model_path = model_path;
-  pvllm_memory_estimate_init(&estimate);
+  pvllm_memory_estimate_init(&estimate, sizeof estimate);
   EXPECT_ERROR(ctx, pvllm_estimate_memory(NULL, &estimate, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "params");
   EXPECT_ERROR(ctx, pvllm_estimate_memory(&params, NULL, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
@@ -223,7 +223,7 @@ static void check_submit_misuse(context* ctx, pvllm_engine* engine, int32_t max_
     return;
   }
 
-  pvllm_request_init(&request);
+  pvllm_request_init(&request, sizeof request);
   request.prompt_text = "Once upon a time";
   EXPECT_ERROR(ctx, pvllm_submit(NULL, &request, &id, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "engine");
@@ -234,37 +234,37 @@ static void check_submit_misuse(context* ctx, pvllm_engine* engine, int32_t max_
   EXPECT_ERROR(ctx, pvllm_submit(engine, &request, &id, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "struct_size");
 
-  pvllm_request_init(&request);
+  pvllm_request_init(&request, sizeof request);
   request.prompt_text = "Once upon a time";
   request.sampling = &sampling;
-  pvllm_sampling_params_init(&sampling);
+  pvllm_sampling_params_init(&sampling, sizeof sampling);
   sampling.struct_size = 0;
   EXPECT_ERROR(ctx, pvllm_submit(engine, &request, &id, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "struct_size");
-  pvllm_sampling_params_init(&sampling);
+  pvllm_sampling_params_init(&sampling, sizeof sampling);
   sampling.temperature = -1.0f;
   EXPECT_ERROR(ctx, pvllm_submit(engine, &request, &id, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "temperature");
-  pvllm_sampling_params_init(&sampling);
+  pvllm_sampling_params_init(&sampling, sizeof sampling);
   sampling.top_p = 0.0f;
   EXPECT_ERROR(ctx, pvllm_submit(engine, &request, &id, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "top_p");
-  pvllm_sampling_params_init(&sampling);
+  pvllm_sampling_params_init(&sampling, sizeof sampling);
   sampling.n = 0;
   EXPECT_ERROR(ctx, pvllm_submit(engine, &request, &id, ERR), PVLLM_STATUS_INVALID_ARGUMENT, "n");
-  pvllm_sampling_params_init(&sampling);
+  pvllm_sampling_params_init(&sampling, sizeof sampling);
   sampling.n = max_num_seqs + 1;
   EXPECT_ERROR(ctx, pvllm_submit(engine, &request, &id, ERR), PVLLM_STATUS_INVALID_ARGUMENT, NULL);
-  pvllm_sampling_params_init(&sampling);
+  pvllm_sampling_params_init(&sampling, sizeof sampling);
   sampling.num_stop = 1; /* stop is NULL */
   EXPECT_ERROR(ctx, pvllm_submit(engine, &request, &id, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "stop");
 
-  pvllm_request_init(&request);
+  pvllm_request_init(&request, sizeof request);
   request.prompt_text = "";
   EXPECT_ERROR(ctx, pvllm_submit(engine, &request, &id, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "prompt");
-  pvllm_request_init(&request);
+  pvllm_request_init(&request, sizeof request);
   EXPECT_ERROR(ctx, pvllm_submit(engine, &request, &id, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "prompt");
   request.prompt_text = "Once";
@@ -272,7 +272,7 @@ static void check_submit_misuse(context* ctx, pvllm_engine* engine, int32_t max_
   request.num_prompt_token_ids = num_ids;
   EXPECT_ERROR(ctx, pvllm_submit(engine, &request, &id, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "prompt");
-  pvllm_request_init(&request);
+  pvllm_request_init(&request, sizeof request);
   request.prompt_token_ids = valid_ids;
   request.num_prompt_token_ids = 0;
   EXPECT_ERROR(ctx, pvllm_submit(engine, &request, &id, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
@@ -296,7 +296,7 @@ static void check_submit_misuse(context* ctx, pvllm_engine* engine, int32_t max_
   EXPECT_ERROR(ctx, pvllm_submit(engine, &request, &id, ERR), PVLLM_STATUS_INVALID_ARGUMENT, NULL);
   CHECK(ctx, id == 0); /* a failed submit leaves no id behind */
 
-  pvllm_stats_init(&stats);
+  pvllm_stats_init(&stats, sizeof stats);
   if (pvllm_get_stats(engine, &stats, &error) != PVLLM_STATUS_OK) {
     fail(ctx, __LINE__, "get_stats: %s", pvllm_error_message(error));
     pvllm_error_free(error);
@@ -324,7 +324,7 @@ static void check_engine_misuse(context* ctx, pvllm_engine* engine) {
   CHECK(ctx, batch == NULL);
   EXPECT_ERROR(ctx, pvllm_poll(engine, 0, NULL, ERR), PVLLM_STATUS_INVALID_ARGUMENT, "out_batch");
 
-  pvllm_stats_init(&stats);
+  pvllm_stats_init(&stats, sizeof stats);
   EXPECT_ERROR(ctx, pvllm_get_stats(NULL, &stats, ERR), PVLLM_STATUS_INVALID_ARGUMENT, "engine");
   EXPECT_ERROR(ctx, pvllm_get_stats(engine, NULL, ERR), PVLLM_STATUS_INVALID_ARGUMENT, "out_stats");
   stats.struct_size = 0;
@@ -377,7 +377,7 @@ int pvllm_c_misuse_checks(const char* model_path, char* failure, size_t failure_
   check_create_misuse(&ctx, model_path);
   check_model_misuse(&ctx, model_path);
 
-  pvllm_engine_params_init(&params);
+  pvllm_engine_params_init(&params, sizeof params);
   params.model_path = model_path;
   params.num_kv_blocks = 32;
   params.max_model_len = max_model_len;

@@ -44,7 +44,7 @@ TEST(CapiStressTest, ConcurrentSubmitPollAbortFinishEverySampleExactlyOnce) {
   const std::string model_dir =
       write_tiny_hf_model(make_temp_dir("pvllm_capi_stress"), TinyModelSpec{});
   pvllm_engine_params params;
-  pvllm_engine_params_init(&params);
+  pvllm_engine_params_init(&params, sizeof params);
   params.model_path = model_dir.c_str();
   params.num_kv_blocks = 48;  // small, so the scheduler has to make requests wait
   params.block_size = 8;
@@ -82,13 +82,13 @@ TEST(CapiStressTest, ConcurrentSubmitPollAbortFinishEverySampleExactlyOnce) {
                                "She said hello"};
       for (int i = 0; i < kRequestsPerSubmitter; ++i) {
         pvllm_sampling_params sampling;
-        pvllm_sampling_params_init(&sampling);
+        pvllm_sampling_params_init(&sampling, sizeof sampling);
         sampling.temperature = (i % 2 == 0) ? 0.0f : 0.8f;
         sampling.max_tokens = 2 + static_cast<int32_t>(rng() % 10);
         sampling.n = 1 + static_cast<int32_t>(rng() % 2);
         sampling.ignore_eos = static_cast<uint8_t>(rng() % 2);
         pvllm_request request;
-        pvllm_request_init(&request);
+        pvllm_request_init(&request, sizeof request);
         request.prompt_text = prompts[rng() % 4];
         request.sampling = &sampling;
         request.priority = static_cast<int32_t>(rng() % 3);
@@ -222,7 +222,7 @@ TEST(CapiStressTest, ConcurrentSubmitPollAbortFinishEverySampleExactlyOnce) {
   EXPECT_EQ(reasons.size(), num_expected_samples) << "finish events for samples that do not exist";
 
   pvllm_stats stats;
-  pvllm_stats_init(&stats);
+  pvllm_stats_init(&stats, sizeof stats);
   ASSERT_EQ(pvllm_get_stats(engine.get(), &stats, &error), PVLLM_STATUS_OK) << error_text(error);
   EXPECT_EQ(stats.num_requests_finished, static_cast<int64_t>(submitted.size()));
   EXPECT_EQ(stats.num_running, 0);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <latch>
@@ -103,7 +104,7 @@ class CapiTest : public ::testing::Test {
   // A small engine: 1 thread, a fixed 128-block pool.
   EnginePtr make_engine(int32_t max_num_seqs = 16) {
     pvllm_engine_params params;
-    pvllm_engine_params_init(&params);
+    pvllm_engine_params_init(&params, sizeof params);
     params.model_path = model_dir_.c_str();
     params.num_kv_blocks = 128;
     params.max_num_seqs = max_num_seqs;
@@ -118,7 +119,7 @@ class CapiTest : public ::testing::Test {
 
   static pvllm_sampling_params greedy(int32_t max_tokens) {
     pvllm_sampling_params s;
-    pvllm_sampling_params_init(&s);
+    pvllm_sampling_params_init(&s, sizeof s);
     s.temperature = 0.0f;
     s.max_tokens = max_tokens;
     s.ignore_eos = 1;
@@ -128,7 +129,7 @@ class CapiTest : public ::testing::Test {
   static uint64_t submit(pvllm_engine* engine, const char* prompt,
                          const pvllm_sampling_params& sampling) {
     pvllm_request request;
-    pvllm_request_init(&request);
+    pvllm_request_init(&request, sizeof request);
     request.prompt_text = prompt;
     request.sampling = &sampling;
     uint64_t id = 0;
@@ -199,7 +200,7 @@ class CapiTest : public ::testing::Test {
 
   static pvllm_stats get_stats(pvllm_engine* engine) {
     pvllm_stats stats;
-    pvllm_stats_init(&stats);
+    pvllm_stats_init(&stats, sizeof stats);
     Error error;
     EXPECT_EQ(pvllm_get_stats(engine, &stats, error.out()), PVLLM_STATUS_OK) << error.message();
     return stats;
@@ -418,7 +419,7 @@ TEST_F(CapiTest, ParallelSamplingGivesNSamplesEachFinishingOnce) {
   EnginePtr engine = make_engine();
   ASSERT_NE(engine, nullptr);
   pvllm_sampling_params sampling;
-  pvllm_sampling_params_init(&sampling);
+  pvllm_sampling_params_init(&sampling, sizeof sampling);
   sampling.temperature = 1.0f;
   sampling.max_tokens = 8;
   sampling.ignore_eos = 1;
@@ -461,10 +462,10 @@ TEST_F(CapiTest, ErrorsFromManyThreadsCarryTheirOwnMessage) {
   for (size_t t = 0; t < fields.size(); ++t) {
     threads.emplace_back([&, t] {
       pvllm_sampling_params sampling;
-      pvllm_sampling_params_init(&sampling);
+      pvllm_sampling_params_init(&sampling, sizeof sampling);
       fields[t].spoil(&sampling);
       pvllm_request request;
-      pvllm_request_init(&request);
+      pvllm_request_init(&request, sizeof request);
       request.prompt_text = "Once upon a time";
       request.sampling = &sampling;
       start.arrive_and_wait();
@@ -501,7 +502,7 @@ TEST_F(CapiTest, ModelInspectReportsConfigAndTensorTable) {
   std::unique_ptr<pvllm_model_info, decltype(&pvllm_model_info_free)> info(raw,
                                                                            pvllm_model_info_free);
   pvllm_model_config config;
-  pvllm_model_config_init(&config);
+  pvllm_model_config_init(&config, sizeof config);
   ASSERT_EQ(pvllm_model_info_config(info.get(), &config, error.out()), PVLLM_STATUS_OK);
   EXPECT_STREQ(config.format, "huggingface");
   EXPECT_STREQ(config.architecture, "llama");
@@ -545,7 +546,7 @@ TEST_F(CapiTest, ModelInspectReadsLlama2cCheckpoints) {
   std::unique_ptr<pvllm_model_info, decltype(&pvllm_model_info_free)> info(raw,
                                                                            pvllm_model_info_free);
   pvllm_model_config config;
-  pvllm_model_config_init(&config);
+  pvllm_model_config_init(&config, sizeof config);
   ASSERT_EQ(pvllm_model_info_config(info.get(), &config, error.out()), PVLLM_STATUS_OK);
   EXPECT_STREQ(config.format, "llama2c");
   EXPECT_EQ(config.num_layers, spec_.num_layers);
@@ -570,12 +571,12 @@ TEST_F(CapiTest, EstimateMemoryMatchesTensorTableAndBudget) {
   }
 
   pvllm_engine_params params;
-  pvllm_engine_params_init(&params);
+  pvllm_engine_params_init(&params, sizeof params);
   params.model_path = model_dir_.c_str();
   params.block_size = 16;
   params.kv_cache_bytes = 1 << 20;
   pvllm_memory_estimate e;
-  pvllm_memory_estimate_init(&e);
+  pvllm_memory_estimate_init(&e, sizeof e);
   ASSERT_EQ(pvllm_estimate_memory(&params, &e, error.out()), PVLLM_STATUS_OK) << error.message();
   EXPECT_EQ(e.weight_bytes, tensor_bytes);
   // K and V, every layer, block_size tokens, num_kv_heads * head_dim values each.
@@ -599,6 +600,100 @@ TEST_F(CapiTest, EstimateMemoryMatchesTensorTableAndBudget) {
 
 // The library exports its ABI and nothing else (no C++ runtime, no
 // sentencepiece, no core symbols that could clash with the host program).
+// The struct_size protocol: *_init writes only the size the caller passes,
+// and the library reads and writes only what a caller's struct_size covers,
+// so callers built against older or newer headers keep working.
+TEST_F(CapiTest, InitWritesOnlyTheCallersSize) {
+  unsigned char buf[sizeof(pvllm_engine_params) + 16];
+  std::memset(buf, 0xAB, sizeof buf);
+  const size_t small = offsetof(pvllm_engine_params, block_size);
+  pvllm_engine_params_init(reinterpret_cast<pvllm_engine_params*>(buf), small);
+  for (size_t i = small; i < sizeof buf; ++i) ASSERT_EQ(buf[i], 0xAB) << "byte " << i;
+  uint32_t stored = 0;
+  std::memcpy(&stored, buf, sizeof stored);
+  EXPECT_EQ(stored, small);
+}
+
+TEST_F(CapiTest, NewerCallersLargerStructsAreFilledAndAccepted) {
+  struct NewerParams {
+    pvllm_engine_params known;
+    int64_t field_from_a_later_version;
+  } newer;
+  std::memset(&newer, 0xAB, sizeof newer);
+  pvllm_engine_params_init(&newer.known, sizeof newer);
+  EXPECT_EQ(newer.known.struct_size, sizeof newer);
+  EXPECT_EQ(newer.known.block_size, 16);
+  EXPECT_EQ(newer.known.kv_allocator, PVLLM_KV_ALLOCATOR_PAGED);
+  EXPECT_EQ(newer.field_from_a_later_version, 0) << "bytes beyond the known fields are zeroed";
+  newer.known.model_path = model_dir_.c_str();
+  newer.known.num_kv_blocks = 128;
+  newer.known.num_threads = 1;
+  pvllm_engine* raw = nullptr;
+  Error error;
+  ASSERT_EQ(pvllm_engine_create(&newer.known, &raw, error.out()), PVLLM_STATUS_OK)
+      << error.message();
+  EnginePtr engine(raw);
+  submit(engine.get(), "Once upon a time", greedy(4));
+  ASSERT_EQ(pvllm_step(engine.get(), nullptr, error.out()), PVLLM_STATUS_OK);
+
+  struct NewerStats {
+    pvllm_stats known;
+    int64_t field_from_a_later_version;
+  } stats;
+  pvllm_stats_init(&stats.known, sizeof stats);
+  stats.field_from_a_later_version = -5;
+  ASSERT_EQ(pvllm_get_stats(engine.get(), &stats.known, error.out()), PVLLM_STATUS_OK)
+      << error.message();
+  EXPECT_EQ(stats.known.struct_size, sizeof stats);
+  EXPECT_EQ(stats.known.num_running, 1);
+  EXPECT_GT(stats.known.num_kv_tokens_stored, 0);
+  EXPECT_EQ(stats.field_from_a_later_version, -5) << "the library wrote past what it knows";
+}
+
+TEST_F(CapiTest, StructSizesBelowTheFirstVersionAreRejected) {
+  pvllm_engine_params params;
+  pvllm_engine_params_init(&params, sizeof params);
+  params.model_path = model_dir_.c_str();
+  pvllm_engine* engine = nullptr;
+  Error error;
+  for (uint32_t bad : {0u, 4u, static_cast<uint32_t>(sizeof(params)) - 1}) {
+    params.struct_size = bad;
+    EXPECT_EQ(pvllm_engine_create(&params, &engine, error.out()), PVLLM_STATUS_INVALID_ARGUMENT)
+        << "struct_size " << bad;
+    EXPECT_NE(error.message().find("struct_size"), std::string::npos) << error.message();
+    EXPECT_EQ(engine, nullptr);
+  }
+  pvllm_stats stats;
+  pvllm_stats_init(&stats, sizeof stats);
+  stats.struct_size = sizeof(stats) - 8;
+  EnginePtr ok = make_engine();
+  ASSERT_NE(ok, nullptr);
+  EXPECT_EQ(pvllm_get_stats(ok.get(), &stats, error.out()), PVLLM_STATUS_INVALID_ARGUMENT);
+}
+
+TEST_F(CapiTest, ContiguousAllocatorGivesTheSameGreedyTokens) {
+  auto generate = [&](int32_t allocator) {
+    pvllm_engine_params params;
+    pvllm_engine_params_init(&params, sizeof params);
+    params.model_path = model_dir_.c_str();
+    params.num_kv_blocks = 128;
+    params.num_threads = 1;
+    params.kv_allocator = allocator;
+    pvllm_engine* raw = nullptr;
+    Error error;
+    EXPECT_EQ(pvllm_engine_create(&params, &raw, error.out()), PVLLM_STATUS_OK) << error.message();
+    EnginePtr engine(raw);
+    const uint64_t id = submit(engine.get(), "Once upon a time", greedy(10));
+    auto samples = assemble(run_to_completion(engine.get()));
+    const pvllm_stats stats = get_stats(engine.get());
+    EXPECT_EQ(stats.prefix_cache_queries, 0);
+    return samples.at({id, 0}).token_ids;
+  };
+  const auto paged = generate(PVLLM_KV_ALLOCATOR_PAGED);
+  EXPECT_EQ(paged.size(), 10u);
+  EXPECT_EQ(generate(PVLLM_KV_ALLOCATOR_CONTIGUOUS), paged);
+}
+
 TEST(CapiSymbols, OnlyPvllmSymbolsAreExported) {
   const std::string command = std::string("nm -D --defined-only '") + PVLLM_LIBRARY_PATH + "'";
   FILE* pipe = popen(command.c_str(), "r");

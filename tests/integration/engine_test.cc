@@ -370,5 +370,74 @@ TEST_F(EngineTest, CreateRejectsBadConfigs) {
   EXPECT_EQ(Engine::create(c, &engine).code(), StatusCode::kUnsupported);
 }
 
+TEST_F(EngineTest, ContiguousAllocatorGivesSameGreedyTokensAsPaged) {
+  auto ps = prompts(6);
+  SamplingParams p = greedy(16);
+  p.ignore_eos = true;
+  auto paged = make_engine(config());
+  const auto paged_tokens = run_together(paged.get(), ps, p);
+  EngineConfig c = config();
+  c.kv_allocator = KvAllocator::kContiguous;
+  c.num_kv_blocks = 3 * 256 / 16;  // three contexts: the six requests take turns
+  auto contiguous = make_engine(c);
+  EXPECT_EQ(run_together(contiguous.get(), ps, p), paged_tokens);
+  const EngineStats s = contiguous->stats();
+  EXPECT_EQ(s.prefix_cache_queries, 0);
+  EXPECT_EQ(s.num_seqs_queued_for_memory, 3);  // at most three contexts at once
+  EXPECT_EQ(s.num_preemptions, 0);
+}
+
+TEST_F(EngineTest, ContiguousParallelSamplesCopyThePromptAndMatchPaged) {
+  std::vector<int32_t> prompt = prompts(1)[0];
+  while (prompt.size() < 40) prompt.push_back(11);
+  SamplingParams p;
+  p.n = 3;
+  p.temperature = 1.0f;
+  p.max_tokens = 8;
+  p.ignore_eos = true;
+  p.has_seed = true;
+  p.seed = 3;
+  auto run = [&](EngineConfig c, EngineStats* stats) {
+    auto engine = make_engine(c);
+    uint64_t id = 0;
+    EXPECT_TRUE(engine->submit_tokens(prompt, p, 0, &id).ok());
+    Outputs out = run_to_completion(engine.get());
+    *stats = engine->stats();
+    std::vector<std::vector<int32_t>> samples;
+    for (int k = 0; k < p.n; ++k) samples.push_back(out.at({id, k}).token_ids);
+    return samples;
+  };
+  EngineStats paged_stats, contiguous_stats, tight_stats;
+  const auto paged = run(config(), &paged_stats);
+  EngineConfig c = config();
+  c.kv_allocator = KvAllocator::kContiguous;
+  EXPECT_EQ(run(c, &contiguous_stats), paged);
+  // 40 prompt tokens computed = 3 blocks copied for each of 2 children.
+  EXPECT_EQ(contiguous_stats.num_block_copies, 2 * 3);
+  // Room for one context only: the children wait and are recomputed.
+  c.num_kv_blocks = 256 / 16;
+  EXPECT_EQ(run(c, &tight_stats), paged);
+}
+
+TEST_F(EngineTest, OccupancyCountsStoredTokensAgainstReservedSlots) {
+  std::vector<int32_t> prompt = prompts(1)[0];
+  while (prompt.size() < 20) prompt.push_back(5);  // 20 tokens
+  SamplingParams p = greedy(4);
+  p.ignore_eos = true;
+  for (KvAllocator a : {KvAllocator::kPaged, KvAllocator::kContiguous}) {
+    EngineConfig c = config();
+    c.kv_allocator = a;
+    auto engine = make_engine(c);
+    uint64_t id = 0;
+    ASSERT_TRUE(engine->submit_tokens(prompt, p, 0, &id).ok());
+    ASSERT_TRUE(engine->step().ok());  // prefill: 20 tokens computed
+    const EngineStats s = engine->stats();
+    EXPECT_EQ(s.num_kv_tokens_stored, 20);
+    // Paged: 2 blocks of 16; contiguous: the whole 256-token context.
+    EXPECT_EQ(s.num_kv_slots_reserved, a == KvAllocator::kPaged ? 32 : 256);
+    EXPECT_EQ(s.num_kv_slots_reserved, int64_t{s.num_blocks_used} * 16);
+  }
+}
+
 }  // namespace
 }  // namespace pvllm::testing

@@ -1,21 +1,51 @@
-// pvllm_make_tiny_model DIR: writes a tiny random-weight Hugging Face
-// model (and its tokenizer) into DIR, for demos on machines without a real
-// checkpoint.
+// pvllm_make_tiny_model DIR [options]: writes a tiny random-weight Hugging
+// Face model (and its tokenizer) into DIR, for demos and benchmarks on
+// machines without a real checkpoint. The defaults make the demo model;
+// the memory benchmarks use a long context, e.g.
+//   pvllm_make_tiny_model DIR --max-position 8192 --hidden 64 --layers 2
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <string>
 
 #include "tests/util/tiny_model.h"
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
-    return 2;
-  }
-  std::filesystem::create_directories(argv[1]);
+  CLI::App app{"Writes a tiny random-weight Hugging Face model into DIR.", "pvllm_make_tiny_model"};
+  std::string dir;
   pvllm::testing::TinyModelSpec spec;
   spec.hidden_size = 64;
   spec.num_layers = 2;
   spec.max_position_embeddings = 512;
-  std::printf("%s\n", pvllm::testing::write_tiny_hf_model(argv[1], spec).c_str());
+  app.add_option("dir", dir, "Output folder (created)")->required();
+  app.add_option("--max-position", spec.max_position_embeddings,
+                 "max_position_embeddings (the context)")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 1 << 20));
+  app.add_option("--hidden", spec.hidden_size, "hidden_size (a multiple of --heads)")
+      ->capture_default_str()
+      ->check(CLI::Range(8, 8192));
+  app.add_option("--intermediate", spec.intermediate_size, "intermediate_size")
+      ->capture_default_str()
+      ->check(CLI::Range(8, 32768));
+  app.add_option("--layers", spec.num_layers, "num_hidden_layers")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 128));
+  app.add_option("--heads", spec.num_heads, "num_attention_heads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 128));
+  app.add_option("--kv-heads", spec.num_kv_heads, "num_key_value_heads (divides --heads)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 128));
+  app.add_option("--seed", spec.seed, "Weight seed")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  if (spec.hidden_size % spec.num_heads != 0 || spec.num_heads % spec.num_kv_heads != 0) {
+    std::fprintf(stderr,
+                 "pvllm_make_tiny_model: --hidden must be a multiple of --heads, "
+                 "and --heads a multiple of --kv-heads\n");
+    return 2;
+  }
+  std::filesystem::create_directories(dir);
+  std::printf("%s\n", pvllm::testing::write_tiny_hf_model(dir, spec).c_str());
   return 0;
 }

@@ -13,8 +13,15 @@
  *    move a goroutine to another OS thread between two cgo calls). Pass NULL
  *    to ignore messages.
  *  - Status values are pinned and only ever appended.
- *  - Parameter structs start with `struct_size`; call the matching *_init()
- *    first, then set fields. A struct_size the library does not know is
+ *  - Structs the caller allocates start with `struct_size`. Fill one with
+ *    its *_init(struct, sizeof(struct)) first, then set fields: *_init
+ *    writes the defaults of the fields that fit in the size the caller
+ *    passes (zeroing any bytes beyond the fields this library knows) and
+ *    stores that size in struct_size. Structs only ever grow at the end:
+ *    the library reads and writes only the fields that a caller's
+ *    struct_size covers (later fields take their defaults), so a binary
+ *    built against an older header keeps working with a newer library. A
+ *    struct_size smaller than the struct had in ABI version 1 is
  *    PVLLM_STATUS_INVALID_ARGUMENT.
  *  - Input buffers (strings, token arrays) are copied before the call
  *    returns; the caller may free or move them right after.
@@ -120,10 +127,26 @@ typedef struct pvllm_engine_params {
   int32_t num_threads;            /* CPU threads; 0 = all cores */
   pvllm_progress_fn progress;     /* may be NULL */
   void* progress_user_data;
+  /* How sequences reserve KV slots, a pvllm_kv_allocator; default PAGED. */
+  int32_t kv_allocator;
 } pvllm_engine_params;
 
-/* Fills defaults and struct_size. `params` must not be NULL. */
-PVLLM_API void pvllm_engine_params_init(pvllm_engine_params* params);
+/* Values of pvllm_engine_params.kv_allocator. */
+typedef enum pvllm_kv_allocator {
+  /* Blocks are taken as tokens arrive; forks share blocks copy-on-write;
+   * prefix caching as enable_prefix_caching says. */
+  PVLLM_KV_ALLOCATOR_PAGED = 0,
+  /* The baseline for memory measurements: each sequence reserves
+   * max_model_len slots up front as one run of consecutive blocks (first
+   * fit) and never grows; a request waits in the queue while no run fits;
+   * prefix caching is off whatever enable_prefix_caching says; each of n > 1
+   * samples reserves its own run and copies the prompt's K/V. Same outputs,
+   * more memory. */
+  PVLLM_KV_ALLOCATOR_CONTIGUOUS = 1
+} pvllm_kv_allocator;
+
+/* Fills defaults; pass sizeof(pvllm_engine_params). NULL is a no-op. */
+PVLLM_API void pvllm_engine_params_init(pvllm_engine_params* params, size_t struct_size);
 
 /* Loads the model and tokenizer, allocates the KV pool and returns a new
  * engine in *out_engine (NULL on failure). The caller destroys it with
@@ -166,7 +189,7 @@ typedef struct pvllm_sampling_params {
   int32_t n;                /* parallel samples, 1..max_num_seqs; default 1 */
 } pvllm_sampling_params;
 
-PVLLM_API void pvllm_sampling_params_init(pvllm_sampling_params* params);
+PVLLM_API void pvllm_sampling_params_init(pvllm_sampling_params* params, size_t struct_size);
 
 typedef struct pvllm_request {
   uint32_t struct_size;
@@ -179,7 +202,7 @@ typedef struct pvllm_request {
   int32_t priority; /* lower values are served first and preempted last; default 0 */
 } pvllm_request;
 
-PVLLM_API void pvllm_request_init(pvllm_request* request);
+PVLLM_API void pvllm_request_init(pvllm_request* request, size_t struct_size);
 
 /* Queues a request; its outputs appear through pvllm_poll once
  * pvllm_step runs. *out_request_id receives its id (never 0).
@@ -291,9 +314,20 @@ typedef struct pvllm_stats {
   int64_t num_cached_prompt_tokens;    /* prefill skipped by the prefix cache */
   int64_t num_steps;
   int64_t num_requests_finished;
+  /* Over the distinct blocks held by running sequences: slots holding
+   * computed K/V, and slots reserved. Their ratio is the KV utilization
+   * the memory benchmarks report (kv_utilization above is blocks used /
+   * blocks total). */
+  int64_t num_kv_tokens_stored;
+  int64_t num_kv_slots_reserved;
+  /* Sequences that admission refused at least once for lack of KV blocks
+   * (they waited in the queue, they were not dropped). */
+  int64_t num_seqs_queued_for_memory;
+  /* Blocks copied: copy-on-write, and contiguous-mode forks. */
+  int64_t num_block_copies;
 } pvllm_stats;
 
-PVLLM_API void pvllm_stats_init(pvllm_stats* stats);
+PVLLM_API void pvllm_stats_init(pvllm_stats* stats, size_t struct_size);
 
 /* A snapshot taken after the latest step. Thread-safe.
  * Returns OK; INVALID_ARGUMENT (NULL, bad struct_size). */
@@ -343,7 +377,7 @@ typedef struct pvllm_model_config {
   int32_t eos_token_id;
 } pvllm_model_config;
 
-PVLLM_API void pvllm_model_config_init(pvllm_model_config* config);
+PVLLM_API void pvllm_model_config_init(pvllm_model_config* config, size_t struct_size);
 
 typedef struct pvllm_tensor_info {
   const char* name;  /* valid until the model info is freed */
@@ -379,7 +413,7 @@ typedef struct pvllm_memory_estimate {
   int64_t max_tokens_in_cache; /* num_blocks * block_size */
 } pvllm_memory_estimate;
 
-PVLLM_API void pvllm_memory_estimate_init(pvllm_memory_estimate* estimate);
+PVLLM_API void pvllm_memory_estimate_init(pvllm_memory_estimate* estimate, size_t struct_size);
 
 /* What pvllm_engine_create(params) would need, read from the model's
  * config and tensor table before loading anything.

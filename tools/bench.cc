@@ -1,0 +1,527 @@
+// `pvllm bench`: runs a seeded workload through the engine once per KV
+// allocator (paged, contiguous, or both on the same budget) and reports
+// throughput and what the KV cache did: concurrency, queueing for memory,
+// utilization (tokens stored / slots reserved), waste, preemptions, prefix
+// cache savings and blocks per sequence. Built on the C ABI only.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench_workloads.h"
+#include "cli.h"
+
+namespace pvllm_cli {
+namespace {
+
+struct BenchOptions {
+  std::string model;
+  WorkloadOptions workload;
+  std::string allocator = "both";
+  int32_t block_size = 16;
+  int64_t kv_cache_mb = 64;
+  int32_t max_model_len = 0;
+  int32_t max_num_seqs = 256;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t num_threads = 0;
+  bool no_prefix_caching = false;
+  std::string json_path;
+  std::string markdown_path;
+  std::string timeline_path;
+  std::string summary_path;
+  std::string label;
+  bool quiet = false;
+};
+
+// One per-step sample (the --timeline rows).
+struct Sample {
+  int64_t step = 0;
+  double time_s = 0.0;
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  int32_t num_blocks_used = 0;
+  int64_t num_tokens_stored = 0;
+  int64_t num_slots_reserved = 0;
+};
+
+struct RunResult {
+  std::string allocator;
+  bool ok = false;
+  std::string error;
+  double wall_s = 0.0;
+  int64_t num_steps = 0;
+  int64_t num_prompt_tokens = 0;  // of the submitted requests
+  int64_t num_output_tokens = 0;  // sampled
+  int64_t num_rejected = 0;       // submits the engine refused
+  pvllm_stats final{};
+  std::vector<Sample> timeline;
+};
+
+struct EngineDeleter {
+  void operator()(pvllm_engine* e) const { pvllm_engine_destroy(e); }
+};
+
+int32_t allocator_value(const std::string& name) {
+  return name == "contiguous" ? PVLLM_KV_ALLOCATOR_CONTIGUOUS : PVLLM_KV_ALLOCATOR_PAGED;
+}
+
+// Drains and drops pending events: the bench reads counts from the stats.
+bool drain(pvllm_engine* engine, std::string* error) {
+  pvllm_output_batch* batch = nullptr;
+  pvllm_error* err = nullptr;
+  if (pvllm_poll(engine, 0, &batch, &err) != PVLLM_STATUS_OK) {
+    *error = pvllm_error_message(err);
+    pvllm_error_free(err);
+    return false;
+  }
+  for (size_t i = 0; i < pvllm_output_batch_size(batch); ++i) {
+    const pvllm_output* o = pvllm_output_batch_get(batch, i);
+    if (o->finish_reason == PVLLM_FINISH_ERROR) *error = o->error_message;
+  }
+  pvllm_output_batch_free(batch);
+  return error->empty();
+}
+
+RunResult run_workload(const BenchOptions& o, const std::string& allocator,
+                       const std::vector<BenchRequest>& reqs) {
+  RunResult r;
+  r.allocator = allocator;
+  pvllm_engine_params params;
+  pvllm_engine_params_init(&params, sizeof params);
+  params.model_path = o.model.c_str();
+  params.block_size = o.block_size;
+  params.kv_cache_bytes = o.kv_cache_mb << 20;
+  params.max_model_len = o.max_model_len;
+  params.max_num_seqs = o.max_num_seqs;
+  params.max_num_batched_tokens = o.max_num_batched_tokens;
+  params.num_threads = o.num_threads;
+  params.enable_prefix_caching = o.no_prefix_caching ? 0 : 1;
+  params.kv_allocator = allocator_value(allocator);
+  pvllm_engine* raw = nullptr;
+  pvllm_error* err = nullptr;
+  if (pvllm_engine_create(&params, &raw, &err) != PVLLM_STATUS_OK) {
+    r.error = std::string("engine: ") + pvllm_error_message(err);
+    pvllm_error_free(err);
+    return r;
+  }
+  std::unique_ptr<pvllm_engine, EngineDeleter> engine(raw);
+
+  const auto start = std::chrono::steady_clock::now();
+  size_t next = 0;
+  int64_t step = 0;
+  int32_t num_unfinished = 0;
+  while (next < reqs.size() || num_unfinished > 0) {
+    // Nothing to do until the next arrival: jump the clock to it.
+    if (num_unfinished == 0 && reqs[next].arrival_step > step) step = reqs[next].arrival_step;
+    for (; next < reqs.size() && reqs[next].arrival_step <= step; ++next) {
+      const BenchRequest& q = reqs[next];
+      pvllm_sampling_params sp;
+      pvllm_sampling_params_init(&sp, sizeof sp);
+      sp.temperature = 1.0f;
+      sp.max_tokens = q.max_tokens;
+      sp.ignore_eos = 1;
+      sp.has_seed = 1;
+      sp.seed = o.workload.seed * 1000003u + next;
+      sp.n = q.n;
+      pvllm_request req;
+      pvllm_request_init(&req, sizeof req);
+      req.prompt_token_ids = q.prompt.data();
+      req.num_prompt_token_ids = q.prompt.size();
+      req.sampling = &sp;
+      uint64_t id = 0;
+      if (pvllm_submit(engine.get(), &req, &id, &err) != PVLLM_STATUS_OK) {
+        if (!o.quiet) std::fprintf(stderr, "pvllm bench: rejected: %s\n", pvllm_error_message(err));
+        pvllm_error_free(err);
+        err = nullptr;
+        ++r.num_rejected;
+        continue;
+      }
+      r.num_prompt_tokens += static_cast<int64_t>(q.prompt.size());
+    }
+    if (pvllm_step(engine.get(), &num_unfinished, &err) != PVLLM_STATUS_OK) {
+      r.error = std::string("step: ") + pvllm_error_message(err);
+      pvllm_error_free(err);
+      return r;
+    }
+    if (!drain(engine.get(), &r.error)) return r;
+    pvllm_stats s;
+    pvllm_stats_init(&s, sizeof s);
+    pvllm_get_stats(engine.get(), &s, nullptr);
+    Sample sample;
+    sample.step = step;
+    sample.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    sample.num_running = s.num_running;
+    sample.num_waiting = s.num_waiting;
+    sample.num_blocks_used = s.num_blocks_used;
+    sample.num_tokens_stored = s.num_kv_tokens_stored;
+    sample.num_slots_reserved = s.num_kv_slots_reserved;
+    r.timeline.push_back(sample);
+    r.final = s;
+    ++step;
+  }
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.num_steps = r.final.num_steps;
+  r.num_output_tokens = r.final.num_generation_tokens;
+  r.ok = true;
+  return r;
+}
+
+// The figures of one run, in report order: (key, label, value).
+struct Figure {
+  const char* key;
+  const char* label;
+  double value;
+  int decimals;
+};
+
+std::vector<Figure> figures(const RunResult& r, int32_t block_size, int32_t n) {
+  double sum_running = 0, sum_stored = 0, sum_reserved = 0, sum_blocks = 0;
+  double sum_blocks_running = 0, sum_running_with_seqs = 0;
+  int32_t peak_running = 0, peak_blocks = 0;
+  const Sample* peak = nullptr;
+  for (const Sample& s : r.timeline) {
+    sum_running += s.num_running;
+    sum_stored += static_cast<double>(s.num_tokens_stored);
+    sum_reserved += static_cast<double>(s.num_slots_reserved);
+    sum_blocks += s.num_blocks_used;
+    peak_running = std::max(peak_running, s.num_running);
+    if (s.num_running > 0) {
+      sum_blocks_running += s.num_blocks_used;
+      sum_running_with_seqs += s.num_running;
+    }
+    if (peak == nullptr || s.num_slots_reserved > peak->num_slots_reserved) peak = &s;
+    peak_blocks = std::max(peak_blocks, s.num_blocks_used);
+  }
+  const double num_samples = std::max<double>(1.0, static_cast<double>(r.timeline.size()));
+  const double util_mean = sum_reserved > 0 ? sum_stored / sum_reserved : 0.0;
+  const double util_peak = peak != nullptr && peak->num_slots_reserved > 0
+                               ? static_cast<double>(peak->num_tokens_stored) /
+                                     static_cast<double>(peak->num_slots_reserved)
+                               : 0.0;
+  const double blocks_per_request_peak =
+      peak != nullptr && peak->num_running > 0
+          ? static_cast<double>(peak->num_blocks_used) * n / peak->num_running
+          : 0.0;
+  const pvllm_stats& f = r.final;
+  const double wall = std::max(r.wall_s, 1e-9);
+  return {
+      {"wall_s", "wall time (s)", r.wall_s, 2},
+      {"steps", "engine steps", static_cast<double>(r.num_steps), 0},
+      {"output_tokens_per_s", "output tokens/s", r.num_output_tokens / wall, 1},
+      {"total_tokens_per_s", "total tokens/s (prompt + output)",
+       (r.num_prompt_tokens + r.num_output_tokens) / wall, 1},
+      {"output_tokens_per_step", "output tokens per step (batching, clock-free)",
+       r.num_steps > 0 ? static_cast<double>(r.num_output_tokens) / r.num_steps : 0.0, 2},
+      {"peak_running", "peak running sequences", static_cast<double>(peak_running), 0},
+      {"mean_running", "mean running sequences", sum_running / num_samples, 1},
+      {"queued_for_memory", "sequences queued for memory",
+       static_cast<double>(f.num_seqs_queued_for_memory), 0},
+      {"rejected", "requests rejected", static_cast<double>(r.num_rejected), 0},
+      {"kv_util_mean", "KV utilization, mean (stored / reserved)", util_mean, 4},
+      {"kv_util_at_peak", "KV utilization at peak reservation", util_peak, 4},
+      {"internal_waste_mean_slots", "internal waste, mean reserved-unused slots",
+       (sum_reserved - sum_stored) / num_samples, 0},
+      {"internal_waste_fraction", "internal waste fraction", 1.0 - util_mean, 4},
+      {"peak_kv_blocks", "peak KV blocks used", static_cast<double>(peak_blocks), 0},
+      {"mean_kv_blocks", "mean KV blocks used", sum_blocks / num_samples, 1},
+      {"kv_blocks_per_seq", "KV blocks per running sequence",
+       sum_running_with_seqs > 0 ? sum_blocks_running / sum_running_with_seqs : 0.0, 1},
+      {"kv_blocks_per_request_at_peak", "KV blocks per request at peak reservation",
+       blocks_per_request_peak, 1},
+      {"preemptions", "preemptions", static_cast<double>(f.num_preemptions), 0},
+      {"block_copies", "block copies (CoW / contiguous fork)",
+       static_cast<double>(f.num_block_copies), 0},
+      {"prefix_hit_rate", "prefix-cache hit rate (blocks)", f.prefix_cache_hit_rate, 4},
+      {"prefill_tokens_skipped", "prefill tokens skipped (prefix cache)",
+       static_cast<double>(f.num_cached_prompt_tokens), 0},
+      {"prompt_tokens", "prompt tokens submitted", static_cast<double>(r.num_prompt_tokens), 0},
+      {"prefill_tokens_computed", "prefill tokens computed",
+       static_cast<double>(f.num_prompt_tokens_processed), 0},
+      {"output_tokens", "output tokens", static_cast<double>(r.num_output_tokens), 0},
+      {"block_size", "block size (tokens)", static_cast<double>(block_size), 0},
+      {"num_blocks_total", "KV blocks in the pool", static_cast<double>(f.num_blocks_total), 0},
+  };
+}
+
+std::string format_value(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+  return buf;
+}
+
+// Ratios worth reading when both allocators ran: paged / contiguous.
+const char* const kRatioKeys[] = {"output_tokens_per_s",
+                                  "total_tokens_per_s",
+                                  "output_tokens_per_step",
+                                  "peak_running",
+                                  "mean_running",
+                                  "kv_util_mean",
+                                  "steps"};
+
+bool is_ratio_key(const std::string& key) {
+  return std::find(std::begin(kRatioKeys), std::end(kRatioKeys), key) != std::end(kRatioKeys);
+}
+
+double ratio(double a, double b) { return b != 0 ? a / b : 0.0; }
+
+std::string markdown_table(const std::vector<RunResult>& runs,
+                           const std::vector<std::vector<Figure>>& figs) {
+  std::string md = "| metric |";
+  // Appends piece by piece: GCC 12 warns (-Wrestrict, a false positive)
+  // on `"literal" + std::string&&` here.
+  auto cell = [&md](const std::string& text) {
+    md += ' ';
+    md += text;
+    md += " |";
+  };
+  for (const RunResult& r : runs) cell(r.allocator);
+  const bool both = runs.size() == 2;
+  if (both) md += " paged / contiguous |";
+  md += "\n| --- |";
+  for (size_t i = 0; i < runs.size() + (both ? 1 : 0); ++i) md += " ---: |";
+  md += "\n";
+  for (size_t k = 0; k < figs[0].size(); ++k) {
+    md += '|';
+    cell(figs[0][k].label);
+    for (const auto& f : figs) cell(format_value(f[k].value, f[k].decimals));
+    if (both) {
+      cell(is_ratio_key(figs[0][k].key)
+               ? format_value(ratio(figs[0][k].value, figs[1][k].value), 2) + "x"
+               : std::string());
+    }
+    md += "\n";
+  }
+  return md;
+}
+
+void print_table(const std::vector<RunResult>& runs, const std::vector<std::vector<Figure>>& figs) {
+  std::printf("%-44s", "");
+  for (const RunResult& r : runs) std::printf(" %14s", r.allocator.c_str());
+  if (runs.size() == 2) std::printf(" %14s", "paged/contig");
+  std::printf("\n");
+  for (size_t k = 0; k < figs[0].size(); ++k) {
+    std::printf("%-44s", figs[0][k].label);
+    for (const auto& f : figs)
+      std::printf(" %14s", format_value(f[k].value, f[k].decimals).c_str());
+    if (runs.size() == 2 && is_ratio_key(figs[0][k].key)) {
+      std::printf(" %13.2fx", ratio(figs[0][k].value, figs[1][k].value));
+    }
+    std::printf("\n");
+  }
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) {
+    std::fprintf(stderr, "pvllm bench: cannot write %s\n", path.c_str());
+    return false;
+  }
+  return true;
+}
+
+int run_bench(BenchOptions& o) {
+  // The context comes from the model unless --max-model-len lowers it.
+  pvllm_model_info* info = nullptr;
+  pvllm_error* err = nullptr;
+  pvllm_status st = pvllm_model_inspect(o.model.c_str(), &info, &err);
+  if (st != PVLLM_STATUS_OK) return report_error("inspect", st, err);
+  pvllm_model_config mc;
+  pvllm_model_config_init(&mc, sizeof mc);
+  st = pvllm_model_info_config(info, &mc, &err);
+  pvllm_model_info_free(info);
+  if (st != PVLLM_STATUS_OK) return report_error("inspect", st, err);
+  o.workload.context = o.max_model_len > 0 ? std::min(o.max_model_len, mc.max_position_embeddings)
+                                           : mc.max_position_embeddings;
+  o.workload.vocab_size = mc.vocab_size;
+
+  std::vector<BenchRequest> reqs;
+  std::string error;
+  if (!make_workload(o.workload, &reqs, &error)) {
+    std::fprintf(stderr, "pvllm bench: %s\n", error.c_str());
+    return 2;
+  }
+  const std::string description = describe_workload(o.workload, reqs);
+  const int32_t n = reqs.empty() ? 1 : reqs[0].n;
+  if (!o.quiet) std::fprintf(stderr, "pvllm bench: %s\n", description.c_str());
+
+  std::vector<std::string> allocators;
+  if (o.allocator == "both") {
+    allocators = {"paged", "contiguous"};
+  } else {
+    allocators = {o.allocator};
+  }
+  std::vector<RunResult> runs;
+  std::vector<std::vector<Figure>> figs;
+  for (const std::string& a : allocators) {
+    if (!o.quiet) std::fprintf(stderr, "pvllm bench: running %s ...\n", a.c_str());
+    runs.push_back(run_workload(o, a, reqs));
+    if (!runs.back().ok) {
+      std::fprintf(stderr, "pvllm bench: %s run failed: %s\n", a.c_str(),
+                   runs.back().error.c_str());
+      return 1;
+    }
+    figs.push_back(figures(runs.back(), o.block_size, n));
+  }
+
+  std::printf("workload  %s\nmodel     %s (context %d)\nKV budget %lld MiB, block size %d\n\n",
+              description.c_str(), o.model.c_str(), o.workload.context,
+              static_cast<long long>(o.kv_cache_mb), o.block_size);
+  print_table(runs, figs);
+
+  if (!o.json_path.empty()) {
+    nlohmann::ordered_json j;
+    j["model"] = o.model;
+    j["workload"] = o.workload.name;
+    j["description"] = description;
+    j["context"] = o.workload.context;
+    j["seed"] = o.workload.seed;
+    j["n"] = n;
+    j["num_requests"] = reqs.size();
+    j["block_size"] = o.block_size;
+    j["kv_cache_mb"] = o.kv_cache_mb;
+    j["prefix_caching"] = !o.no_prefix_caching;
+    j["runs"] = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < runs.size(); ++i) {
+      nlohmann::ordered_json run;
+      run["allocator"] = runs[i].allocator;
+      for (const Figure& f : figs[i]) run[f.key] = f.value;
+      j["runs"].push_back(run);
+    }
+    if (runs.size() == 2) {
+      nlohmann::ordered_json ratios;
+      for (size_t k = 0; k < figs[0].size(); ++k) {
+        if (is_ratio_key(figs[0][k].key)) {
+          ratios[figs[0][k].key] = ratio(figs[0][k].value, figs[1][k].value);
+        }
+      }
+      j["paged_over_contiguous"] = ratios;
+    }
+    if (!write_file(o.json_path, j.dump(2) + "\n")) return 1;
+  }
+  if (!o.markdown_path.empty()) {
+    const std::string md = "Workload: " + description + "; KV budget " +
+                           std::to_string(o.kv_cache_mb) + " MiB, block size " +
+                           std::to_string(o.block_size) + ".\n\n" + markdown_table(runs, figs);
+    if (!write_file(o.markdown_path, md)) return 1;
+  }
+  if (!o.summary_path.empty()) {
+    // One TSV row per run, appended, with a header when the file is new:
+    // scripts collect many runs into one table for plots.
+    std::string rows;
+    std::ifstream existing(o.summary_path);
+    if (!existing.good() || existing.peek() == std::ifstream::traits_type::eof()) {
+      rows += "label\tworkload\tallocator\tn\tprefix_caching";
+      for (const Figure& f : figs[0]) rows += std::string("\t") + f.key;
+      rows += "\n";
+    }
+    for (size_t i = 0; i < runs.size(); ++i) {
+      rows += (o.label.empty() ? o.workload.name : o.label) + "\t" + o.workload.name + "\t" +
+              runs[i].allocator + "\t" + std::to_string(n) + "\t" +
+              (o.no_prefix_caching ? "0" : "1");
+      for (const Figure& f : figs[i]) rows += "\t" + format_value(f.value, f.decimals);
+      rows += "\n";
+    }
+    std::ofstream out(o.summary_path, std::ios::app);
+    out << rows;
+    if (!out) {
+      std::fprintf(stderr, "pvllm bench: cannot write %s\n", o.summary_path.c_str());
+      return 1;
+    }
+  }
+  if (!o.timeline_path.empty()) {
+    std::string tsv =
+        "# allocator\tstep\ttime_s\trunning\twaiting\tblocks_used\ttokens_stored\tslots_reserved"
+        "\tkv_util\n";
+    for (const RunResult& r : runs) {
+      for (const Sample& s : r.timeline) {
+        char line[256];
+        std::snprintf(line, sizeof(line), "%s\t%lld\t%.4f\t%d\t%d\t%d\t%lld\t%lld\t%.4f\n",
+                      r.allocator.c_str(), static_cast<long long>(s.step), s.time_s, s.num_running,
+                      s.num_waiting, s.num_blocks_used, static_cast<long long>(s.num_tokens_stored),
+                      static_cast<long long>(s.num_slots_reserved),
+                      s.num_slots_reserved > 0 ? static_cast<double>(s.num_tokens_stored) /
+                                                     static_cast<double>(s.num_slots_reserved)
+                                               : 0.0);
+        tsv += line;
+      }
+      tsv += "\n\n";  // gnuplot: one data block per allocator (index 0, 1)
+    }
+    if (!write_file(o.timeline_path, tsv)) return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Measure throughput and KV-cache memory on a seeded synthetic workload, paged vs "
+      "contiguous allocation on the same budget");
+  cmd->add_option("-m,--model", o->model, "Model folder (Hugging Face) or llama2.c .bin")
+      ->required();
+  cmd->add_option("-w,--workload", o->workload.name,
+                  "chat (log-normal lengths, Poisson arrivals), nano (256 x uniform "
+                  "[100, 1024]), shared-prefix (long system prompt + questions), parallel "
+                  "(n = 4 samples), fixed (--input-len / --output-len)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(workload_names()));
+  cmd->add_option("--kv-allocator", o->allocator, "paged, contiguous or both (side by side)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"paged", "contiguous", "both"}));
+  cmd->add_option("--block-size", o->block_size, "Tokens per KV block (8..256, power of two)")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-mb", o->kv_cache_mb, "KV budget in MiB, the same for every run")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--max-model-len", o->max_model_len,
+                  "Context length (0 = the model's); contiguous reserves this per sequence")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->workload.seed, "Workload seed")->capture_default_str();
+  cmd->add_option("--num-requests", o->workload.num_requests,
+                  "Requests (0 = the workload's default: chat 300, nano 256, shared-prefix 64, "
+                  "parallel 16, fixed 64)")
+      ->capture_default_str();
+  cmd->add_option("--rate", o->workload.rate,
+                  "Arrivals per engine step, Poisson (chat default 2, shared-prefix default 1)");
+  cmd->add_option("--n", o->workload.n, "Samples per request (default 4 for parallel, else 1)");
+  cmd->add_option("--input-len", o->workload.input_len, "fixed: prompt tokens")
+      ->capture_default_str();
+  cmd->add_option("--output-len", o->workload.output_len, "fixed: output tokens")
+      ->capture_default_str();
+  cmd->add_option("--system-prompt-len", o->workload.system_prompt_len,
+                  "shared-prefix: system prompt tokens (at most half the context)")
+      ->capture_default_str();
+  cmd->add_option("--max-num-seqs", o->max_num_seqs, "Sequences running at once")
+      ->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per step")
+      ->capture_default_str();
+  cmd->add_option("--threads", o->num_threads, "CPU threads (0 = all cores)")
+      ->capture_default_str();
+  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Turn the prefix cache off");
+  cmd->add_option("--json", o->json_path, "Write the figures as JSON to FILE");
+  cmd->add_option("--markdown", o->markdown_path, "Write the figures as a markdown table");
+  cmd->add_option("--timeline", o->timeline_path,
+                  "Write per-step samples (TSV, one block per allocator) for plots");
+  cmd->add_option("--summary", o->summary_path,
+                  "Append one TSV row per run to FILE (header when new), for scripts");
+  cmd->add_option("--label", o->label, "The rows' label in --summary (default: the workload)");
+  cmd->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
+  cmd->footer(
+      "Time is counted in engine steps: a request is submitted before the first step at or "
+      "after its arrival step, so every allocator sees the same trace. Prompts are random "
+      "token ids; generation ignores EOS and samples at temperature 1 with a seed per "
+      "request.\n"
+      "Example: pvllm bench --model tiny8k --workload chat --kv-allocator both "
+      "--json chat.json");
+  cmd->callback([o, exit_code]() { *exit_code = run_bench(*o); });
+}
+
+}  // namespace pvllm_cli
