@@ -1,0 +1,134 @@
+/* Prints the size of every struct in pvllm.h and the offset of each field,
+ * one "struct field offset" line each ("struct <size> size" for sizes).
+ * LayoutTests compares NativeMethods' StructLayout structs against it. */
+#include <pvllm/pvllm.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define SIZE(T) printf("%s <size> %zu\n", #T, sizeof(T))
+#define FIELD(T, f) printf("%s %s %zu\n", #T, #f, offsetof(T, f))
+
+int main(void) {
+  SIZE(pvllm_engine_params);
+  FIELD(pvllm_engine_params, struct_size);
+  FIELD(pvllm_engine_params, model_path);
+  FIELD(pvllm_engine_params, device);
+  FIELD(pvllm_engine_params, block_size);
+  FIELD(pvllm_engine_params, kv_cache_bytes);
+  FIELD(pvllm_engine_params, num_kv_blocks);
+  FIELD(pvllm_engine_params, max_num_seqs);
+  FIELD(pvllm_engine_params, max_num_batched_tokens);
+  FIELD(pvllm_engine_params, max_model_len);
+  FIELD(pvllm_engine_params, enable_prefix_caching);
+  FIELD(pvllm_engine_params, num_threads);
+  FIELD(pvllm_engine_params, progress);
+  FIELD(pvllm_engine_params, progress_user_data);
+  FIELD(pvllm_engine_params, kv_allocator);
+
+  SIZE(pvllm_sampling_params);
+  FIELD(pvllm_sampling_params, struct_size);
+  FIELD(pvllm_sampling_params, temperature);
+  FIELD(pvllm_sampling_params, top_k);
+  FIELD(pvllm_sampling_params, top_p);
+  FIELD(pvllm_sampling_params, min_p);
+  FIELD(pvllm_sampling_params, repetition_penalty);
+  FIELD(pvllm_sampling_params, presence_penalty);
+  FIELD(pvllm_sampling_params, frequency_penalty);
+  FIELD(pvllm_sampling_params, max_tokens);
+  FIELD(pvllm_sampling_params, stop_token_ids);
+  FIELD(pvllm_sampling_params, num_stop_token_ids);
+  FIELD(pvllm_sampling_params, stop);
+  FIELD(pvllm_sampling_params, num_stop);
+  FIELD(pvllm_sampling_params, ignore_eos);
+  FIELD(pvllm_sampling_params, logprobs);
+  FIELD(pvllm_sampling_params, has_seed);
+  FIELD(pvllm_sampling_params, seed);
+  FIELD(pvllm_sampling_params, n);
+
+  SIZE(pvllm_request);
+  FIELD(pvllm_request, struct_size);
+  FIELD(pvllm_request, prompt_text);
+  FIELD(pvllm_request, prompt_token_ids);
+  FIELD(pvllm_request, num_prompt_token_ids);
+  FIELD(pvllm_request, sampling);
+  FIELD(pvllm_request, priority);
+
+  SIZE(pvllm_logprob);
+  FIELD(pvllm_logprob, token_id);
+  FIELD(pvllm_logprob, logprob);
+
+  SIZE(pvllm_token_logprobs);
+  FIELD(pvllm_token_logprobs, token_id);
+  FIELD(pvllm_token_logprobs, logprob);
+  FIELD(pvllm_token_logprobs, top);
+  FIELD(pvllm_token_logprobs, num_top);
+
+  SIZE(pvllm_output);
+  FIELD(pvllm_output, struct_size);
+  FIELD(pvllm_output, request_id);
+  FIELD(pvllm_output, sample_index);
+  FIELD(pvllm_output, token_ids);
+  FIELD(pvllm_output, num_token_ids);
+  FIELD(pvllm_output, text);
+  FIELD(pvllm_output, text_len);
+  FIELD(pvllm_output, finish_reason);
+  FIELD(pvllm_output, logprobs);
+  FIELD(pvllm_output, error_message);
+
+  SIZE(pvllm_stats);
+  FIELD(pvllm_stats, struct_size);
+  FIELD(pvllm_stats, num_running);
+  FIELD(pvllm_stats, num_waiting);
+  FIELD(pvllm_stats, num_blocks_total);
+  FIELD(pvllm_stats, num_blocks_used);
+  FIELD(pvllm_stats, num_blocks_free);
+  FIELD(pvllm_stats, num_blocks_cached);
+  FIELD(pvllm_stats, kv_utilization);
+  FIELD(pvllm_stats, reserved_unused_slots);
+  FIELD(pvllm_stats, prefix_cache_hit_rate);
+  FIELD(pvllm_stats, prefix_cache_hits);
+  FIELD(pvllm_stats, prefix_cache_queries);
+  FIELD(pvllm_stats, num_preemptions);
+  FIELD(pvllm_stats, num_prompt_tokens_processed);
+  FIELD(pvllm_stats, num_generation_tokens);
+  FIELD(pvllm_stats, num_cached_prompt_tokens);
+  FIELD(pvllm_stats, num_steps);
+  FIELD(pvllm_stats, num_requests_finished);
+  FIELD(pvllm_stats, num_kv_tokens_stored);
+  FIELD(pvllm_stats, num_kv_slots_reserved);
+  FIELD(pvllm_stats, num_seqs_queued_for_memory);
+  FIELD(pvllm_stats, num_block_copies);
+
+  SIZE(pvllm_model_config);
+  FIELD(pvllm_model_config, struct_size);
+  FIELD(pvllm_model_config, architecture);
+  FIELD(pvllm_model_config, format);
+  FIELD(pvllm_model_config, hidden_size);
+  FIELD(pvllm_model_config, intermediate_size);
+  FIELD(pvllm_model_config, num_layers);
+  FIELD(pvllm_model_config, num_heads);
+  FIELD(pvllm_model_config, num_kv_heads);
+  FIELD(pvllm_model_config, head_dim);
+  FIELD(pvllm_model_config, vocab_size);
+  FIELD(pvllm_model_config, max_position_embeddings);
+  FIELD(pvllm_model_config, rms_norm_eps);
+  FIELD(pvllm_model_config, rope_theta);
+  FIELD(pvllm_model_config, tie_word_embeddings);
+  FIELD(pvllm_model_config, bos_token_id);
+  FIELD(pvllm_model_config, eos_token_id);
+
+  SIZE(pvllm_tensor_info);
+  FIELD(pvllm_tensor_info, name);
+  FIELD(pvllm_tensor_info, dtype);
+  FIELD(pvllm_tensor_info, num_dims);
+  FIELD(pvllm_tensor_info, shape);
+
+  SIZE(pvllm_memory_estimate);
+  FIELD(pvllm_memory_estimate, struct_size);
+  FIELD(pvllm_memory_estimate, weight_bytes);
+  FIELD(pvllm_memory_estimate, kv_bytes_per_block);
+  FIELD(pvllm_memory_estimate, num_blocks);
+  FIELD(pvllm_memory_estimate, kv_bytes_total);
+  FIELD(pvllm_memory_estimate, max_tokens_in_cache);
+  return 0;
+}

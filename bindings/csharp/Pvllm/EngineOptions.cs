@@ -1,0 +1,87 @@
+using System;
+
+namespace Pvllm
+{
+    /// <summary>pvllm_kv_allocator: how sequences reserve KV slots.</summary>
+    public enum KvAllocator
+    {
+        /// <summary>Blocks are taken as tokens arrive; forks share blocks copy-on-write; prefix caching as enabled.</summary>
+        Paged = 0,
+        /// <summary>
+        /// The baseline for memory measurements: each sequence reserves max_model_len
+        /// slots up front in one run of blocks; no prefix caching. Same outputs, more memory.
+        /// </summary>
+        Contiguous = 1,
+    }
+
+    /// <summary>
+    /// pvllm_engine_params. A new instance holds the library's defaults
+    /// (pvllm_engine_params_init); only ModelPath is required.
+    /// </summary>
+    public sealed class EngineOptions
+    {
+        public EngineOptions() : this(null) { }
+
+        public EngineOptions(string modelPath)
+        {
+            var p = NativeStruct.Init<NativeMethods.pvllm_engine_params>(NativeMethods.pvllm_engine_params_init);
+            ModelPath = modelPath;
+            Device = p.device == IntPtr.Zero ? null : Utf8.FromNative(p.device);
+            BlockSize = p.block_size;
+            KvCacheBytes = p.kv_cache_bytes;
+            NumKvBlocks = p.num_kv_blocks;
+            MaxNumSeqs = p.max_num_seqs;
+            MaxNumBatchedTokens = p.max_num_batched_tokens;
+            MaxModelLen = p.max_model_len;
+            EnablePrefixCaching = p.enable_prefix_caching != 0;
+            NumThreads = p.num_threads;
+            KvAllocator = (KvAllocator)p.kv_allocator;
+        }
+
+        /// <summary>A Hugging Face folder or a llama2.c .bin with a tokenizer.model beside it.</summary>
+        public string ModelPath { get; set; }
+        /// <summary>"cpu" or "auto"; null keeps the library's default.</summary>
+        public string Device { get; set; }
+        /// <summary>Tokens per KV block: 8..256, a power of two; default 16.</summary>
+        public int BlockSize { get; set; }
+        /// <summary>KV budget in bytes when NumKvBlocks is 0; default 256 MiB.</summary>
+        public long KvCacheBytes { get; set; }
+        /// <summary>Exact KV block count; 0 = from KvCacheBytes.</summary>
+        public int NumKvBlocks { get; set; }
+        /// <summary>Sequences running at once; default 256.</summary>
+        public int MaxNumSeqs { get; set; }
+        /// <summary>Tokens fed per step; default 2048.</summary>
+        public int MaxNumBatchedTokens { get; set; }
+        /// <summary>Context length; 0 = the model's.</summary>
+        public int MaxModelLen { get; set; }
+        public bool EnablePrefixCaching { get; set; }
+        /// <summary>CPU threads; 0 = all cores.</summary>
+        public int NumThreads { get; set; }
+        /// <summary>How sequences reserve KV slots; default Paged.</summary>
+        public KvAllocator KvAllocator { get; set; }
+        /// <summary>
+        /// Called while the engine loads, on the thread inside Engine.Create, with
+        /// a fraction in [0, 1] and a short stage description. An exception it
+        /// throws is rethrown by Engine.Create once the library returns.
+        /// </summary>
+        public Action<float, string> Progress { get; set; }
+
+        /// <summary>The C struct without its progress callback; strings live in `scope`.</summary>
+        internal NativeMethods.pvllm_engine_params ToNative(NativeScope scope)
+        {
+            var p = NativeStruct.Init<NativeMethods.pvllm_engine_params>(NativeMethods.pvllm_engine_params_init);
+            p.model_path = scope.Utf8String(ModelPath);
+            if (Device != null) p.device = scope.Utf8String(Device);
+            p.block_size = BlockSize;
+            p.kv_cache_bytes = KvCacheBytes;
+            p.num_kv_blocks = NumKvBlocks;
+            p.max_num_seqs = MaxNumSeqs;
+            p.max_num_batched_tokens = MaxNumBatchedTokens;
+            p.max_model_len = MaxModelLen;
+            p.enable_prefix_caching = EnablePrefixCaching ? (byte)1 : (byte)0;
+            p.num_threads = NumThreads;
+            p.kv_allocator = (int)KvAllocator;
+            return p;
+        }
+    }
+}

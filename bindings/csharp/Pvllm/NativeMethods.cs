@@ -1,0 +1,327 @@
+// Raw P/Invoke declarations of capi/include/pvllm/pvllm.h, one for one.
+//
+// Every struct mirrors its C twin field by field (LayoutKind.Sequential, the
+// platform's natural alignment, like the C compiler's); size_t is UIntPtr,
+// uint8_t booleans are byte, and each IntPtr says its C type in a comment.
+// Strings cross the boundary as NUL-terminated UTF-8 that the caller pins or
+// allocates (see NativeScope): the runtime's default string marshalling is
+// ANSI on Mono, which is not UTF-8 everywhere.
+using System;
+using System.Runtime.InteropServices;
+
+namespace Pvllm
+{
+    internal static class NativeMethods
+    {
+        // On Mono, Pvllm.dll.config maps "pvllm" to libpvllm.so.1; .NET probes
+        // libpvllm.so / pvllm.dll / libpvllm.dylib beside the app and in the
+        // runtimes/<rid>/native folders of the package.
+        internal const string Library = "pvllm";
+
+        // PVLLM_ABI_VERSION this binding was written against.
+        internal const uint AbiVersion = 1;
+
+        // ---- Versions -----------------------------------------------------
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern uint pvllm_version_number();
+
+        // Returns const char*: a static string, never freed.
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr pvllm_version();
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern uint pvllm_abi_version();
+
+        // ---- Status and errors --------------------------------------------
+
+        // Returns const char*: a static string, never freed.
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr pvllm_status_to_string(PvllmStatus status);
+
+        // error: const pvllm_error*
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_error_status(IntPtr error);
+
+        // error: const pvllm_error*; returns const char* valid until pvllm_error_free.
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr pvllm_error_message(IntPtr error);
+
+        // error: pvllm_error*
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void pvllm_error_free(IntPtr error);
+
+        // ---- Engine -------------------------------------------------------
+
+        // typedef void (*pvllm_progress_fn)(float fraction, const char* stage, void* user_data);
+        // stage: const char*, valid during the call; userData: void*
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void pvllm_progress_fn(float fraction, IntPtr stage, IntPtr userData);
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct pvllm_engine_params
+        {
+            public uint struct_size;
+            public IntPtr model_path;             // const char*
+            public IntPtr device;                 // const char*
+            public int block_size;
+            public long kv_cache_bytes;
+            public int num_kv_blocks;
+            public int max_num_seqs;
+            public int max_num_batched_tokens;
+            public int max_model_len;
+            public byte enable_prefix_caching;    // uint8_t boolean
+            public int num_threads;
+            public IntPtr progress;               // pvllm_progress_fn
+            public IntPtr progress_user_data;     // void*
+            public int kv_allocator;              // pvllm_kv_allocator
+        }
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void pvllm_engine_params_init(IntPtr parameters, UIntPtr structSize); // (pvllm_engine_params*, size_t); see NativeStruct.Init
+
+        // outEngine: pvllm_engine**; error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_engine_create(ref pvllm_engine_params parameters,
+            out EngineHandle outEngine, out IntPtr error);
+
+        // engine: pvllm_engine* (called by EngineHandle.ReleaseHandle only)
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void pvllm_engine_destroy(IntPtr engine);
+
+        // ---- Requests -----------------------------------------------------
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct pvllm_sampling_params
+        {
+            public uint struct_size;
+            public float temperature;
+            public int top_k;
+            public float top_p;
+            public float min_p;
+            public float repetition_penalty;
+            public float presence_penalty;
+            public float frequency_penalty;
+            public int max_tokens;
+            public IntPtr stop_token_ids;         // const int32_t* [num_stop_token_ids]
+            public UIntPtr num_stop_token_ids;    // size_t
+            public IntPtr stop;                   // const char* const* [num_stop]
+            public UIntPtr num_stop;              // size_t
+            public byte ignore_eos;               // uint8_t boolean
+            public int logprobs;
+            public byte has_seed;                 // uint8_t boolean
+            public ulong seed;
+            public int n;
+        }
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void pvllm_sampling_params_init(IntPtr parameters, UIntPtr structSize); // (pvllm_sampling_params*, size_t); see NativeStruct.Init
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct pvllm_request
+        {
+            public uint struct_size;
+            public IntPtr prompt_text;            // const char*
+            public IntPtr prompt_token_ids;       // const int32_t* [num_prompt_token_ids]
+            public UIntPtr num_prompt_token_ids;  // size_t
+            public IntPtr sampling;               // const pvllm_sampling_params*
+            public int priority;
+        }
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void pvllm_request_init(IntPtr request, UIntPtr structSize); // (pvllm_request*, size_t); see NativeStruct.Init
+
+        // engine: pvllm_engine*; error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_submit(EngineHandle engine, ref pvllm_request request,
+            out ulong outRequestId, out IntPtr error);
+
+        // engine: pvllm_engine*; error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_abort(EngineHandle engine, ulong requestId, out IntPtr error);
+
+        // engine: pvllm_engine*; error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_step(EngineHandle engine, out int outNumUnfinished,
+            out IntPtr error);
+
+        // ---- Outputs ------------------------------------------------------
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct pvllm_logprob
+        {
+            public int token_id;
+            public float logprob;
+        }
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct pvllm_token_logprobs
+        {
+            public int token_id;
+            public float logprob;
+            public IntPtr top;                    // const pvllm_logprob* [num_top]
+            public UIntPtr num_top;               // size_t
+        }
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct pvllm_output
+        {
+            public uint struct_size;
+            public ulong request_id;
+            public int sample_index;
+            public IntPtr token_ids;              // const int32_t* [num_token_ids]
+            public UIntPtr num_token_ids;         // size_t
+            public IntPtr text;                   // const char* UTF-8 [text_len bytes + NUL]
+            public UIntPtr text_len;              // size_t
+            public int finish_reason;             // pvllm_finish_reason
+            public IntPtr logprobs;               // const pvllm_token_logprobs* [num_token_ids] or NULL
+            public IntPtr error_message;          // const char*
+        }
+
+        // engine: pvllm_engine*; outBatch: pvllm_output_batch**; error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_poll(EngineHandle engine, UIntPtr maxEvents,
+            out OutputBatchHandle outBatch, out IntPtr error);
+
+        // batch: const pvllm_output_batch*
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern UIntPtr pvllm_output_batch_size(OutputBatchHandle batch);
+
+        // batch: const pvllm_output_batch*; returns const pvllm_output*, valid until the batch is freed
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr pvllm_output_batch_get(OutputBatchHandle batch, UIntPtr index);
+
+        // batch: pvllm_output_batch* (called by OutputBatchHandle.ReleaseHandle only)
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void pvllm_output_batch_free(IntPtr batch);
+
+        // ---- Statistics ---------------------------------------------------
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct pvllm_stats
+        {
+            public uint struct_size;
+            public int num_running;
+            public int num_waiting;
+            public int num_blocks_total;
+            public int num_blocks_used;
+            public int num_blocks_free;
+            public int num_blocks_cached;
+            public float kv_utilization;
+            public long reserved_unused_slots;
+            public float prefix_cache_hit_rate;
+            public long prefix_cache_hits;
+            public long prefix_cache_queries;
+            public long num_preemptions;
+            public long num_prompt_tokens_processed;
+            public long num_generation_tokens;
+            public long num_cached_prompt_tokens;
+            public long num_steps;
+            public long num_requests_finished;
+            public long num_kv_tokens_stored;
+            public long num_kv_slots_reserved;
+            public long num_seqs_queued_for_memory;
+            public long num_block_copies;
+        }
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void pvllm_stats_init(IntPtr stats, UIntPtr structSize); // (pvllm_stats*, size_t); see NativeStruct.Init
+
+        // engine: pvllm_engine*; error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_get_stats(EngineHandle engine, ref pvllm_stats outStats,
+            out IntPtr error);
+
+        // ---- Tokenizer ----------------------------------------------------
+
+        // engine: pvllm_engine*; text: const char* (NUL-terminated UTF-8, pinned array);
+        // ids: int32_t* [capacity] or NULL; error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_tokenize(EngineHandle engine, byte[] text, byte addBos,
+            [Out] int[] ids, UIntPtr capacity, out UIntPtr outNumIds, out IntPtr error);
+
+        // engine: pvllm_engine*; ids: const int32_t* [numIds]; text: char* [capacity] or NULL;
+        // error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_detokenize(EngineHandle engine, int[] ids, UIntPtr numIds,
+            [Out] byte[] text, UIntPtr capacity, out UIntPtr outLen, out IntPtr error);
+
+        // ---- Models -------------------------------------------------------
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal unsafe struct pvllm_model_config
+        {
+            public uint struct_size;
+            public fixed byte architecture[32];   // char[32], NUL-terminated
+            public fixed byte format[32];         // char[32], NUL-terminated
+            public int hidden_size;
+            public int intermediate_size;
+            public int num_layers;
+            public int num_heads;
+            public int num_kv_heads;
+            public int head_dim;
+            public int vocab_size;
+            public int max_position_embeddings;
+            public float rms_norm_eps;
+            public float rope_theta;
+            public byte tie_word_embeddings;      // uint8_t boolean
+            public int bos_token_id;
+            public int eos_token_id;
+        }
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void pvllm_model_config_init(IntPtr config, UIntPtr structSize); // (pvllm_model_config*, size_t); see NativeStruct.Init
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal unsafe struct pvllm_tensor_info
+        {
+            public IntPtr name;                   // const char*, valid until the model info is freed
+            public IntPtr dtype;                  // const char*: "F32", "F16" or "BF16"
+            public int num_dims;
+            public fixed long shape[4];           // int64_t[4]
+        }
+
+        // modelPath: const char* (NUL-terminated UTF-8, pinned array);
+        // outInfo: pvllm_model_info**; error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_model_inspect(byte[] modelPath, out ModelInfoHandle outInfo,
+            out IntPtr error);
+
+        // info: const pvllm_model_info*; error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_model_info_config(ModelInfoHandle info,
+            ref pvllm_model_config outConfig, out IntPtr error);
+
+        // info: const pvllm_model_info*
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern UIntPtr pvllm_model_info_num_tensors(ModelInfoHandle info);
+
+        // info: const pvllm_model_info*; error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_model_info_tensor(ModelInfoHandle info, UIntPtr index,
+            out pvllm_tensor_info outTensor, out IntPtr error);
+
+        // info: pvllm_model_info* (called by ModelInfoHandle.ReleaseHandle only)
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void pvllm_model_info_free(IntPtr info);
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct pvllm_memory_estimate
+        {
+            public uint struct_size;
+            public ulong weight_bytes;
+            public ulong kv_bytes_per_block;
+            public int num_blocks;
+            public ulong kv_bytes_total;
+            public long max_tokens_in_cache;
+        }
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void pvllm_memory_estimate_init(IntPtr estimate, UIntPtr structSize); // (pvllm_memory_estimate*, size_t); see NativeStruct.Init
+
+        // error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_estimate_memory(ref pvllm_engine_params parameters,
+            ref pvllm_memory_estimate outEstimate, out IntPtr error);
+    }
+}

@@ -1,0 +1,146 @@
+using System;
+using System.Collections.Generic;
+using System.Runtime.InteropServices;
+
+namespace Pvllm
+{
+    /// <summary>pvllm_logprob: a token and its log-probability.</summary>
+    public struct TokenLogprob
+    {
+        public TokenLogprob(int tokenId, float logprob)
+        {
+            TokenId = tokenId;
+            Logprob = logprob;
+        }
+
+        public int TokenId { get; }
+        public float Logprob { get; }
+
+        public override string ToString() => $"{TokenId}:{Logprob}";
+    }
+
+    /// <summary>pvllm_token_logprobs: the chosen token's log-probability and the top alternatives.</summary>
+    public sealed class TokenLogprobs
+    {
+        internal TokenLogprobs(int tokenId, float logprob, IReadOnlyList<TokenLogprob> top)
+        {
+            TokenId = tokenId;
+            Logprob = logprob;
+            Top = top;
+        }
+
+        /// <summary>The chosen token.</summary>
+        public int TokenId { get; }
+        /// <summary>Its log-probability under the raw model distribution.</summary>
+        public float Logprob { get; }
+        /// <summary>The most likely alternatives, best first.</summary>
+        public IReadOnlyList<TokenLogprob> Top { get; }
+    }
+
+    /// <summary>
+    /// pvllm_output: the new tokens of one sample of one request. Every sample
+    /// of every request ends with exactly one output whose FinishReason is not
+    /// None. Copied out of the library's batch, so it lives as long as needed.
+    /// </summary>
+    public sealed class Output
+    {
+        internal Output(ulong requestId, int sampleIndex, IReadOnlyList<int> tokenIds, string text,
+                        FinishReason finishReason, IReadOnlyList<TokenLogprobs> logprobs, string errorMessage)
+        {
+            RequestId = requestId;
+            SampleIndex = sampleIndex;
+            TokenIds = tokenIds;
+            Text = text;
+            FinishReason = finishReason;
+            Logprobs = logprobs;
+            ErrorMessage = errorMessage;
+        }
+
+        public ulong RequestId { get; }
+        /// <summary>0..n-1.</summary>
+        public int SampleIndex { get; }
+        /// <summary>New tokens since the previous output of this sample.</summary>
+        public IReadOnlyList<int> TokenIds { get; }
+        /// <summary>Their text; never a broken character.</summary>
+        public string Text { get; }
+        public FinishReason FinishReason { get; }
+        public bool IsFinished => FinishReason != FinishReason.None;
+        /// <summary>One entry per token id, or null when logprobs were not asked for.</summary>
+        public IReadOnlyList<TokenLogprobs> Logprobs { get; }
+        /// <summary>"" unless FinishReason is Error.</summary>
+        public string ErrorMessage { get; }
+
+        public override string ToString()
+            => $"Output(request {RequestId}, sample {SampleIndex}, {TokenIds.Count} tokens, {FinishReason})";
+
+        /// <summary>Copies the pvllm_output at `p` (a const pvllm_output*).</summary>
+        internal static Output FromNative(IntPtr p)
+        {
+            var o = Marshal.PtrToStructure<NativeMethods.pvllm_output>(p);
+            int numTokens = checked((int)o.num_token_ids.ToUInt64());
+            var ids = new int[numTokens];
+            if (numTokens > 0) Marshal.Copy(o.token_ids, ids, 0, numTokens);
+            string text = Utf8.FromNative(o.text, checked((int)o.text_len.ToUInt64()));
+            TokenLogprobs[] logprobs = null;
+            if (o.logprobs != IntPtr.Zero)
+            {
+                logprobs = new TokenLogprobs[numTokens];
+                int size = Marshal.SizeOf(typeof(NativeMethods.pvllm_token_logprobs));
+                int topSize = Marshal.SizeOf(typeof(NativeMethods.pvllm_logprob));
+                for (int i = 0; i < numTokens; i++)
+                {
+                    var lp = Marshal.PtrToStructure<NativeMethods.pvllm_token_logprobs>(
+                        IntPtr.Add(o.logprobs, i * size));
+                    var top = new TokenLogprob[checked((int)lp.num_top.ToUInt64())];
+                    for (int k = 0; k < top.Length; k++)
+                    {
+                        var t = Marshal.PtrToStructure<NativeMethods.pvllm_logprob>(IntPtr.Add(lp.top, k * topSize));
+                        top[k] = new TokenLogprob(t.token_id, t.logprob);
+                    }
+                    logprobs[i] = new TokenLogprobs(lp.token_id, lp.logprob, top);
+                }
+            }
+            return new Output(o.request_id, o.sample_index, ids, text, (FinishReason)o.finish_reason,
+                              logprobs, Utf8.FromNative(o.error_message));
+        }
+    }
+
+    /// <summary>One finished sample of a GenerateAsync call: all its outputs joined.</summary>
+    public sealed class Sample
+    {
+        internal Sample(int index, IReadOnlyList<int> tokenIds, string text, FinishReason finishReason,
+                        IReadOnlyList<TokenLogprobs> logprobs, string errorMessage)
+        {
+            Index = index;
+            TokenIds = tokenIds;
+            Text = text;
+            FinishReason = finishReason;
+            Logprobs = logprobs;
+            ErrorMessage = errorMessage;
+        }
+
+        public int Index { get; }
+        public IReadOnlyList<int> TokenIds { get; }
+        public string Text { get; }
+        public FinishReason FinishReason { get; }
+        /// <summary>One entry per token, or null when logprobs were not asked for.</summary>
+        public IReadOnlyList<TokenLogprobs> Logprobs { get; }
+        /// <summary>"" unless FinishReason is Error.</summary>
+        public string ErrorMessage { get; }
+    }
+
+    /// <summary>The result of GenerateAsync: every sample of one request, by index.</summary>
+    public sealed class Generation
+    {
+        internal Generation(ulong requestId, IReadOnlyList<Sample> samples)
+        {
+            RequestId = requestId;
+            Samples = samples;
+        }
+
+        public ulong RequestId { get; }
+        public IReadOnlyList<Sample> Samples { get; }
+        /// <summary>Samples[0].Text: the text of a request with n = 1.</summary>
+        public string Text => Samples[0].Text;
+    }
+}

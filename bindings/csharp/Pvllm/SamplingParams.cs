@@ -1,0 +1,131 @@
+using System;
+using System.Collections.Generic;
+
+namespace Pvllm
+{
+    /// <summary>
+    /// pvllm_sampling_params. A new instance holds the library's defaults
+    /// (pvllm_sampling_params_init); the library validates the values at submit.
+    /// </summary>
+    public sealed class SamplingParams
+    {
+        public SamplingParams()
+        {
+            var p = NativeStruct.Init<NativeMethods.pvllm_sampling_params>(NativeMethods.pvllm_sampling_params_init);
+            Temperature = p.temperature;
+            TopK = p.top_k;
+            TopP = p.top_p;
+            MinP = p.min_p;
+            RepetitionPenalty = p.repetition_penalty;
+            PresencePenalty = p.presence_penalty;
+            FrequencyPenalty = p.frequency_penalty;
+            MaxTokens = p.max_tokens;
+            IgnoreEos = p.ignore_eos != 0;
+            Logprobs = p.logprobs;
+            Seed = p.has_seed != 0 ? p.seed : (ulong?)null;
+            N = p.n;
+        }
+
+        /// <summary>Greedy decoding (temperature 0) of at most `maxTokens` tokens.</summary>
+        public static SamplingParams Greedy(int maxTokens)
+            => new SamplingParams { Temperature = 0f, MaxTokens = maxTokens };
+
+        /// <summary>0 = greedy; default 1.</summary>
+        public float Temperature { get; set; }
+        /// <summary>0 = off (default).</summary>
+        public int TopK { get; set; }
+        /// <summary>(0, 1]; 1 = off (default).</summary>
+        public float TopP { get; set; }
+        /// <summary>[0, 1]; 0 = off (default).</summary>
+        public float MinP { get; set; }
+        /// <summary>&gt; 0; 1 = off (default).</summary>
+        public float RepetitionPenalty { get; set; }
+        public float PresencePenalty { get; set; }
+        public float FrequencyPenalty { get; set; }
+        /// <summary>&gt;= 1; default 16.</summary>
+        public int MaxTokens { get; set; }
+        /// <summary>Extra token ids that end generation.</summary>
+        public IList<int> StopTokenIds { get; set; } = new List<int>();
+        /// <summary>Stop strings; the matched string is not part of the output.</summary>
+        public IList<string> Stop { get; set; } = new List<string>();
+        /// <summary>Do not stop at EOS (nor the model's extra stop ids).</summary>
+        public bool IgnoreEos { get; set; }
+        /// <summary>-1 none (default); 0 the chosen token; k: plus the top k (&lt;= 20).</summary>
+        public int Logprobs { get; set; }
+        /// <summary>A fixed seed; null = a random one.</summary>
+        public ulong? Seed { get; set; }
+        /// <summary>Parallel samples, 1..max_num_seqs; default 1.</summary>
+        public int N { get; set; }
+
+        /// <summary>The C struct; its pointers live in `scope`.</summary>
+        internal NativeMethods.pvllm_sampling_params ToNative(NativeScope scope)
+        {
+            var p = NativeStruct.Init<NativeMethods.pvllm_sampling_params>(NativeMethods.pvllm_sampling_params_init);
+            p.temperature = Temperature;
+            p.top_k = TopK;
+            p.top_p = TopP;
+            p.min_p = MinP;
+            p.repetition_penalty = RepetitionPenalty;
+            p.presence_penalty = PresencePenalty;
+            p.frequency_penalty = FrequencyPenalty;
+            p.max_tokens = MaxTokens;
+            p.stop_token_ids = scope.Int32Array(StopTokenIds);
+            p.num_stop_token_ids = (UIntPtr)(uint)(StopTokenIds?.Count ?? 0);
+            p.stop = scope.Utf8StringArray(Stop);
+            p.num_stop = (UIntPtr)(uint)(Stop?.Count ?? 0);
+            p.ignore_eos = IgnoreEos ? (byte)1 : (byte)0;
+            p.logprobs = Logprobs;
+            p.has_seed = Seed.HasValue ? (byte)1 : (byte)0;
+            p.seed = Seed ?? 0;
+            p.n = N;
+            return p;
+        }
+    }
+
+    /// <summary>
+    /// pvllm_request: a prompt (text, tokenized with BOS prepended, or token ids
+    /// used as given), sampling parameters and a priority.
+    /// </summary>
+    public sealed class Request
+    {
+        public Request(string promptText, SamplingParams sampling = null, int priority = 0)
+        {
+            PromptText = promptText ?? throw new ArgumentNullException(nameof(promptText));
+            Sampling = sampling;
+            Priority = priority;
+        }
+
+        public Request(IReadOnlyList<int> promptTokenIds, SamplingParams sampling = null, int priority = 0)
+        {
+            PromptTokenIds = promptTokenIds ?? throw new ArgumentNullException(nameof(promptTokenIds));
+            Sampling = sampling;
+            Priority = priority;
+        }
+
+        public string PromptText { get; }
+        public IReadOnlyList<int> PromptTokenIds { get; }
+        /// <summary>null = the library's defaults.</summary>
+        public SamplingParams Sampling { get; set; }
+        /// <summary>Lower values are served first and preempted last; default 0.</summary>
+        public int Priority { get; set; }
+
+        /// <summary>How many samples (and so final outputs) the request produces.</summary>
+        internal int NumSamples => Sampling?.N ?? 1;
+
+        internal NativeMethods.pvllm_request ToNative(NativeScope scope)
+        {
+            var r = NativeStruct.Init<NativeMethods.pvllm_request>(NativeMethods.pvllm_request_init);
+            r.prompt_text = scope.Utf8String(PromptText);
+            if (PromptTokenIds != null)
+            {
+                var ids = new int[PromptTokenIds.Count];
+                for (int i = 0; i < ids.Length; i++) ids[i] = PromptTokenIds[i];
+                r.prompt_token_ids = scope.Int32Array(ids);
+                r.num_prompt_token_ids = (UIntPtr)(uint)ids.Length;
+            }
+            if (Sampling != null) r.sampling = scope.Struct(Sampling.ToNative(scope));
+            r.priority = Priority;
+            return r;
+        }
+    }
+}

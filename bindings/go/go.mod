@@ -1,0 +1,3 @@
+module pvllm.dev/pvllm
+
+go 1.19

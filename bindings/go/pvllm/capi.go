@@ -1,0 +1,467 @@
+package pvllm
+
+// This file holds every cgo call of the package; the rest is plain Go.
+//
+// Errors: every fallible pvllm_* function takes a last `pvllm_error**`
+// argument and hands back a new error object that holds the status and the
+// message of *that* call. We read the message from that object and free it
+// (takeError) before returning to Go code. A goroutine may run on a
+// different OS thread for each cgo call, so a thread-local "last error"
+// fetched by a second call could belong to another goroutine's failure; the
+// out-parameter makes that impossible, and this package never reads any
+// thread-local state.
+//
+// Pointers: Go memory passed to C never contains Go pointers. Strings are
+// copied to C memory (C.CString + defer C.free); token buffers are plain
+// []int32 whose first element's address is passed for the duration of one
+// call; the library copies every input before it returns.
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../../capi/include
+#cgo LDFLAGS: -lpvllm
+#include <stdint.h>
+#include <stdlib.h>
+#include <pvllm/pvllm.h>
+
+// Defined in progress.go with //export.
+extern void pvllmGoProgress(float fraction, char* stage, uintptr_t handle);
+
+static void pvllm_go_progress_trampoline(float fraction, const char* stage, void* user_data) {
+  pvllmGoProgress(fraction, (char*)stage, (uintptr_t)user_data);
+}
+
+// Creates an engine, routing progress to the Go callback behind `handle`
+// (a runtime/cgo.Handle; 0 = no callback). The handle travels as an integer
+// so that Go never converts a uintptr to a pointer.
+static pvllm_status pvllm_go_engine_create(pvllm_engine_params* params, uintptr_t handle,
+                                           pvllm_engine** out_engine, pvllm_error** error) {
+  if (handle != 0) {
+    params->progress = pvllm_go_progress_trampoline;
+    params->progress_user_data = (void*)handle;
+  }
+  return pvllm_engine_create(params, out_engine, error);
+}
+
+// Builds the pvllm_request on the C stack so that Go never holds a struct
+// with a pointer into Go memory (the token ids live in a Go slice).
+static pvllm_status pvllm_go_submit(pvllm_engine* engine, const char* text, const int32_t* ids,
+                                    size_t num_ids, const pvllm_sampling_params* sampling,
+                                    int32_t priority, uint64_t* out_request_id,
+                                    pvllm_error** error) {
+  pvllm_request request;
+  pvllm_request_init(&request, sizeof request);
+  request.prompt_text = text;
+  request.prompt_token_ids = ids;
+  request.num_prompt_token_ids = num_ids;
+  request.sampling = sampling;
+  request.priority = priority;
+  return pvllm_submit(engine, &request, out_request_id, error);
+}
+*/
+import "C"
+
+import (
+	"runtime/cgo"
+	"unsafe"
+)
+
+// cEngine is the opaque engine handle, named for the files without cgo.
+type cEngine = C.pvllm_engine
+
+// takeError turns the status and error object of one call into a Go error
+// and frees the object. It must be given the object that the same call
+// wrote; see the comment at the top of this file.
+func takeError(st C.pvllm_status, cerr *C.pvllm_error) error {
+	defer C.pvllm_error_free(cerr)
+	if st == C.PVLLM_STATUS_OK {
+		return nil
+	}
+	e := &Error{Status: Status(st)}
+	if cerr != nil {
+		e.Message = C.GoString(C.pvllm_error_message(cerr))
+	}
+	return e
+}
+
+func statusString(s Status) string {
+	return C.GoString(C.pvllm_status_to_string(C.pvllm_status(s)))
+}
+
+func cBool(b bool) C.uint8_t {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// --- versions ---------------------------------------------------------------
+
+// BuiltABIVersion is PVLLM_ABI_VERSION of the header this package was
+// compiled against; New refuses a library with another ABI version.
+const BuiltABIVersion = uint32(C.PVLLM_ABI_VERSION)
+
+// Version returns the loaded library's version, "MAJOR.MINOR.PATCH".
+func Version() string { return C.GoString(C.pvllm_version()) }
+
+// VersionNumber returns the loaded library's MAJOR*10000 + MINOR*100 + PATCH.
+func VersionNumber() uint32 { return uint32(C.pvllm_version_number()) }
+
+// ABIVersion returns the loaded library's ABI version.
+func ABIVersion() uint32 { return uint32(C.pvllm_abi_version()) }
+
+// --- engine params ----------------------------------------------------------
+
+// cEngineParams fills p from cfg; zero fields keep the library's defaults.
+// The returned function frees the C strings.
+func cEngineParams(cfg *Config, p *C.pvllm_engine_params) (free func()) {
+	C.pvllm_engine_params_init(p, C.size_t(C.sizeof_pvllm_engine_params))
+	var strs []*C.char
+	cstr := func(s string) *C.char {
+		c := C.CString(s)
+		strs = append(strs, c)
+		return c
+	}
+	p.model_path = cstr(cfg.ModelPath)
+	if cfg.Device != "" {
+		p.device = cstr(cfg.Device)
+	}
+	if cfg.BlockSize != 0 {
+		p.block_size = C.int32_t(cfg.BlockSize)
+	}
+	if cfg.KVCacheBytes != 0 {
+		p.kv_cache_bytes = C.int64_t(cfg.KVCacheBytes)
+	}
+	if cfg.NumKVBlocks != 0 {
+		p.num_kv_blocks = C.int32_t(cfg.NumKVBlocks)
+	}
+	if cfg.MaxNumSeqs != 0 {
+		p.max_num_seqs = C.int32_t(cfg.MaxNumSeqs)
+	}
+	if cfg.MaxNumBatchedTokens != 0 {
+		p.max_num_batched_tokens = C.int32_t(cfg.MaxNumBatchedTokens)
+	}
+	if cfg.MaxModelLen != 0 {
+		p.max_model_len = C.int32_t(cfg.MaxModelLen)
+	}
+	if cfg.DisablePrefixCaching {
+		p.enable_prefix_caching = 0
+	}
+	if cfg.NumThreads != 0 {
+		p.num_threads = C.int32_t(cfg.NumThreads)
+	}
+	return func() {
+		for _, s := range strs {
+			C.free(unsafe.Pointer(s))
+		}
+	}
+}
+
+func engineCreate(cfg *Config) (*C.pvllm_engine, error) {
+	var p C.pvllm_engine_params
+	free := cEngineParams(cfg, &p)
+	defer free()
+	var handle C.uintptr_t
+	var prog *progressState
+	if cfg.Progress != nil {
+		prog = &progressState{fn: cfg.Progress}
+		h := cgo.NewHandle(prog)
+		defer h.Delete()
+		handle = C.uintptr_t(h)
+	}
+	var h *C.pvllm_engine
+	var cerr *C.pvllm_error
+	st := C.pvllm_go_engine_create(&p, handle, &h, &cerr)
+	err := takeError(st, cerr)
+	if prog != nil && prog.panicked {
+		C.pvllm_engine_destroy(h)
+		panic(prog.panicValue)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func engineDestroy(h *C.pvllm_engine) { C.pvllm_engine_destroy(h) }
+
+func estimateMemory(cfg *Config) (MemoryEstimate, error) {
+	var p C.pvllm_engine_params
+	free := cEngineParams(cfg, &p)
+	defer free()
+	var est C.pvllm_memory_estimate
+	C.pvllm_memory_estimate_init(&est, C.size_t(unsafe.Sizeof(est)))
+	var cerr *C.pvllm_error
+	if err := takeError(C.pvllm_estimate_memory(&p, &est, &cerr), cerr); err != nil {
+		return MemoryEstimate{}, err
+	}
+	return MemoryEstimate{
+		WeightBytes:      uint64(est.weight_bytes),
+		KVBytesPerBlock:  uint64(est.kv_bytes_per_block),
+		NumBlocks:        int(est.num_blocks),
+		KVBytesTotal:     uint64(est.kv_bytes_total),
+		MaxTokensInCache: int64(est.max_tokens_in_cache),
+	}, nil
+}
+
+func inspectModel(path string) (ModelConfig, error) {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var info *C.pvllm_model_info
+	var cerr *C.pvllm_error
+	if err := takeError(C.pvllm_model_inspect(cpath, &info, &cerr), cerr); err != nil {
+		return ModelConfig{}, err
+	}
+	defer C.pvllm_model_info_free(info)
+	var c C.pvllm_model_config
+	C.pvllm_model_config_init(&c, C.size_t(unsafe.Sizeof(c)))
+	if err := takeError(C.pvllm_model_info_config(info, &c, &cerr), cerr); err != nil {
+		return ModelConfig{}, err
+	}
+	return ModelConfig{
+		Architecture:          C.GoString(&c.architecture[0]),
+		Format:                C.GoString(&c.format[0]),
+		HiddenSize:            int(c.hidden_size),
+		IntermediateSize:      int(c.intermediate_size),
+		NumLayers:             int(c.num_layers),
+		NumHeads:              int(c.num_heads),
+		NumKVHeads:            int(c.num_kv_heads),
+		HeadDim:               int(c.head_dim),
+		VocabSize:             int(c.vocab_size),
+		MaxPositionEmbeddings: int(c.max_position_embeddings),
+		RMSNormEps:            float32(c.rms_norm_eps),
+		RopeTheta:             float32(c.rope_theta),
+		TieWordEmbeddings:     c.tie_word_embeddings != 0,
+		BOSTokenID:            int32(c.bos_token_id),
+		EOSTokenID:            int32(c.eos_token_id),
+	}, nil
+}
+
+// --- requests ---------------------------------------------------------------
+
+func defaultSamplingParams() SamplingParams {
+	var c C.pvllm_sampling_params
+	C.pvllm_sampling_params_init(&c, C.size_t(unsafe.Sizeof(c)))
+	return SamplingParams{
+		Temperature:       float32(c.temperature),
+		TopK:              int(c.top_k),
+		TopP:              float32(c.top_p),
+		MinP:              float32(c.min_p),
+		RepetitionPenalty: float32(c.repetition_penalty),
+		PresencePenalty:   float32(c.presence_penalty),
+		FrequencyPenalty:  float32(c.frequency_penalty),
+		MaxTokens:         int(c.max_tokens),
+		IgnoreEOS:         c.ignore_eos != 0,
+		Logprobs:          int(c.logprobs),
+		N:                 int(c.n),
+	}
+}
+
+// submit queues req. Stop strings and stop token ids are copied into C
+// memory because the sampling struct that points at them is itself passed
+// to C.
+func submit(h *C.pvllm_engine, req *Request) (uint64, error) {
+	sp := &req.Params
+	ints := []struct {
+		name string
+		v    int
+	}{{"top_k", sp.TopK}, {"max_tokens", sp.MaxTokens}, {"logprobs", sp.Logprobs}, {"n", sp.N}}
+	for _, f := range ints {
+		if int(int32(f.v)) != f.v {
+			return 0, &Error{Status: StatusInvalidArgument,
+				Message: "sampling params: " + f.name + " does not fit in 32 bits"}
+		}
+	}
+	var c C.pvllm_sampling_params
+	C.pvllm_sampling_params_init(&c, C.size_t(unsafe.Sizeof(c)))
+	c.temperature = C.float(sp.Temperature)
+	c.top_k = C.int32_t(sp.TopK)
+	c.top_p = C.float(sp.TopP)
+	c.min_p = C.float(sp.MinP)
+	c.repetition_penalty = C.float(sp.RepetitionPenalty)
+	c.presence_penalty = C.float(sp.PresencePenalty)
+	c.frequency_penalty = C.float(sp.FrequencyPenalty)
+	c.max_tokens = C.int32_t(sp.MaxTokens)
+	c.ignore_eos = cBool(sp.IgnoreEOS)
+	c.logprobs = C.int32_t(sp.Logprobs)
+	c.n = C.int32_t(sp.N)
+	if sp.Seed != nil {
+		c.has_seed = 1
+		c.seed = C.uint64_t(*sp.Seed)
+	}
+	if n := len(sp.StopTokenIDs); n > 0 {
+		buf := (*C.int32_t)(C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof(C.int32_t(0)))))
+		defer C.free(unsafe.Pointer(buf))
+		dst := unsafe.Slice(buf, n)
+		for i, id := range sp.StopTokenIDs {
+			dst[i] = C.int32_t(id)
+		}
+		c.stop_token_ids = buf
+		c.num_stop_token_ids = C.size_t(n)
+	}
+	if n := len(sp.Stop); n > 0 {
+		arr := (**C.char)(C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof((*C.char)(nil)))))
+		defer C.free(unsafe.Pointer(arr))
+		dst := unsafe.Slice(arr, n)
+		for i, s := range sp.Stop {
+			dst[i] = C.CString(s)
+			defer C.free(unsafe.Pointer(dst[i]))
+		}
+		c.stop = arr
+		c.num_stop = C.size_t(n)
+	}
+
+	var text *C.char
+	if req.PromptTokens == nil {
+		text = C.CString(req.Prompt)
+		defer C.free(unsafe.Pointer(text))
+	}
+	var ids *C.int32_t
+	if len(req.PromptTokens) > 0 {
+		ids = (*C.int32_t)(unsafe.Pointer(&req.PromptTokens[0]))
+	}
+	var id C.uint64_t
+	var cerr *C.pvllm_error
+	st := C.pvllm_go_submit(h, text, ids, C.size_t(len(req.PromptTokens)), &c,
+		C.int32_t(req.Priority), &id, &cerr)
+	if err := takeError(st, cerr); err != nil {
+		return 0, err
+	}
+	return uint64(id), nil
+}
+
+func abort(h *C.pvllm_engine, id uint64) error {
+	var cerr *C.pvllm_error
+	return takeError(C.pvllm_abort(h, C.uint64_t(id), &cerr), cerr)
+}
+
+// step runs one scheduler iteration and returns the number of unfinished
+// requests.
+func step(h *C.pvllm_engine) (int, error) {
+	var n C.int32_t
+	var cerr *C.pvllm_error
+	err := takeError(C.pvllm_step(h, &n, &cerr), cerr)
+	return int(n), err
+}
+
+// poll drains every pending event and copies it into Go memory.
+func poll(h *C.pvllm_engine) ([]Output, error) {
+	var batch *C.pvllm_output_batch
+	var cerr *C.pvllm_error
+	if err := takeError(C.pvllm_poll(h, 0, &batch, &cerr), cerr); err != nil {
+		return nil, err
+	}
+	defer C.pvllm_output_batch_free(batch)
+	n := int(C.pvllm_output_batch_size(batch))
+	if n == 0 {
+		return nil, nil
+	}
+	outs := make([]Output, n)
+	for i := range outs {
+		o := C.pvllm_output_batch_get(batch, C.size_t(i))
+		out := &outs[i]
+		out.RequestID = uint64(o.request_id)
+		out.Index = int(o.sample_index)
+		out.FinishReason = FinishReason(o.finish_reason)
+		if o.num_token_ids > 0 {
+			src := unsafe.Slice(o.token_ids, int(o.num_token_ids))
+			out.TokenIDs = make([]int32, len(src))
+			for j, t := range src {
+				out.TokenIDs[j] = int32(t)
+			}
+		}
+		out.Text = C.GoStringN(o.text, C.int(o.text_len))
+		if o.logprobs != nil && o.num_token_ids > 0 {
+			src := unsafe.Slice(o.logprobs, int(o.num_token_ids))
+			out.Logprobs = make([]TokenLogprobs, len(src))
+			for j := range src {
+				lp := &out.Logprobs[j]
+				lp.TokenID = int32(src[j].token_id)
+				lp.Logprob = float32(src[j].logprob)
+				if src[j].num_top > 0 {
+					top := unsafe.Slice(src[j].top, int(src[j].num_top))
+					lp.Top = make([]Logprob, len(top))
+					for k := range top {
+						lp.Top[k] = Logprob{TokenID: int32(top[k].token_id), Logprob: float32(top[k].logprob)}
+					}
+				}
+			}
+		}
+		if out.FinishReason == FinishError {
+			out.Err = &Error{Status: StatusInternal, Message: C.GoString(o.error_message)}
+		}
+	}
+	return outs, nil
+}
+
+func getStats(h *C.pvllm_engine) (Stats, error) {
+	var s C.pvllm_stats
+	C.pvllm_stats_init(&s, C.size_t(unsafe.Sizeof(s)))
+	var cerr *C.pvllm_error
+	if err := takeError(C.pvllm_get_stats(h, &s, &cerr), cerr); err != nil {
+		return Stats{}, err
+	}
+	return Stats{
+		NumRunning:               int(s.num_running),
+		NumWaiting:               int(s.num_waiting),
+		NumBlocksTotal:           int(s.num_blocks_total),
+		NumBlocksUsed:            int(s.num_blocks_used),
+		NumBlocksFree:            int(s.num_blocks_free),
+		NumBlocksCached:          int(s.num_blocks_cached),
+		KVUtilization:            float32(s.kv_utilization),
+		ReservedUnusedSlots:      int64(s.reserved_unused_slots),
+		PrefixCacheHitRate:       float32(s.prefix_cache_hit_rate),
+		PrefixCacheHits:          int64(s.prefix_cache_hits),
+		PrefixCacheQueries:       int64(s.prefix_cache_queries),
+		NumPreemptions:           int64(s.num_preemptions),
+		NumPromptTokensProcessed: int64(s.num_prompt_tokens_processed),
+		NumGenerationTokens:      int64(s.num_generation_tokens),
+		NumCachedPromptTokens:    int64(s.num_cached_prompt_tokens),
+		NumSteps:                 int64(s.num_steps),
+		NumRequestsFinished:      int64(s.num_requests_finished),
+	}, nil
+}
+
+// --- tokenizer --------------------------------------------------------------
+
+func tokenize(h *C.pvllm_engine, text string, addBOS bool) ([]int32, error) {
+	ctext := C.CString(text)
+	defer C.free(unsafe.Pointer(ctext))
+	ids := make([]int32, len(text)+2)
+	for {
+		var n C.size_t
+		var cerr *C.pvllm_error
+		st := C.pvllm_tokenize(h, ctext, cBool(addBOS), (*C.int32_t)(unsafe.Pointer(&ids[0])),
+			C.size_t(len(ids)), &n, &cerr)
+		if st == C.PVLLM_STATUS_BUFFER_TOO_SMALL && int(n) > len(ids) {
+			C.pvllm_error_free(cerr)
+			ids = make([]int32, int(n))
+			continue
+		}
+		if err := takeError(st, cerr); err != nil {
+			return nil, err
+		}
+		return ids[:int(n)], nil
+	}
+}
+
+func detokenize(h *C.pvllm_engine, ids []int32) (string, error) {
+	if len(ids) == 0 {
+		return "", nil
+	}
+	buf := make([]byte, 8*len(ids)+16)
+	for {
+		var n C.size_t
+		var cerr *C.pvllm_error
+		st := C.pvllm_detokenize(h, (*C.int32_t)(unsafe.Pointer(&ids[0])), C.size_t(len(ids)),
+			(*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n, &cerr)
+		if st == C.PVLLM_STATUS_BUFFER_TOO_SMALL && int(n)+1 > len(buf) {
+			C.pvllm_error_free(cerr)
+			buf = make([]byte, int(n)+1)
+			continue
+		}
+		if err := takeError(st, cerr); err != nil {
+			return "", err
+		}
+		return string(buf[:int(n)]), nil
+	}
+}

@@ -1,0 +1,25 @@
+// Package pvllm is the Go SDK of pvllm, an embeddable LLM inference engine
+// with a paged KV cache and continuous batching. It wraps the C ABI
+// (pvllm/pvllm.h) with cgo and adds no engine logic: scheduling, sampling
+// and tokenizing all happen in the library.
+//
+//	eng, err := pvllm.New(pvllm.Config{ModelPath: "models/stories260K"})
+//	if err != nil { ... }
+//	defer eng.Close()
+//	res, err := eng.Generate(ctx, "Once upon a time", pvllm.GreedySamplingParams(32))
+//
+// Streaming: Submit returns a Stream whose Events channel carries each new
+// piece of text as it is generated; cancelling the context aborts the
+// request.
+//
+// Build: the package needs the header and libpvllm. By default it looks for
+// the header in the source tree (capi/include); point CGO_CFLAGS at
+// "-I<dir>" and CGO_LDFLAGS at "-L<dir>" for an installed copy, and make
+// the shared library findable at run time (LD_LIBRARY_PATH or an rpath).
+//
+// Errors: every failure is an *Error carrying the library's Status and the
+// message of the call that failed; test kinds with
+// errors.Is(err, pvllm.StatusInvalidArgument). Messages are taken from the
+// error object that the same C call hands back, never from thread-local
+// state, so they are right even though goroutines move between OS threads.
+package pvllm

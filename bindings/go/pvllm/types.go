@@ -1,0 +1,186 @@
+package pvllm
+
+// Config describes an engine. Zero fields keep the library's defaults
+// (pvllm_engine_params_init); only ModelPath is required.
+type Config struct {
+	// A Hugging Face folder (config.json, *.safetensors, tokenizer.model) or
+	// a llama2.c .bin with its tokenizer beside it.
+	ModelPath            string
+	Device               string // "cpu" or "auto" (default)
+	BlockSize            int    // tokens per KV block: 8..256, a power of two (default 16)
+	KVCacheBytes         int64  // KV budget in bytes when NumKVBlocks is 0 (default 256 MiB)
+	NumKVBlocks          int    // exact KV block count
+	MaxNumSeqs           int    // sequences running at once (default 256)
+	MaxNumBatchedTokens  int    // tokens fed per step (default 2048)
+	MaxModelLen          int    // context length (default: the model's)
+	DisablePrefixCaching bool   // prefix caching is on unless this is set
+	NumThreads           int    // CPU threads (default: all cores)
+
+	// Progress, when set, is called while New loads the model, on the
+	// goroutine that called New. fraction is in [0, 1].
+	Progress func(fraction float32, stage string)
+
+	// StreamBuffer is the capacity of each Stream's channel (default 64).
+	// It only smooths delivery: a full channel never stalls the engine
+	// (see Stream).
+	StreamBuffer int
+}
+
+// SamplingParams mirrors pvllm_sampling_params. Start from
+// DefaultSamplingParams(): the zero value is not valid (MaxTokens, TopP and
+// N are 0). The library validates every field and names the one it rejects
+// in the error message ("sampling params: top_p must be in (0, 1], ...").
+type SamplingParams struct {
+	Temperature       float32 // 0 = greedy
+	TopK              int     // 0 = off
+	TopP              float32 // (0, 1]; 1 = off
+	MinP              float32 // [0, 1]; 0 = off
+	RepetitionPenalty float32 // > 0; 1 = off
+	PresencePenalty   float32
+	FrequencyPenalty  float32
+	MaxTokens         int      // >= 1
+	StopTokenIDs      []int32  // extra tokens that end generation
+	Stop              []string // stop strings, not included in the output
+	IgnoreEOS         bool
+	Logprobs          int     // -1 none; 0 the chosen token; k: plus the top k (<= 20)
+	Seed              *uint64 // nil = a random seed
+	N                 int     // parallel samples
+}
+
+// DefaultSamplingParams returns the library's defaults
+// (pvllm_sampling_params_init): temperature 1, top_p 1, max_tokens 16, n 1,
+// no logprobs.
+func DefaultSamplingParams() SamplingParams { return defaultSamplingParams() }
+
+// GreedySamplingParams returns the defaults with temperature 0 and the
+// given token budget.
+func GreedySamplingParams(maxTokens int) SamplingParams {
+	p := defaultSamplingParams()
+	p.Temperature = 0
+	p.MaxTokens = maxTokens
+	return p
+}
+
+// Request is one prompt and how to continue it. Exactly one of Prompt and
+// PromptTokens is used: PromptTokens when it is non-nil (ids as given),
+// otherwise Prompt (tokenized with BOS prepended).
+type Request struct {
+	Prompt       string
+	PromptTokens []int32
+	Params       SamplingParams
+	Priority     int32 // lower values are served first and preempted last
+}
+
+// FinishReason mirrors pvllm_finish_reason.
+type FinishReason int32
+
+// The finish reasons of pvllm.h, with the same numbers.
+const (
+	FinishNone   FinishReason = 0 // still generating
+	FinishStop   FinishReason = 1 // EOS, a stop token or a stop string
+	FinishLength FinishReason = 2 // max_tokens or the context length
+	FinishAbort  FinishReason = 3 // aborted (context cancelled, Stream.Abort, Close)
+	FinishError  FinishReason = 4 // see Output.Err
+)
+
+// String returns "", "stop", "length", "abort" or "error".
+func (r FinishReason) String() string {
+	switch r {
+	case FinishNone:
+		return ""
+	case FinishStop:
+		return "stop"
+	case FinishLength:
+		return "length"
+	case FinishAbort:
+		return "abort"
+	case FinishError:
+		return "error"
+	}
+	return "unknown"
+}
+
+// Logprob is one candidate token and its log-probability.
+type Logprob struct {
+	TokenID int32
+	Logprob float32
+}
+
+// TokenLogprobs is the log-probability of one generated token under the raw
+// model distribution, with the most likely alternatives, best first.
+type TokenLogprobs struct {
+	TokenID int32
+	Logprob float32
+	Top     []Logprob
+}
+
+// Output is one event: the new tokens of one sample of one request. Every
+// sample ends with exactly one Output whose FinishReason is not FinishNone.
+type Output struct {
+	RequestID    uint64
+	Index        int     // sample index, 0..n-1
+	TokenIDs     []int32 // new tokens since the previous event
+	Text         string  // their text; never a broken UTF-8 character
+	FinishReason FinishReason
+	Logprobs     []TokenLogprobs // one per token when requested, else nil
+	// Err is set when FinishReason is FinishError (the library's message;
+	// the event carries no status, so Status is StatusInternal), and is
+	// ErrClosed when the engine was closed under the request.
+	Err error
+}
+
+// Stats is a snapshot of the engine's counters (pvllm_stats).
+type Stats struct {
+	NumRunning               int
+	NumWaiting               int
+	NumBlocksTotal           int
+	NumBlocksUsed            int
+	NumBlocksFree            int
+	NumBlocksCached          int
+	KVUtilization            float32 // used / total
+	ReservedUnusedSlots      int64
+	PrefixCacheHitRate       float32
+	PrefixCacheHits          int64
+	PrefixCacheQueries       int64
+	NumPreemptions           int64
+	NumPromptTokensProcessed int64
+	NumGenerationTokens      int64
+	NumCachedPromptTokens    int64
+	NumSteps                 int64
+	NumRequestsFinished      int64
+}
+
+// MemoryEstimate is what New(cfg) would need (pvllm_estimate_memory).
+type MemoryEstimate struct {
+	WeightBytes      uint64
+	KVBytesPerBlock  uint64
+	NumBlocks        int
+	KVBytesTotal     uint64
+	MaxTokensInCache int64
+}
+
+// EstimateMemory reads the model's config and tensor table, loads nothing,
+// and says what New(cfg) would allocate.
+func EstimateMemory(cfg Config) (MemoryEstimate, error) { return estimateMemory(&cfg) }
+
+// ModelConfig is a model's configuration as pvllm reads it.
+type ModelConfig struct {
+	Architecture          string
+	Format                string // "huggingface" or "llama2c"
+	HiddenSize            int
+	IntermediateSize      int
+	NumLayers             int
+	NumHeads              int
+	NumKVHeads            int
+	HeadDim               int
+	VocabSize             int
+	MaxPositionEmbeddings int
+	RMSNormEps            float32
+	RopeTheta             float32
+	TieWordEmbeddings     bool
+	BOSTokenID            int32
+	EOSTokenID            int32
+}
+
+// InspectModel reads a model's configuration without loading its weights.
+func InspectModel(path string) (ModelConfig, error) { return inspectModel(path) }

@@ -1,0 +1,275 @@
+//! Engine configuration and the memory estimate made from it.
+use std::convert::TryFrom;
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+
+use pvllm_sys as sys;
+
+use crate::error::{check, Error, Result, Status};
+
+/// How to build an [`Engine`](crate::Engine): the model and the KV-cache and
+/// batching limits. Every setting left alone keeps the library's default
+/// (from `pvllm_engine_params_init`).
+///
+/// ```no_run
+/// # fn main() -> pvllm::Result<()> {
+/// let config = pvllm::EngineConfig::new("models/llama")
+///     .kv_cache_bytes(64 << 20)
+///     .max_num_seqs(32)
+///     .num_threads(4);
+/// let engine = pvllm::Engine::new(&config)?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineConfig {
+    model_path: PathBuf,
+    device: Option<String>,
+    block_size: Option<u32>,
+    kv_cache_bytes: Option<u64>,
+    num_kv_blocks: Option<u32>,
+    max_num_seqs: Option<u32>,
+    max_num_batched_tokens: Option<u32>,
+    max_model_len: Option<u32>,
+    enable_prefix_caching: Option<bool>,
+    num_threads: Option<u32>,
+    kv_allocator: Option<KvAllocator>,
+}
+
+/// How sequences reserve KV slots (`pvllm_kv_allocator`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KvAllocator {
+    /// Blocks are taken as tokens arrive; forks share blocks copy-on-write
+    /// (the default).
+    Paged,
+    /// The baseline for memory measurements: each sequence reserves
+    /// `max_model_len` slots up front. Same outputs, more memory.
+    Contiguous,
+}
+
+impl EngineConfig {
+    /// A Hugging Face folder (config.json, *.safetensors, tokenizer.model)
+    /// or a llama2.c `.bin` with a tokenizer.model beside it.
+    pub fn new(model_path: impl AsRef<Path>) -> EngineConfig {
+        EngineConfig {
+            model_path: model_path.as_ref().to_path_buf(),
+            device: None,
+            block_size: None,
+            kv_cache_bytes: None,
+            num_kv_blocks: None,
+            max_num_seqs: None,
+            max_num_batched_tokens: None,
+            max_model_len: None,
+            enable_prefix_caching: None,
+            num_threads: None,
+            kv_allocator: None,
+        }
+    }
+
+    /// The model path given to [`EngineConfig::new`].
+    pub fn model_path(&self) -> &Path {
+        &self.model_path
+    }
+
+    /// `"cpu"` or `"auto"` (the default).
+    pub fn device(mut self, device: impl Into<String>) -> Self {
+        self.device = Some(device.into());
+        self
+    }
+
+    /// Tokens per KV block: a power of two in 8..=256 (default 16).
+    pub fn block_size(mut self, tokens: u32) -> Self {
+        self.block_size = Some(tokens);
+        self
+    }
+
+    /// The KV-cache budget in bytes, used when no exact block count is set
+    /// (default 256 MiB).
+    pub fn kv_cache_bytes(mut self, bytes: u64) -> Self {
+        self.kv_cache_bytes = Some(bytes);
+        self
+    }
+
+    /// An exact number of KV blocks; overrides [`kv_cache_bytes`](Self::kv_cache_bytes).
+    pub fn num_kv_blocks(mut self, blocks: u32) -> Self {
+        self.num_kv_blocks = Some(blocks);
+        self
+    }
+
+    /// Sequences running at once (default 256).
+    pub fn max_num_seqs(mut self, seqs: u32) -> Self {
+        self.max_num_seqs = Some(seqs);
+        self
+    }
+
+    /// Tokens fed to the model per step (default 2048).
+    pub fn max_num_batched_tokens(mut self, tokens: u32) -> Self {
+        self.max_num_batched_tokens = Some(tokens);
+        self
+    }
+
+    /// The context length; the model's own by default.
+    pub fn max_model_len(mut self, tokens: u32) -> Self {
+        self.max_model_len = Some(tokens);
+        self
+    }
+
+    /// Reuse the KV blocks of shared prompt prefixes (default on).
+    pub fn enable_prefix_caching(mut self, enable: bool) -> Self {
+        self.enable_prefix_caching = Some(enable);
+        self
+    }
+
+    /// CPU threads; 0 (the default) uses every core.
+    pub fn num_threads(mut self, threads: u32) -> Self {
+        self.num_threads = Some(threads);
+        self
+    }
+
+    /// How sequences reserve KV slots (default [`KvAllocator::Paged`]).
+    /// A library older than this setting ignores it.
+    pub fn kv_allocator(mut self, allocator: KvAllocator) -> Self {
+        self.kv_allocator = Some(allocator);
+        self
+    }
+
+    /// The C parameter struct, with the strings it points into.
+    pub(crate) fn to_raw(&self) -> Result<RawEngineParams> {
+        let model_path = path_to_cstring(&self.model_path)?;
+        let device = match &self.device {
+            Some(d) => Some(CString::new(d.as_str()).map_err(|_| nul_error("device"))?),
+            None => None,
+        };
+        // SAFETY: pvllm_engine_params_init fills the fields that fit in the size we
+        // pass (ours) and zeroes any it does not know.
+        let mut raw = unsafe {
+            let mut raw = std::mem::MaybeUninit::<sys::pvllm_engine_params>::zeroed();
+            sys::pvllm_engine_params_init(
+                raw.as_mut_ptr(),
+                std::mem::size_of::<sys::pvllm_engine_params>(),
+            );
+            raw.assume_init()
+        };
+        raw.model_path = model_path.as_ptr();
+        if let Some(d) = &device {
+            raw.device = d.as_ptr();
+        }
+        if let Some(v) = self.block_size {
+            raw.block_size = to_i32("block_size", v)?;
+        }
+        if let Some(v) = self.kv_cache_bytes {
+            raw.kv_cache_bytes = i64::try_from(v).map_err(|_| range_error("kv_cache_bytes", v))?;
+        }
+        if let Some(v) = self.num_kv_blocks {
+            raw.num_kv_blocks = to_i32("num_kv_blocks", v)?;
+        }
+        if let Some(v) = self.max_num_seqs {
+            raw.max_num_seqs = to_i32("max_num_seqs", v)?;
+        }
+        if let Some(v) = self.max_num_batched_tokens {
+            raw.max_num_batched_tokens = to_i32("max_num_batched_tokens", v)?;
+        }
+        if let Some(v) = self.max_model_len {
+            raw.max_model_len = to_i32("max_model_len", v)?;
+        }
+        if let Some(v) = self.enable_prefix_caching {
+            raw.enable_prefix_caching = u8::from(v);
+        }
+        if let Some(v) = self.num_threads {
+            raw.num_threads = to_i32("num_threads", v)?;
+        }
+        if let Some(v) = self.kv_allocator {
+            raw.kv_allocator = match v {
+                KvAllocator::Paged => sys::pvllm_kv_allocator_PVLLM_KV_ALLOCATOR_PAGED,
+                KvAllocator::Contiguous => sys::pvllm_kv_allocator_PVLLM_KV_ALLOCATOR_CONTIGUOUS,
+            } as i32;
+        }
+        Ok(RawEngineParams {
+            raw,
+            _model_path: model_path,
+            _device: device,
+        })
+    }
+}
+
+/// `pvllm_engine_params` and the C strings its pointers refer to (a
+/// CString's bytes stay put when the CString moves).
+pub(crate) struct RawEngineParams {
+    pub(crate) raw: sys::pvllm_engine_params,
+    _model_path: CString,
+    _device: Option<CString>,
+}
+
+/// What creating an engine with a config would need, read from the model's
+/// config and tensor table without loading weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryEstimate {
+    /// Weights as stored.
+    pub weight_bytes: u64,
+    /// K and V of all layers for one block.
+    pub kv_bytes_per_block: u64,
+    /// Blocks the config's KV budget buys.
+    pub num_blocks: i32,
+    /// `num_blocks * kv_bytes_per_block`.
+    pub kv_bytes_total: u64,
+    /// `num_blocks * block_size`.
+    pub max_tokens_in_cache: i64,
+}
+
+/// Estimates the memory [`Engine::new`](crate::Engine::new) would need for
+/// `config`, without loading the model.
+pub fn estimate_memory(config: &EngineConfig) -> Result<MemoryEstimate> {
+    let params = config.to_raw()?;
+    // SAFETY: init fills every field; the library writes the rest.
+    let mut raw = unsafe {
+        let mut raw = std::mem::MaybeUninit::<sys::pvllm_memory_estimate>::zeroed();
+        sys::pvllm_memory_estimate_init(
+            raw.as_mut_ptr(),
+            std::mem::size_of::<sys::pvllm_memory_estimate>(),
+        );
+        raw.assume_init()
+    };
+    // SAFETY: both structs are initialised and outlive the call.
+    check(|err| unsafe { sys::pvllm_estimate_memory(&params.raw, &mut raw, err) })?;
+    Ok(MemoryEstimate {
+        weight_bytes: raw.weight_bytes,
+        kv_bytes_per_block: raw.kv_bytes_per_block,
+        num_blocks: raw.num_blocks,
+        kv_bytes_total: raw.kv_bytes_total,
+        max_tokens_in_cache: raw.max_tokens_in_cache,
+    })
+}
+
+fn to_i32(name: &str, value: u32) -> Result<i32> {
+    i32::try_from(value).map_err(|_| range_error(name, value))
+}
+
+fn range_error(name: &str, value: impl std::fmt::Display) -> Error {
+    Error::new(
+        Status::InvalidArgument,
+        format!("{} = {} is out of range", name, value),
+    )
+}
+
+pub(crate) fn nul_error(what: &str) -> Error {
+    Error::new(
+        Status::InvalidArgument,
+        format!("{} contains a NUL byte", what),
+    )
+}
+
+#[cfg(unix)]
+fn path_to_cstring(path: &Path) -> Result<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| nul_error("model path"))
+}
+
+#[cfg(not(unix))]
+fn path_to_cstring(path: &Path) -> Result<CString> {
+    let text = path.to_str().ok_or_else(|| {
+        Error::new(
+            Status::InvalidArgument,
+            format!("model path {:?} is not UTF-8", path),
+        )
+    })?;
+    CString::new(text).map_err(|_| nul_error("model path"))
+}

@@ -1,0 +1,234 @@
+//! What to generate: the prompt and its sampling parameters.
+use std::convert::TryFrom;
+use std::ffi::CString;
+use std::os::raw::c_char;
+use std::ptr;
+
+use pvllm_sys as sys;
+
+use crate::config::nul_error;
+use crate::error::{Error, Result, Status};
+
+/// A token id of the model's vocabulary.
+pub type TokenId = i32;
+
+/// Sampling settings for one request; every field of
+/// `pvllm_sampling_params`. `Default` takes the library's defaults
+/// (temperature 1, max_tokens 16, n 1, everything else off).
+///
+/// ```
+/// let params = pvllm::SamplingParams {
+///     temperature: 0.0,
+///     max_tokens: 32,
+///     stop: vec!["\n".to_string()],
+///     ..Default::default()
+/// };
+/// assert_eq!(params.n, 1);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplingParams {
+    /// 0 = greedy.
+    pub temperature: f32,
+    /// Keep the k most likely tokens; 0 = off.
+    pub top_k: u32,
+    /// Nucleus sampling in (0, 1]; 1 = off.
+    pub top_p: f32,
+    /// Drop tokens below `min_p` times the best one's probability; 0 = off.
+    pub min_p: f32,
+    /// > 0; 1 = off.
+    pub repetition_penalty: f32,
+    /// Subtracted once from every token already generated; 0 = off.
+    pub presence_penalty: f32,
+    /// Subtracted per occurrence of a token already generated; 0 = off.
+    pub frequency_penalty: f32,
+    /// Tokens to generate at most, >= 1.
+    pub max_tokens: u32,
+    /// Extra tokens that end generation.
+    pub stop_token_ids: Vec<TokenId>,
+    /// Strings that end generation; they are not part of the output.
+    pub stop: Vec<String>,
+    /// Do not stop at EOS (nor at the model's extra stop ids).
+    pub ignore_eos: bool,
+    /// `None`: no log-probabilities; `Some(0)`: the chosen token's;
+    /// `Some(k)`: plus the k most likely alternatives (k <= 20).
+    pub logprobs: Option<u32>,
+    /// A fixed seed for reproducible sampling; `None` draws a random one.
+    pub seed: Option<u64>,
+    /// Parallel samples of the same prompt.
+    pub n: u32,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        let raw = init_sampling();
+        SamplingParams {
+            temperature: raw.temperature,
+            top_k: raw.top_k.max(0) as u32,
+            top_p: raw.top_p,
+            min_p: raw.min_p,
+            repetition_penalty: raw.repetition_penalty,
+            presence_penalty: raw.presence_penalty,
+            frequency_penalty: raw.frequency_penalty,
+            max_tokens: raw.max_tokens.max(0) as u32,
+            stop_token_ids: Vec::new(),
+            stop: Vec::new(),
+            ignore_eos: raw.ignore_eos != 0,
+            logprobs: u32::try_from(raw.logprobs).ok(),
+            seed: if raw.has_seed != 0 {
+                Some(raw.seed)
+            } else {
+                None
+            },
+            n: raw.n.max(1) as u32,
+        }
+    }
+}
+
+impl SamplingParams {
+    /// Greedy decoding (temperature 0) of at most `max_tokens` tokens.
+    pub fn greedy(max_tokens: u32) -> Self {
+        SamplingParams {
+            temperature: 0.0,
+            max_tokens,
+            ..Default::default()
+        }
+    }
+
+    pub(crate) fn to_raw(&self) -> Result<RawSampling> {
+        let stop: Vec<CString> = self
+            .stop
+            .iter()
+            .map(|s| CString::new(s.as_str()).map_err(|_| nul_error("a stop string")))
+            .collect::<Result<_>>()?;
+        let stop_ptrs: Vec<*const c_char> = stop.iter().map(|s| s.as_ptr()).collect();
+        let stop_token_ids = self.stop_token_ids.clone();
+        let mut raw = init_sampling();
+        raw.temperature = self.temperature;
+        raw.top_k = to_i32("top_k", self.top_k)?;
+        raw.top_p = self.top_p;
+        raw.min_p = self.min_p;
+        raw.repetition_penalty = self.repetition_penalty;
+        raw.presence_penalty = self.presence_penalty;
+        raw.frequency_penalty = self.frequency_penalty;
+        raw.max_tokens = to_i32("max_tokens", self.max_tokens)?;
+        raw.stop_token_ids = if stop_token_ids.is_empty() {
+            ptr::null()
+        } else {
+            stop_token_ids.as_ptr()
+        };
+        raw.num_stop_token_ids = stop_token_ids.len();
+        raw.stop = if stop_ptrs.is_empty() {
+            ptr::null()
+        } else {
+            stop_ptrs.as_ptr()
+        };
+        raw.num_stop = stop_ptrs.len();
+        raw.ignore_eos = u8::from(self.ignore_eos);
+        raw.logprobs = match self.logprobs {
+            Some(k) => to_i32("logprobs", k)?,
+            None => -1,
+        };
+        raw.has_seed = u8::from(self.seed.is_some());
+        raw.seed = self.seed.unwrap_or(0);
+        raw.n = to_i32("n", self.n)?;
+        Ok(RawSampling {
+            raw,
+            _stop_token_ids: stop_token_ids,
+            _stop: stop,
+            _stop_ptrs: stop_ptrs,
+        })
+    }
+}
+
+/// `pvllm_sampling_params` and the buffers its pointers refer to (a Vec's
+/// heap buffer stays put when the Vec moves).
+pub(crate) struct RawSampling {
+    pub(crate) raw: sys::pvllm_sampling_params,
+    _stop_token_ids: Vec<TokenId>,
+    _stop: Vec<CString>,
+    _stop_ptrs: Vec<*const c_char>,
+}
+
+fn init_sampling() -> sys::pvllm_sampling_params {
+    // SAFETY: pvllm_sampling_params_init fills every field.
+    unsafe {
+        let mut raw = std::mem::MaybeUninit::<sys::pvllm_sampling_params>::zeroed();
+        sys::pvllm_sampling_params_init(
+            raw.as_mut_ptr(),
+            std::mem::size_of::<sys::pvllm_sampling_params>(),
+        );
+        raw.assume_init()
+    }
+}
+
+pub(crate) fn to_i32(name: &str, value: u32) -> Result<i32> {
+    i32::try_from(value).map_err(|_| {
+        Error::new(
+            Status::InvalidArgument,
+            format!("{} = {} is out of range", name, value),
+        )
+    })
+}
+
+/// A prompt: text (tokenized by the engine with BOS prepended) or token ids
+/// used as given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prompt {
+    /// UTF-8 text.
+    Text(String),
+    /// Token ids of the model's vocabulary.
+    Tokens(Vec<TokenId>),
+}
+
+/// One request: a prompt, its sampling parameters and a priority (lower
+/// values are served first and preempted last; default 0).
+///
+/// ```
+/// use pvllm::{Request, SamplingParams};
+/// let request = Request::text("Once upon a time")
+///     .with_sampling(SamplingParams::greedy(20))
+///     .with_priority(-1);
+/// let from_ids = Request::tokens(vec![1, 415, 2501]);
+/// # let _ = (request, from_ids);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// What to continue.
+    pub prompt: Prompt,
+    /// How to sample.
+    pub sampling: SamplingParams,
+    /// Lower values are served first and preempted last.
+    pub priority: i32,
+}
+
+impl Request {
+    /// A text prompt with default sampling.
+    pub fn text(text: impl Into<String>) -> Request {
+        Request {
+            prompt: Prompt::Text(text.into()),
+            sampling: SamplingParams::default(),
+            priority: 0,
+        }
+    }
+
+    /// A token-id prompt with default sampling.
+    pub fn tokens(ids: impl Into<Vec<TokenId>>) -> Request {
+        Request {
+            prompt: Prompt::Tokens(ids.into()),
+            sampling: SamplingParams::default(),
+            priority: 0,
+        }
+    }
+
+    /// Replaces the sampling parameters.
+    pub fn with_sampling(mut self, sampling: SamplingParams) -> Request {
+        self.sampling = sampling;
+        self
+    }
+
+    /// Sets the priority.
+    pub fn with_priority(mut self, priority: i32) -> Request {
+        self.priority = priority;
+        self
+    }
+}
