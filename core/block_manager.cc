@@ -8,16 +8,7 @@
 #include <cstdlib>
 #include <iterator>
 
-// Broken invariants are programming errors: abort with the reason.
-// Running out of blocks is not one of them (see can_allocate / can_append).
-#define PVLLM_KV_CHECK(cond, msg)                                                                \
-  do {                                                                                           \
-    if (!(cond)) {                                                                               \
-      std::fprintf(stderr, "pvllm: BlockManager invariant broken at %s:%d: %s (%s)\n", __FILE__, \
-                   __LINE__, msg, #cond);                                                        \
-      std::abort();                                                                              \
-    }                                                                                            \
-  } while (0)
+#include "core/check.h"
 
 namespace pvllm {
 namespace {
@@ -46,13 +37,13 @@ BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_p
       enable_prefix_caching_(enable_prefix_caching && allocator == KvAllocator::kPaged),
       allocator_(allocator),
       blocks_(static_cast<size_t>(std::max(num_blocks, 0))) {
-  PVLLM_KV_CHECK(num_blocks >= 1, "num_blocks must be >= 1");
-  PVLLM_KV_CHECK(block_size >= 8 && block_size <= 256 && (block_size & (block_size - 1)) == 0,
-                 "block_size must be a power of two in [8, 256]");
+  PVLLM_CHECK(num_blocks >= 1, "num_blocks must be >= 1");
+  PVLLM_CHECK(block_size >= 8 && block_size <= 256 && (block_size & (block_size - 1)) == 0,
+              "block_size must be a power of two in [8, 256]");
   if (allocator_ == KvAllocator::kContiguous) {
     num_reserved_blocks_ = blocks_for(max_seq_len);
-    PVLLM_KV_CHECK(num_reserved_blocks_ >= 1 && num_reserved_blocks_ <= num_blocks,
-                   "a contiguous reservation must fit the pool");
+    PVLLM_CHECK(num_reserved_blocks_ >= 1 && num_reserved_blocks_ <= num_blocks,
+                "a contiguous reservation must fit the pool");
     free_runs_.emplace(0, num_blocks);
     num_free_in_runs_ = num_blocks;
     return;
@@ -76,13 +67,13 @@ BlockId BlockManager::find_free_run(int32_t length) const {
 
 void BlockManager::take_run(BlockId start, int32_t length, BlockTable* table) {
   auto it = free_runs_.find(start);
-  PVLLM_KV_CHECK(it != free_runs_.end() && it->second >= length, "take_run of a run not free");
+  PVLLM_CHECK(it != free_runs_.end() && it->second >= length, "take_run of a run not free");
   const int32_t rest = it->second - length;
   free_runs_.erase(it);
   if (rest > 0) free_runs_.emplace(start + length, rest);
   num_free_in_runs_ -= length;
   for (BlockId b = start; b < start + length; ++b) {
-    PVLLM_KV_CHECK(blocks_[b].ref == 0, "a block in a free run was owned");
+    PVLLM_CHECK(blocks_[b].ref == 0, "a block in a free run was owned");
     blocks_[b].ref = 1;
     table->blocks.push_back(b);
   }
@@ -94,7 +85,7 @@ void BlockManager::give_back_block(BlockId b) {
   auto next = free_runs_.upper_bound(b);
   if (next != free_runs_.begin()) {
     auto prev = std::prev(next);
-    PVLLM_KV_CHECK(prev->first + prev->second <= b, "freeing a block that is already free");
+    PVLLM_CHECK(prev->first + prev->second <= b, "freeing a block that is already free");
     if (prev->first + prev->second == b) {
       start = prev->first;
       length += prev->second;
@@ -144,11 +135,11 @@ int32_t BlockManager::num_cached_prefix_tokens(std::span<const int32_t> tokens) 
 }
 
 bool BlockManager::can_allocate(std::span<const int32_t> tokens, int32_t num_tokens) const {
-  PVLLM_KV_CHECK(num_tokens >= 0 && num_tokens <= static_cast<int32_t>(tokens.size()),
-                 "num_tokens out of range of tokens");
+  PVLLM_CHECK(num_tokens >= 0 && num_tokens <= static_cast<int32_t>(tokens.size()),
+              "num_tokens out of range of tokens");
   if (allocator_ == KvAllocator::kContiguous) {
-    PVLLM_KV_CHECK(blocks_for(static_cast<int32_t>(tokens.size())) <= num_reserved_blocks_,
-                   "a sequence longer than its contiguous reservation");
+    PVLLM_CHECK(blocks_for(static_cast<int32_t>(tokens.size())) <= num_reserved_blocks_,
+                "a sequence longer than its contiguous reservation");
     return find_free_run(num_reserved_blocks_) >= 0;
   }
   // Only blocks that lie wholly within the requested range can be reused.
@@ -168,8 +159,8 @@ bool BlockManager::can_allocate(std::span<const int32_t> tokens, int32_t num_tok
 
 int32_t BlockManager::allocate(std::span<const int32_t> tokens, int32_t num_tokens,
                                BlockTable* table) {
-  PVLLM_KV_CHECK(table->blocks.empty() && table->hashes.empty(),
-                 "allocate needs an empty block table");
+  PVLLM_CHECK(table->blocks.empty() && table->hashes.empty(),
+              "allocate needs an empty block table");
   if (!can_allocate(tokens, num_tokens)) return -1;
   if (allocator_ == KvAllocator::kContiguous) {
     take_run(find_free_run(num_reserved_blocks_), num_reserved_blocks_, table);
@@ -201,7 +192,7 @@ int32_t BlockManager::allocate(std::span<const int32_t> tokens, int32_t num_toke
   const int32_t num_needed = blocks_for(num_tokens);
   while (static_cast<int32_t>(table->blocks.size()) < num_needed) {
     const BlockId b = allocate_block();
-    PVLLM_KV_CHECK(b >= 0, "can_allocate said yes but the pool ran dry");
+    PVLLM_CHECK(b >= 0, "can_allocate said yes but the pool ran dry");
     table->blocks.push_back(b);
   }
   return num_hit * block_size_;
@@ -209,7 +200,7 @@ int32_t BlockManager::allocate(std::span<const int32_t> tokens, int32_t num_toke
 
 bool BlockManager::can_append(const BlockTable& table, int32_t num_computed,
                               int32_t num_new) const {
-  PVLLM_KV_CHECK(num_computed >= 0 && num_new >= 0, "negative token count");
+  PVLLM_CHECK(num_computed >= 0 && num_new >= 0, "negative token count");
   if (num_new == 0) return true;
   const int32_t num_have = static_cast<int32_t>(table.blocks.size());
   const int32_t num_needed = blocks_for(num_computed + num_new);
@@ -236,10 +227,10 @@ bool BlockManager::append(BlockTable* table, int32_t num_computed, int32_t num_n
   for (int32_t i = first; i < last; ++i) {
     const BlockId src = table->blocks[i];
     Block& blk = blocks_[src];
-    PVLLM_KV_CHECK(!blk.hashed, "a hashed (immutable) block lies in the written range");
+    PVLLM_CHECK(!blk.hashed, "a hashed (immutable) block lies in the written range");
     if (blk.ref <= 1) continue;
     const BlockId dst = allocate_block();
-    PVLLM_KV_CHECK(dst >= 0, "can_append said yes but the pool ran dry");
+    PVLLM_CHECK(dst >= 0, "can_append said yes but the pool ran dry");
     // The other owners keep src; only this table moves to the copy.
     --blk.ref;
     table->blocks[i] = dst;
@@ -250,7 +241,7 @@ bool BlockManager::append(BlockTable* table, int32_t num_computed, int32_t num_n
   // same contents, so the table's hashes stay valid.
   while (static_cast<int32_t>(table->blocks.size()) < num_needed) {
     const BlockId b = allocate_block();
-    PVLLM_KV_CHECK(b >= 0, "can_append said yes but the pool ran dry");
+    PVLLM_CHECK(b >= 0, "can_append said yes but the pool ran dry");
     table->blocks.push_back(b);
   }
   return true;
@@ -259,8 +250,8 @@ bool BlockManager::append(BlockTable* table, int32_t num_computed, int32_t num_n
 void BlockManager::cache_full_blocks(BlockTable* table, std::span<const int32_t> tokens,
                                      int32_t num_computed) {
   if (!enable_prefix_caching_) return;
-  PVLLM_KV_CHECK(num_computed <= static_cast<int32_t>(tokens.size()),
-                 "more tokens computed than the sequence holds");
+  PVLLM_CHECK(num_computed <= static_cast<int32_t>(tokens.size()),
+              "more tokens computed than the sequence holds");
   const int32_t num_full =
       std::min(num_computed / block_size_, static_cast<int32_t>(table->blocks.size()));
   for (int32_t i = static_cast<int32_t>(table->hashes.size()); i < num_full; ++i) {
@@ -271,7 +262,7 @@ void BlockManager::cache_full_blocks(BlockTable* table, std::span<const int32_t>
     Block& blk = blocks_[table->blocks[i]];
     if (blk.hashed) {
       // Shared with a table that registered it first (fork).
-      PVLLM_KV_CHECK(blk.hash == h, "a shared block was registered with other contents");
+      PVLLM_CHECK(blk.hash == h, "a shared block was registered with other contents");
       continue;
     }
     // Another block already holds these contents (computed concurrently):
@@ -286,10 +277,10 @@ void BlockManager::cache_full_blocks(BlockTable* table, std::span<const int32_t>
 }
 
 void BlockManager::fork(const BlockTable& parent, BlockTable* child) {
-  PVLLM_KV_CHECK(allocator_ == KvAllocator::kPaged, "sharing fork with a contiguous allocator");
-  PVLLM_KV_CHECK(child->blocks.empty() && child->hashes.empty(), "fork needs an empty child");
+  PVLLM_CHECK(allocator_ == KvAllocator::kPaged, "sharing fork with a contiguous allocator");
+  PVLLM_CHECK(child->blocks.empty() && child->hashes.empty(), "fork needs an empty child");
   for (BlockId b : parent.blocks) {
-    PVLLM_KV_CHECK(blocks_[b].ref > 0, "fork of a table holding an unowned block");
+    PVLLM_CHECK(blocks_[b].ref > 0, "fork of a table holding an unowned block");
     ++blocks_[b].ref;
   }
   child->blocks = parent.blocks;
@@ -308,7 +299,7 @@ bool BlockManager::fork(const BlockTable& parent, int32_t num_computed, BlockTab
     fork(parent, child);
     return true;
   }
-  PVLLM_KV_CHECK(child->blocks.empty() && child->hashes.empty(), "fork needs an empty child");
+  PVLLM_CHECK(child->blocks.empty() && child->hashes.empty(), "fork needs an empty child");
   if (!can_fork(parent)) return false;
   take_run(find_free_run(num_reserved_blocks_), num_reserved_blocks_, child);
   const int32_t num_used =
@@ -377,14 +368,14 @@ BlockId BlockManager::allocate_block() {
     return -1;
   }
   Block& blk = blocks_[b];
-  PVLLM_KV_CHECK(blk.ref == 0 && !blk.hashed, "a block on the free path was still owned");
+  PVLLM_CHECK(blk.ref == 0 && !blk.hashed, "a block on the free path was still owned");
   blk.ref = 1;
   return b;
 }
 
 void BlockManager::release_block(BlockId b) {
   Block& blk = blocks_[b];
-  PVLLM_KV_CHECK(blk.ref > 0, "release of a block that nobody owns");
+  PVLLM_CHECK(blk.ref > 0, "release of a block that nobody owns");
   if (--blk.ref > 0) return;
   if (allocator_ == KvAllocator::kContiguous) {
     give_back_block(b);

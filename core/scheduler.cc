@@ -9,14 +9,7 @@
 #include <cstdlib>
 #include <span>
 
-#define PVLLM_SCHED_CHECK(cond, msg)                                                          \
-  do {                                                                                        \
-    if (!(cond)) {                                                                            \
-      std::fprintf(stderr, "pvllm: Scheduler invariant broken at %s:%d: %s (%s)\n", __FILE__, \
-                   __LINE__, msg, #cond);                                                     \
-      std::abort();                                                                           \
-    }                                                                                         \
-  } while (0)
+#include "core/check.h"
 
 namespace pvllm {
 namespace {
@@ -37,9 +30,9 @@ int32_t unschedule(std::vector<ScheduledSeq>* batch_part, const Sequence* seq) {
 
 Scheduler::Scheduler(const SchedulerConfig& config, BlockManager* block_manager)
     : config_(config), block_manager_(block_manager) {
-  PVLLM_SCHED_CHECK(config_.max_num_seqs >= 1, "max_num_seqs must be >= 1");
-  PVLLM_SCHED_CHECK(config_.max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1");
-  PVLLM_SCHED_CHECK(config_.max_prefill_chunk >= 0, "max_prefill_chunk must be >= 0");
+  PVLLM_CHECK(config_.max_num_seqs >= 1, "max_num_seqs must be >= 1");
+  PVLLM_CHECK(config_.max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1");
+  PVLLM_CHECK(config_.max_prefill_chunk >= 0, "max_prefill_chunk must be >= 0");
   if (config_.max_prefill_chunk == 0 ||
       config_.max_prefill_chunk > config_.max_num_batched_tokens) {
     config_.max_prefill_chunk = config_.max_num_batched_tokens;
@@ -47,8 +40,8 @@ Scheduler::Scheduler(const SchedulerConfig& config, BlockManager* block_manager)
 }
 
 void Scheduler::add(Sequence* seq) {
-  PVLLM_SCHED_CHECK(seq->num_tokens() >= 1, "a sequence needs at least one token");
-  PVLLM_SCHED_CHECK(seq->block_table.blocks.empty(), "a new sequence must hold no blocks");
+  PVLLM_CHECK(seq->num_tokens() >= 1, "a sequence needs at least one token");
+  PVLLM_CHECK(seq->block_table.blocks.empty(), "a new sequence must hold no blocks");
   seq->status = SequenceStatus::kWaiting;
   seq->num_computed_tokens = 0;
   seq->num_cached_tokens = 0;
@@ -107,7 +100,7 @@ ScheduledBatch Scheduler::schedule() {
     if (self_preempted) break;  // it was last in service order: nothing follows
     const bool ok =
         block_manager_->append(&seq->block_table, seq->num_computed_tokens, num_new, &batch.copies);
-    PVLLM_SCHED_CHECK(ok, "append failed after can_append");
+    PVLLM_CHECK(ok, "append failed after can_append");
     const bool samples = seq->num_computed_tokens + num_new == seq->num_tokens();
     (is_decode ? decodes : prefills).push_back(ScheduledSeq{seq, num_new, samples});
     budget -= num_new;
@@ -130,7 +123,7 @@ ScheduledBatch Scheduler::schedule() {
       const int32_t num_cached = block_manager_->num_cached_prefix_tokens(tokens);
       const int32_t num_new =
           std::min({seq->num_tokens() - num_cached, config_.max_prefill_chunk, budget});
-      PVLLM_SCHED_CHECK(num_new > 0, "a waiting sequence with nothing to compute");
+      PVLLM_CHECK(num_new > 0, "a waiting sequence with nothing to compute");
       auto fits = [&]() {
         return num_seats_used + seq->num_seats <= config_.max_num_seqs &&
                block_manager_->can_allocate(tokens, num_cached + num_new);
@@ -159,7 +152,7 @@ ScheduledBatch Scheduler::schedule() {
       waiting_.pop_front();
       const int32_t num_from_cache =
           block_manager_->allocate(tokens, num_cached + num_new, &seq->block_table);
-      PVLLM_SCHED_CHECK(num_from_cache == num_cached, "allocate disagreed with the prefix cache");
+      PVLLM_CHECK(num_from_cache == num_cached, "allocate disagreed with the prefix cache");
       seq->status = SequenceStatus::kRunning;
       seq->num_computed_tokens = num_from_cache;
       seq->num_cached_tokens = num_from_cache;
@@ -183,8 +176,8 @@ void Scheduler::on_batch_computed(const ScheduledBatch& batch) {
     // Finished or aborted between schedule() and now: nothing to record.
     if (seq->status != SequenceStatus::kRunning) continue;
     seq->num_computed_tokens += s.num_new_tokens;
-    PVLLM_SCHED_CHECK(seq->num_computed_tokens <= seq->num_tokens(),
-                      "computed past the end of the sequence");
+    PVLLM_CHECK(seq->num_computed_tokens <= seq->num_tokens(),
+                "computed past the end of the sequence");
     block_manager_->cache_full_blocks(&seq->block_table, std::span<const int32_t>(seq->token_ids),
                                       seq->num_computed_tokens);
   }
@@ -237,7 +230,7 @@ KvOccupancy Scheduler::kv_occupancy() const {
 
 void Scheduler::preempt(Sequence* seq) {
   auto it = std::find(running_.begin(), running_.end(), seq);
-  PVLLM_SCHED_CHECK(it != running_.end(), "preempting a sequence that is not running");
+  PVLLM_CHECK(it != running_.end(), "preempting a sequence that is not running");
   running_.erase(it);
   block_manager_->free(&seq->block_table);
   seq->status = SequenceStatus::kWaiting;

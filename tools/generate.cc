@@ -237,7 +237,7 @@ class Generator {
     pvllm_engine* engine = nullptr;
     pvllm_error* error = nullptr;
     const pvllm_status status = pvllm_engine_create(&params, &engine, &error);
-    if (status != PVLLM_STATUS_OK) return report_error("cannot load the model", status, error);
+    if (status != PVLLM_STATUS_OK) return report_error("cannot create the engine", status, error);
     engine_.reset(engine);
     return 0;
   }
