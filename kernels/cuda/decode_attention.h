@@ -1,0 +1,81 @@
+// Decode attention over the paged KV cache: one query token per sequence.
+// Plain C++ so host code includes it without the CUDA headers; the kernels
+// live in decode_attention.cu.
+//
+// Cache layout, per layer, K and V alike: [num_blocks, num_kv_heads,
+// block_size, head_dim] (HND inside a block), contiguous, in the model dtype.
+// Position p of sequence s lives in block block_tables[s][p / block_size] at
+// offset p % block_size — the same as the CPU backend.
+//
+// Work split. One CUDA block serves all query heads of one kv head (GQA), so
+// each K/V block is read once per (sequence, kv head, split). When
+// num_seqs * num_kv_heads is small against the SM count, each sequence's
+// context is cut into num_splits contiguous partitions handled by separate
+// CUDA blocks (flash-decoding); they write partial outputs and their softmax
+// max and sum to the workspace, and a merge kernel combines them with the
+// log-sum-exp rule.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace pvllm {
+
+// The split count never exceeds this, so the workspace stays bounded.
+constexpr int32_t kDecodeMaxSplits = 32;
+// The automatic plan gives every split at least this many tokens of the
+// longest context: shorter partitions cost more in merging than they win.
+constexpr int32_t kDecodeMinTokensPerSplit = 256;
+// Query heads per kv head served by one CUDA block, at most.
+constexpr int32_t kDecodeMaxGroupSize = 16;
+
+struct DecodeAttentionParams {
+  const void* q = nullptr;                // [num_seqs, num_heads, head_dim]
+  void* out = nullptr;                    // [num_seqs, num_heads, head_dim]
+  const void* k_cache = nullptr;          // [num_blocks, num_kv_heads, block_size, head_dim]
+  const void* v_cache = nullptr;          // [num_blocks, num_kv_heads, block_size, head_dim]
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  const int32_t* context_lens = nullptr;  // [num_seqs] tokens in context, this step's included
+  // Split-KV scratch of pvllm_cuda_decode_attention_workspace_bytes(params)
+  // bytes, 16-byte aligned; may be null when that is 0. Laid out as
+  //   partial_out fp32 [num_seqs, num_heads, num_splits, head_dim]
+  //   partial_max fp32 [num_seqs, num_heads, num_splits]
+  //   partial_sum fp32 [num_seqs, num_heads, num_splits]
+  void* workspace = nullptr;
+  DType dtype = DType::kBF16;  // kF16 or kBF16: q, out and the cache
+  int32_t num_seqs = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;  // divides num_heads, num_heads / num_kv_heads <= kDecodeMaxGroupSize
+  int32_t head_dim = 0;      // 64 or 128
+  int32_t block_size = 0;    // 16, 32 or 256
+  int32_t max_blocks_per_seq = 0;
+  int32_t max_context_len = 0;  // bound on context_lens, for planning the split count
+  float scale = 0.0f;           // applied to q.k; the model uses 1 / sqrt(head_dim)
+  // 0: choose the split count from the SM count and the sizes. n > 0: use
+  // min(n, kDecodeMaxSplits) splits (1 = the single-pass path); tests use it
+  // to force both paths.
+  int32_t num_splits_override = 0;
+};
+
+// The number of context partitions the launcher will use for these sizes.
+// Queries the SM count of the current device once and caches it (132 is
+// assumed if the query fails). Depends only on sizes, never on pointers.
+int32_t pvllm_cuda_decode_attention_num_splits(const DecodeAttentionParams& params);
+
+// Bytes of workspace the launcher needs for these sizes (0 on the
+// single-pass path).
+size_t pvllm_cuda_decode_attention_workspace_bytes(const DecodeAttentionParams& params);
+
+// For each sequence s and head h, out[s][h] = softmax(scale * q[s][h] . K) V
+// over positions [0, context_lens[s]); a sequence with context 0 gets zeros.
+// Online softmax in fp32. Asynchronous on `stream` (a cudaStream_t; nullptr
+// is the default stream). Returns a cudaError_t value: cudaSuccess (0);
+// cudaErrorInvalidValue for an unsupported dtype / head_dim / block_size /
+// group size, a null or misaligned pointer, or a missing workspace on the
+// split path (the shape checks happen before any CUDA call; nothing is
+// launched); or the launch error.
+int pvllm_cuda_decode_attention(const DecodeAttentionParams& params, void* stream);
+
+}  // namespace pvllm

@@ -1,0 +1,67 @@
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/kv_write.h"
+
+namespace pvllm {
+
+namespace {
+
+constexpr int kThreadsPerBlock = 128;
+constexpr int kElemsPerVector = 8;  // 16 bytes of fp16 / bf16
+
+// grid: (num_tokens). Each CUDA block writes one token's row of every kv
+// head; thread i moves 16-byte vector i of the row (kv head i / vectors per
+// head), looping when the row is longer than the block. The dtype does not
+// matter: both are 2-byte elements copied bit for bit.
+__global__ void write_kv_kernel(
+    const int4* __restrict__ k,  // [num_tokens, row_vectors]
+    const int4* __restrict__ v,  // [num_tokens, row_vectors]
+    int4* __restrict__ k_cache,  // [num_blocks, num_kv_heads, block_size, head_vectors]
+    int4* __restrict__ v_cache,  // same as k_cache
+    const int64_t* __restrict__ slot_mapping,  // [num_tokens]
+    int32_t num_kv_heads, int32_t head_vectors, int32_t block_size) {
+  const int64_t token = blockIdx.x;
+  const int64_t slot = slot_mapping[token];
+  if (slot < 0) return;  // padding row
+  const int64_t block = slot / block_size;
+  const int64_t offset = slot % block_size;
+  const int32_t row_vectors = num_kv_heads * head_vectors;
+  for (int32_t i = threadIdx.x; i < row_vectors; i += blockDim.x) {
+    const int32_t kv_head = i / head_vectors;
+    const int32_t chunk = i % head_vectors;
+    const int64_t dst =
+        ((block * num_kv_heads + kv_head) * block_size + offset) * head_vectors + chunk;
+    const int64_t src = token * row_vectors + i;
+    k_cache[dst] = k[src];
+    v_cache[dst] = v[src];
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+int pvllm_cuda_write_kv(const KvWriteParams& p, void* stream) {
+  // Shape checks first, before any CUDA call, so bad input is reported the
+  // same way with or without a device.
+  const bool valid = (p.dtype == DType::kF16 || p.dtype == DType::kBF16) && p.num_tokens >= 0 &&
+                     p.num_kv_heads > 0 && p.head_dim > 0 && p.head_dim % kElemsPerVector == 0 &&
+                     p.block_size > 0;
+  if (!valid) return cudaErrorInvalidValue;
+  if (p.num_tokens == 0) return cudaSuccess;
+  const bool pointers_ok = p.k != nullptr && p.v != nullptr && p.k_cache != nullptr &&
+                           p.v_cache != nullptr && p.slot_mapping != nullptr && aligned16(p.k) &&
+                           aligned16(p.v) && aligned16(p.k_cache) && aligned16(p.v_cache);
+  if (!pointers_ok) return cudaErrorInvalidValue;
+
+  const int32_t head_vectors = p.head_dim / kElemsPerVector;
+  write_kv_kernel<<<static_cast<unsigned>(p.num_tokens), kThreadsPerBlock, 0,
+                    static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const int4*>(p.k), static_cast<const int4*>(p.v), static_cast<int4*>(p.k_cache),
+      static_cast<int4*>(p.v_cache), p.slot_mapping, p.num_kv_heads, head_vectors, p.block_size);
+  return cudaGetLastError();
+}
+
+}  // namespace pvllm

@@ -1,0 +1,34 @@
+// KV write: copies one step's new K and V rows (after RoPE) into their slots
+// of the paged cache. Plain C++ so host code includes it without the CUDA
+// headers; the launcher lives in kv_write.cu.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace pvllm {
+
+struct KvWriteParams {
+  const void* k = nullptr;                // [num_tokens, num_kv_heads, head_dim]
+  const void* v = nullptr;                // [num_tokens, num_kv_heads, head_dim]
+  void* k_cache = nullptr;                // [num_blocks, num_kv_heads, block_size, head_dim]
+  void* v_cache = nullptr;                // [num_blocks, num_kv_heads, block_size, head_dim]
+  const int64_t* slot_mapping = nullptr;  // [num_tokens] block * block_size + offset; < 0 skips
+  DType dtype = DType::kBF16;             // kF16 or kBF16, for rows and cache alike
+  int32_t num_tokens = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;    // a multiple of 8: one row is a whole number of 16-byte vectors
+  int32_t block_size = 0;  // any positive size; the slot arithmetic does not care
+};
+
+// Writes row t's K and V to slot slot_mapping[t] for every kv head; rows with
+// a negative slot (padding) are skipped. Slots must lie inside the pool (the
+// caller's block manager guarantees it). Asynchronous on `stream` (a
+// cudaStream_t; nullptr is the default stream). Returns a cudaError_t value:
+// cudaSuccess (0); cudaErrorInvalidValue for an unsupported dtype or shape, a
+// null or misaligned pointer (checked before any CUDA call, nothing
+// launched); or the launch error.
+int pvllm_cuda_write_kv(const KvWriteParams& params, void* stream);
+
+}  // namespace pvllm

@@ -1,0 +1,62 @@
+// Prefill attention over the paged KV cache: variable-length causal
+// attention for a batch of prompt chunks (chunked prefill, prefix-cache
+// hits), on tensor cores. Plain C++ so host code includes it without the
+// CUDA headers; the kernel lives in prefill_attention.cu.
+//
+// Plan / run split: the tile schedule (which (sequence, query tile) each
+// CUDA block handles) depends only on query_start and context_lens, so the
+// host builds it once per step with plan_prefill_attention, copies it to the
+// device, and every layer's launch reuses it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace pvllm {
+
+// Query rows per CUDA block (4 warps x 16 rows).
+constexpr int32_t kPrefillQueryTile = 64;
+
+// Host side of the plan. Returns the work items flattened as
+// [num_work_items, 2] = (sequence, first query row of the tile inside that
+// sequence's chunk): one item per kPrefillQueryTile rows of each chunk,
+// longest key range first so the long tiles start early and the short ones
+// fill the tail. query_start [num_seqs + 1] and context_lens [num_seqs] are
+// host arrays with the same meaning as in PrefillAttentionParams.
+std::vector<int32_t> plan_prefill_attention(const int32_t* query_start, const int32_t* context_lens,
+                                            int32_t num_seqs);
+
+struct PrefillAttentionParams {
+  const void* q = nullptr;                // [num_tokens, num_heads, head_dim]
+  void* out = nullptr;                    // [num_tokens, num_heads, head_dim]
+  const void* k_cache = nullptr;          // [num_blocks, num_kv_heads, block_size, head_dim]
+  const void* v_cache = nullptr;          // [num_blocks, num_kv_heads, block_size, head_dim]
+  const int32_t* query_start = nullptr;   // [num_seqs + 1]; seq i owns q rows [qs[i], qs[i+1])
+  const int32_t* context_lens = nullptr;  // [num_seqs] tokens in context, this chunk's included
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  const int32_t* work_items = nullptr;    // [num_work_items, 2] from plan_prefill_attention
+  DType dtype = DType::kBF16;             // kF16 or kBF16: q, out and the cache
+  int32_t num_work_items = 0;
+  int32_t num_seqs = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads =
+      0;                   // divides num_heads; head h reads kv head h / (num_heads / num_kv_heads)
+  int32_t head_dim = 0;    // 64 or 128
+  int32_t block_size = 0;  // 16, 32 or 256
+  int32_t max_blocks_per_seq = 0;
+  float scale = 0.0f;  // applied to q.k; the model uses 1 / sqrt(head_dim)
+};
+
+// Query row j of sequence i's chunk (q_len rows) has position
+// context_lens[i] - q_len + j and attends to positions [0, that position].
+// Every K/V it attends to, old and new, is read from the paged cache (the
+// chunk's own rows were written by pvllm_cuda_write_kv first). Asynchronous
+// on `stream` (a cudaStream_t; nullptr is the default stream). Returns a
+// cudaError_t value: cudaSuccess (0); cudaErrorInvalidValue for an
+// unsupported dtype / head_dim / block_size, or a null or misaligned pointer
+// (checked before any CUDA call; nothing launched); or the launch error.
+int pvllm_cuda_prefill_attention(const PrefillAttentionParams& params, void* stream);
+
+}  // namespace pvllm

@@ -1,0 +1,695 @@
+// The CUDA KV write, decode attention and prefill attention kernels against
+// the CPU reference (kernels/cpu/paged_attention.h) run on the same
+// fp16 / bf16-rounded inputs. GPU tests skip with a reason where no device
+// is present; the shape-validation and planning tests run everywhere.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/tensor.h"
+#include "kernels/cpu/paged_attention.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/cuda/decode_attention.h"
+#include "kernels/cuda/kv_write.h"
+#include "kernels/cuda/prefill_attention.h"
+#include "tests/cuda/attention_test_util.h"
+
+namespace pvllm {
+namespace {
+
+using attn_test::copy_to_device;
+using attn_test::copy_to_host;
+using attn_test::DeviceBuffer;
+using attn_test::from_bits;
+using attn_test::random_rounded;
+using attn_test::RoundedValues;
+
+constexpr int32_t kNumKvHeads = 2;
+
+cpu::ThreadPool& reference_pool() {
+  static cpu::ThreadPool pool(0);
+  return pool;
+}
+
+// Tolerances, absolute, on outputs whose magnitude is at most max|V| = 1
+// (every output is a convex combination of V rows in [-1, 1]):
+//  - the kernel rounds its fp32 result to the output type: at most half an
+//    ulp, 2^-9 for bf16 and 2^-12 for fp16 below 1;
+//  - fp32 accumulation in another order (and expf vs std::exp) adds ~1e-6;
+//  - prefill also rounds the softmax probabilities to the input type before
+//    the P.V product on tensor cores: each p moves by at most 2^-9 (bf16) /
+//    2^-12 (fp16) relative, so the output moves by at most that times
+//    max|V|, while the row sum stays in fp32.
+// Each bound below is twice the sum, so it holds with room to spare but a
+// wrong mask, block or scale (errors of order 0.1) cannot pass.
+float decode_tolerance(DType dtype) { return dtype == DType::kBF16 ? 0x1p-8f : 0x1p-11f; }
+float prefill_tolerance(DType dtype) { return dtype == DType::kBF16 ? 0x1p-7f : 0x1p-10f; }
+
+// Compares the device output (bits) with the reference, reporting the first
+// few mismatches. NaN anywhere fails (stray reads hit NaN-filled slots).
+void expect_close(DType dtype, const std::vector<uint16_t>& got_bits,
+                  const std::vector<float>& expected, float tol, const std::string& what) {
+  ASSERT_EQ(got_bits.size(), expected.size());
+  int64_t num_bad = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const float got = from_bits(dtype, got_bits[i]);
+    if (!(std::fabs(got - expected[i]) <= tol)) {
+      if (num_bad < 5) {
+        ADD_FAILURE() << what << ": element " << i << " got " << got << " expected " << expected[i]
+                      << " (tolerance " << tol << ")";
+      }
+      ++num_bad;
+    }
+  }
+  EXPECT_EQ(num_bad, 0) << what << ": " << num_bad << " of " << expected.size() << " elements off";
+}
+
+// A paged pool and block tables for a batch: every sequence gets its own
+// blocks in shuffled order, except that the first `num_shared_blocks` block
+// ids of sequences 0 and 1 are the same (a prefix-cache hit). Spare blocks
+// nobody owns are left in the pool.
+struct PagedLayout {
+  int32_t block_size = 0;
+  int32_t num_blocks = 0;
+  int32_t max_blocks_per_seq = 0;
+  std::vector<int32_t> block_tables;  // [num_seqs, max_blocks_per_seq]
+
+  int64_t slot(int32_t seq, int32_t pos) const {
+    return static_cast<int64_t>(block_tables[seq * max_blocks_per_seq + pos / block_size]) *
+               block_size +
+           pos % block_size;
+  }
+};
+
+PagedLayout make_layout(const std::vector<int32_t>& context_lens, int32_t block_size,
+                        int32_t num_shared_blocks, std::mt19937& rng) {
+  PagedLayout layout;
+  layout.block_size = block_size;
+  int32_t max_blocks = 1;
+  int32_t total = 0;
+  for (int32_t len : context_lens) {
+    const int32_t n = (len + block_size - 1) / block_size;
+    max_blocks = std::max(max_blocks, n);
+    total += n;
+  }
+  layout.max_blocks_per_seq = max_blocks;
+  layout.num_blocks = total + 3;  // spares, NaN-filled
+  std::vector<int32_t> ids(layout.num_blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  layout.block_tables.assign(context_lens.size() * max_blocks, 0);
+  size_t next = 0;
+  for (size_t s = 0; s < context_lens.size(); ++s) {
+    const int32_t n = (context_lens[s] + block_size - 1) / block_size;
+    for (int32_t b = 0; b < n; ++b) {
+      const bool shared = s == 1 && b < num_shared_blocks;
+      layout.block_tables[s * max_blocks + b] = shared ? layout.block_tables[b] : ids[next++];
+    }
+  }
+  return layout;
+}
+
+// One layer's K and V pools, [num_blocks, num_kv_heads, block_size, head_dim],
+// random where `filled` says so and NaN elsewhere.
+struct HostCache {
+  RoundedValues k;
+  RoundedValues v;
+};
+
+HostCache make_cache(DType dtype, const PagedLayout& layout, int32_t head_dim,
+                     const std::set<int64_t>& filled_slots, std::mt19937& rng) {
+  const size_t n =
+      static_cast<size_t>(layout.num_blocks) * kNumKvHeads * layout.block_size * head_dim;
+  HostCache cache{random_rounded(dtype, n, -1.0f, 1.0f, rng),
+                  random_rounded(dtype, n, -1.0f, 1.0f, rng)};
+  for (int64_t slot = 0; slot < static_cast<int64_t>(layout.num_blocks) * layout.block_size;
+       ++slot) {
+    if (filled_slots.count(slot) != 0) continue;
+    const int64_t block = slot / layout.block_size;
+    const int64_t offset = slot % layout.block_size;
+    for (int32_t h = 0; h < kNumKvHeads; ++h) {
+      const int64_t base = ((block * kNumKvHeads + h) * layout.block_size + offset) * head_dim;
+      for (int32_t d = 0; d < head_dim; ++d) {
+        for (RoundedValues* pool : {&cache.k, &cache.v}) {
+          pool->bits[base + d] = attn_test::nan_bits(dtype);
+          pool->values[base + d] = NAN;
+        }
+      }
+    }
+  }
+  return cache;
+}
+
+// Dtype, head dim, block size, GQA group (query heads per kv head).
+using KernelConfig = std::tuple<DType, int32_t, int32_t, int32_t>;
+
+std::string config_name(const testing::TestParamInfo<KernelConfig>& info) {
+  const auto [dtype, head_dim, block_size, group] = info.param;
+  return std::string(dtype == DType::kBF16 ? "bf16" : "fp16") + "_d" + std::to_string(head_dim) +
+         "_b" + std::to_string(block_size) + "_g" + std::to_string(group);
+}
+
+// ---------------------------------------------------------------- decode --
+
+class DecodeAttentionTest : public testing::TestWithParam<KernelConfig> {
+ protected:
+  // Runs decode over sequences of the given context lengths once per split
+  // override and compares each run with the CPU reference.
+  void check(const std::vector<int32_t>& context_lens, const std::vector<int32_t>& overrides) {
+    const auto [dtype, head_dim, block_size, group] = GetParam();
+    const int32_t num_heads = kNumKvHeads * group;
+    const int32_t num_seqs = static_cast<int32_t>(context_lens.size());
+    std::mt19937 rng(1234 + head_dim + block_size + group);
+    const PagedLayout layout = make_layout(context_lens, block_size, 0, rng);
+    std::set<int64_t> filled;
+    for (int32_t s = 0; s < num_seqs; ++s) {
+      for (int32_t pos = 0; pos < context_lens[s]; ++pos) filled.insert(layout.slot(s, pos));
+    }
+    const HostCache cache = make_cache(dtype, layout, head_dim, filled, rng);
+    const size_t q_elems = static_cast<size_t>(num_seqs) * num_heads * head_dim;
+    const RoundedValues q = random_rounded(dtype, q_elems, -2.0f, 2.0f, rng);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    const int32_t max_context_len = *std::max_element(context_lens.begin(), context_lens.end());
+
+    // Reference: one query row per sequence at the last position.
+    std::vector<int32_t> query_start(num_seqs + 1);
+    std::iota(query_start.begin(), query_start.end(), 0);
+    std::vector<float> expected(q_elems, 0.0f);
+    cpu::PagedAttentionParams ref;
+    ref.q = q.values.data();
+    ref.out = expected.data();
+    ref.k_cache = cache.k.values.data();
+    ref.v_cache = cache.v.values.data();
+    ref.query_start = query_start.data();
+    ref.context_lens = context_lens.data();
+    ref.block_tables = layout.block_tables.data();
+    ref.num_tokens = num_seqs;
+    ref.num_seqs = num_seqs;
+    ref.num_heads = num_heads;
+    ref.num_kv_heads = kNumKvHeads;
+    ref.head_dim = head_dim;
+    ref.block_size = block_size;
+    ref.max_blocks_per_seq = layout.max_blocks_per_seq;
+    ref.scale = scale;
+    cpu::paged_attention(ref, &reference_pool());
+    // An empty context attends to nothing: the kernel's contract is zeros.
+    for (int32_t s = 0; s < num_seqs; ++s) {
+      if (context_lens[s] != 0) continue;
+      std::fill_n(expected.begin() + static_cast<int64_t>(s) * num_heads * head_dim,
+                  num_heads * head_dim, 0.0f);
+    }
+
+    DeviceBuffer d_q(q.bits.size() * 2), d_out(q_elems * 2), d_k(cache.k.bits.size() * 2),
+        d_v(cache.v.bits.size() * 2), d_tables(layout.block_tables.size() * 4),
+        d_lens(context_lens.size() * 4);
+    PVLLM_ATTN_CUDA_OK(copy_to_device(d_q, q.bits));
+    PVLLM_ATTN_CUDA_OK(copy_to_device(d_k, cache.k.bits));
+    PVLLM_ATTN_CUDA_OK(copy_to_device(d_v, cache.v.bits));
+    PVLLM_ATTN_CUDA_OK(copy_to_device(d_tables, layout.block_tables));
+    PVLLM_ATTN_CUDA_OK(copy_to_device(d_lens, context_lens));
+
+    for (int32_t override_splits : overrides) {
+      DecodeAttentionParams p;
+      p.q = d_q.get();
+      p.out = d_out.get();
+      p.k_cache = d_k.get();
+      p.v_cache = d_v.get();
+      p.block_tables = d_tables.as<int32_t>();
+      p.context_lens = d_lens.as<int32_t>();
+      p.dtype = dtype;
+      p.num_seqs = num_seqs;
+      p.num_heads = num_heads;
+      p.num_kv_heads = kNumKvHeads;
+      p.head_dim = head_dim;
+      p.block_size = block_size;
+      p.max_blocks_per_seq = layout.max_blocks_per_seq;
+      p.max_context_len = max_context_len;
+      p.scale = scale;
+      p.num_splits_override = override_splits;
+      const int32_t num_splits = pvllm_cuda_decode_attention_num_splits(p);
+      if (override_splits > 0) {
+        EXPECT_EQ(num_splits, override_splits);
+      }
+      DeviceBuffer workspace(pvllm_cuda_decode_attention_workspace_bytes(p));
+      PVLLM_ATTN_CUDA_OK(workspace.status());
+      p.workspace = workspace.get();
+      // Garbage in the output first, so a row the kernel skips cannot pass.
+      PVLLM_ATTN_CUDA_OK(cudaMemset(d_out.get(), 0x7F, q_elems * 2));
+      PVLLM_ATTN_CUDA_OK(pvllm_cuda_decode_attention(p, nullptr));
+      PVLLM_ATTN_CUDA_OK(cudaDeviceSynchronize());
+      std::vector<uint16_t> got(q_elems);
+      PVLLM_ATTN_CUDA_OK(copy_to_host(got, d_out));
+      expect_close(dtype, got, expected, decode_tolerance(dtype),
+                   "num_splits " + std::to_string(num_splits) + " (override " +
+                       std::to_string(override_splits) + ")");
+    }
+  }
+};
+
+TEST_P(DecodeAttentionTest, MixedLengthsMatchReferenceSplitAndUnsplit) {
+  PVLLM_ATTN_REQUIRE_DEVICE();
+  const int32_t bs = std::get<2>(GetParam());
+  // Long and short, block multiples and not, one token; 1 = single pass,
+  // 7 = split (some partitions of the short sequences are empty), 0 = auto.
+  check({3000, 1, 17, 3 * bs, 2 * bs + 5, 700}, {1, 7, 0});
+}
+
+TEST_P(DecodeAttentionTest, EmptyContextWritesZeros) {
+  PVLLM_ATTN_REQUIRE_DEVICE();
+  check({0, 5, 0, 64}, {1, 4});
+}
+
+TEST_P(DecodeAttentionTest, SingleTokenContexts) {
+  PVLLM_ATTN_REQUIRE_DEVICE();
+  check({1, 1, 1}, {1, 3, 0});
+}
+
+INSTANTIATE_TEST_SUITE_P(AllSupported, DecodeAttentionTest,
+                         testing::Combine(testing::Values(DType::kBF16, DType::kF16),
+                                          testing::Values(64, 128), testing::Values(16, 32, 256),
+                                          testing::Values(1, 4, 8)),
+                         config_name);
+
+// --------------------------------------------------------------- prefill --
+
+// One sequence of a prefill batch: `num_prior` tokens already in the cache,
+// then a chunk of `q_len` new tokens.
+struct ChunkSpec {
+  int32_t num_prior;
+  int32_t q_len;
+};
+
+class PrefillAttentionTest : public testing::TestWithParam<KernelConfig> {
+ protected:
+  // Writes each chunk's new K/V with the KV-write kernel, runs prefill
+  // attention over the paged cache and compares with CPU write_kv +
+  // paged_attention on the same values.
+  void check(const std::vector<ChunkSpec>& chunks, int32_t num_shared_blocks) {
+    const auto [dtype, head_dim, block_size, group] = GetParam();
+    const int32_t num_heads = kNumKvHeads * group;
+    const int32_t num_seqs = static_cast<int32_t>(chunks.size());
+    std::mt19937 rng(99 + head_dim * 3 + block_size + group);
+    std::vector<int32_t> context_lens;
+    std::vector<int32_t> query_start{0};
+    for (const ChunkSpec& c : chunks) {
+      context_lens.push_back(c.num_prior + c.q_len);
+      query_start.push_back(query_start.back() + c.q_len);
+    }
+    const int32_t num_tokens = query_start.back();
+    const PagedLayout layout = make_layout(context_lens, block_size, num_shared_blocks, rng);
+    // Prior tokens are in the cache; the chunk's slots hold NaN until written.
+    std::set<int64_t> prior;
+    std::vector<int64_t> slot_mapping;
+    for (int32_t s = 0; s < num_seqs; ++s) {
+      for (int32_t pos = 0; pos < chunks[s].num_prior; ++pos) prior.insert(layout.slot(s, pos));
+      for (int32_t j = 0; j < chunks[s].q_len; ++j) {
+        slot_mapping.push_back(layout.slot(s, chunks[s].num_prior + j));
+      }
+    }
+    HostCache cache = make_cache(dtype, layout, head_dim, prior, rng);
+    const size_t row_elems = static_cast<size_t>(num_tokens) * head_dim;
+    const RoundedValues q = random_rounded(dtype, row_elems * num_heads, -2.0f, 2.0f, rng);
+    const RoundedValues k_new = random_rounded(dtype, row_elems * kNumKvHeads, -1.0f, 1.0f, rng);
+    const RoundedValues v_new = random_rounded(dtype, row_elems * kNumKvHeads, -1.0f, 1.0f, rng);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+
+    DeviceBuffer d_q(q.bits.size() * 2), d_out(q.bits.size() * 2), d_k(cache.k.bits.size() * 2),
+        d_v(cache.v.bits.size() * 2), d_k_new(k_new.bits.size() * 2),
+        d_v_new(v_new.bits.size() * 2), d_slots(slot_mapping.size() * 8),
+        d_tables(layout.block_tables.size() * 4), d_lens(context_lens.size() * 4),
+        d_query_start(query_start.size() * 4);
+    PVLLM_ATTN_CUDA_OK(copy_to_device(d_q, q.bits));
+    PVLLM_ATTN_CUDA_OK(copy_to_device(d_k, cache.k.bits));
+    PVLLM_ATTN_CUDA_OK(copy_to_device(d_v, cache.v.bits));
+    PVLLM_ATTN_CUDA_OK(copy_to_device(d_k_new, k_new.bits));
+    PVLLM_ATTN_CUDA_OK(copy_to_device(d_v_new, v_new.bits));
+    PVLLM_ATTN_CUDA_OK(copy_to_device(d_slots, slot_mapping));
+    PVLLM_ATTN_CUDA_OK(copy_to_device(d_tables, layout.block_tables));
+    PVLLM_ATTN_CUDA_OK(copy_to_device(d_lens, context_lens));
+    PVLLM_ATTN_CUDA_OK(copy_to_device(d_query_start, query_start));
+
+    KvWriteParams w;
+    w.k = d_k_new.get();
+    w.v = d_v_new.get();
+    w.k_cache = d_k.get();
+    w.v_cache = d_v.get();
+    w.slot_mapping = d_slots.as<int64_t>();
+    w.dtype = dtype;
+    w.num_tokens = num_tokens;
+    w.num_kv_heads = kNumKvHeads;
+    w.head_dim = head_dim;
+    w.block_size = block_size;
+    PVLLM_ATTN_CUDA_OK(pvllm_cuda_write_kv(w, nullptr));
+
+    const std::vector<int32_t> items =
+        plan_prefill_attention(query_start.data(), context_lens.data(), num_seqs);
+    DeviceBuffer d_items(items.size() * 4);
+    PVLLM_ATTN_CUDA_OK(copy_to_device(d_items, items));
+    PrefillAttentionParams p;
+    p.q = d_q.get();
+    p.out = d_out.get();
+    p.k_cache = d_k.get();
+    p.v_cache = d_v.get();
+    p.query_start = d_query_start.as<int32_t>();
+    p.context_lens = d_lens.as<int32_t>();
+    p.block_tables = d_tables.as<int32_t>();
+    p.work_items = d_items.as<int32_t>();
+    p.dtype = dtype;
+    p.num_work_items = static_cast<int32_t>(items.size() / 2);
+    p.num_seqs = num_seqs;
+    p.num_heads = num_heads;
+    p.num_kv_heads = kNumKvHeads;
+    p.head_dim = head_dim;
+    p.block_size = block_size;
+    p.max_blocks_per_seq = layout.max_blocks_per_seq;
+    p.scale = scale;
+    PVLLM_ATTN_CUDA_OK(cudaMemset(d_out.get(), 0x7F, q.bits.size() * 2));
+    PVLLM_ATTN_CUDA_OK(pvllm_cuda_prefill_attention(p, nullptr));
+    PVLLM_ATTN_CUDA_OK(cudaDeviceSynchronize());
+    std::vector<uint16_t> got(q.bits.size());
+    PVLLM_ATTN_CUDA_OK(copy_to_host(got, d_out));
+
+    cpu::WriteKvParams ref_w;
+    ref_w.k = k_new.values.data();
+    ref_w.v = v_new.values.data();
+    ref_w.slot_mapping = slot_mapping.data();
+    ref_w.k_cache = cache.k.values.data();
+    ref_w.v_cache = cache.v.values.data();
+    ref_w.num_tokens = num_tokens;
+    ref_w.num_kv_heads = kNumKvHeads;
+    ref_w.head_dim = head_dim;
+    ref_w.block_size = block_size;
+    cpu::write_kv(ref_w);
+    std::vector<float> expected(q.bits.size(), 0.0f);
+    cpu::PagedAttentionParams ref;
+    ref.q = q.values.data();
+    ref.out = expected.data();
+    ref.k_cache = cache.k.values.data();
+    ref.v_cache = cache.v.values.data();
+    ref.query_start = query_start.data();
+    ref.context_lens = context_lens.data();
+    ref.block_tables = layout.block_tables.data();
+    ref.num_tokens = num_tokens;
+    ref.num_seqs = num_seqs;
+    ref.num_heads = num_heads;
+    ref.num_kv_heads = kNumKvHeads;
+    ref.head_dim = head_dim;
+    ref.block_size = block_size;
+    ref.max_blocks_per_seq = layout.max_blocks_per_seq;
+    ref.scale = scale;
+    cpu::paged_attention(ref, &reference_pool());
+    expect_close(dtype, got, expected, prefill_tolerance(dtype), "prefill");
+  }
+};
+
+TEST_P(PrefillAttentionTest, FreshPromptMatchesReference) {
+  PVLLM_ATTN_REQUIRE_DEVICE();
+  check({{0, 150}}, 0);  // not a multiple of the 64-row tile nor of any block size
+}
+
+TEST_P(PrefillAttentionTest, ChunksWithPriorContextMatchReference) {
+  PVLLM_ATTN_REQUIRE_DEVICE();
+  // A fresh chunk, a chunk after prior context, a one-token chunk deep in
+  // its context, and a chunk straddling several query tiles.
+  check({{0, 70}, {100, 77}, {300, 1}, {33, 130}}, 0);
+}
+
+TEST_P(PrefillAttentionTest, SharedPrefixBlocksMatchReference) {
+  PVLLM_ATTN_REQUIRE_DEVICE();
+  const int32_t bs = std::get<2>(GetParam());
+  // Sequences 0 and 1 share their first two (full) blocks, the cached prefix.
+  check({{2 * bs, 40}, {2 * bs, 90}, {5, 20}}, 2);
+}
+
+TEST_P(PrefillAttentionTest, LongContextWithShortNeighbourMatchesReference) {
+  PVLLM_ATTN_REQUIRE_DEVICE();
+  check({{2900, 100}, {0, 5}}, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllSupported, PrefillAttentionTest,
+                         testing::Combine(testing::Values(DType::kBF16, DType::kF16),
+                                          testing::Values(64, 128), testing::Values(16, 32, 256),
+                                          testing::Values(1, 4, 8)),
+                         config_name);
+
+// -------------------------------------------------------------- KV write --
+
+class KvWriteTest : public testing::TestWithParam<KernelConfig> {};
+
+TEST_P(KvWriteTest, RowsLandInTheirSlotsAndPaddingIsSkipped) {
+  PVLLM_ATTN_REQUIRE_DEVICE();
+  const auto [dtype, head_dim, block_size, group] = GetParam();
+  (void)group;
+  std::mt19937 rng(7 + head_dim + block_size);
+  const int32_t num_blocks = 6;
+  const int32_t num_tokens = 41;
+  // Distinct random slots, every fifth row padding (-1).
+  std::vector<int64_t> all_slots(static_cast<size_t>(num_blocks) * block_size);
+  std::iota(all_slots.begin(), all_slots.end(), 0);
+  std::shuffle(all_slots.begin(), all_slots.end(), rng);
+  std::vector<int64_t> slots(all_slots.begin(), all_slots.begin() + num_tokens);
+  for (int32_t t = 0; t < num_tokens; t += 5) slots[t] = -1;
+
+  const size_t cache_elems = static_cast<size_t>(num_blocks) * kNumKvHeads * block_size * head_dim;
+  const size_t row_elems = static_cast<size_t>(num_tokens) * kNumKvHeads * head_dim;
+  RoundedValues k_cache = random_rounded(dtype, cache_elems, -1.0f, 1.0f, rng);
+  RoundedValues v_cache = random_rounded(dtype, cache_elems, -1.0f, 1.0f, rng);
+  const RoundedValues k = random_rounded(dtype, row_elems, -1.0f, 1.0f, rng);
+  const RoundedValues v = random_rounded(dtype, row_elems, -1.0f, 1.0f, rng);
+
+  DeviceBuffer d_k(row_elems * 2), d_v(row_elems * 2), d_kc(cache_elems * 2), d_vc(cache_elems * 2),
+      d_slots(slots.size() * 8);
+  PVLLM_ATTN_CUDA_OK(copy_to_device(d_k, k.bits));
+  PVLLM_ATTN_CUDA_OK(copy_to_device(d_v, v.bits));
+  PVLLM_ATTN_CUDA_OK(copy_to_device(d_kc, k_cache.bits));
+  PVLLM_ATTN_CUDA_OK(copy_to_device(d_vc, v_cache.bits));
+  PVLLM_ATTN_CUDA_OK(copy_to_device(d_slots, slots));
+  KvWriteParams p;
+  p.k = d_k.get();
+  p.v = d_v.get();
+  p.k_cache = d_kc.get();
+  p.v_cache = d_vc.get();
+  p.slot_mapping = d_slots.as<int64_t>();
+  p.dtype = dtype;
+  p.num_tokens = num_tokens;
+  p.num_kv_heads = kNumKvHeads;
+  p.head_dim = head_dim;
+  p.block_size = block_size;
+  PVLLM_ATTN_CUDA_OK(pvllm_cuda_write_kv(p, nullptr));
+  PVLLM_ATTN_CUDA_OK(cudaDeviceSynchronize());
+  std::vector<uint16_t> got_k(cache_elems), got_v(cache_elems);
+  PVLLM_ATTN_CUDA_OK(copy_to_host(got_k, d_kc));
+  PVLLM_ATTN_CUDA_OK(copy_to_host(got_v, d_vc));
+
+  // Reference: the CPU write of the non-padding rows (it has no padding rule).
+  std::vector<float> ref_k, ref_v;
+  std::vector<int64_t> ref_slots;
+  const size_t row = static_cast<size_t>(kNumKvHeads) * head_dim;
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    if (slots[t] < 0) continue;
+    ref_slots.push_back(slots[t]);
+    ref_k.insert(ref_k.end(), k.values.begin() + t * row, k.values.begin() + (t + 1) * row);
+    ref_v.insert(ref_v.end(), v.values.begin() + t * row, v.values.begin() + (t + 1) * row);
+  }
+  cpu::WriteKvParams ref;
+  ref.k = ref_k.data();
+  ref.v = ref_v.data();
+  ref.slot_mapping = ref_slots.data();
+  ref.k_cache = k_cache.values.data();
+  ref.v_cache = v_cache.values.data();
+  ref.num_tokens = static_cast<int32_t>(ref_slots.size());
+  ref.num_kv_heads = kNumKvHeads;
+  ref.head_dim = head_dim;
+  ref.block_size = block_size;
+  cpu::write_kv(ref);
+  // A copy is exact: compare bits.
+  int64_t num_bad = 0;
+  for (size_t i = 0; i < cache_elems; ++i) {
+    num_bad += got_k[i] != attn_test::to_bits(dtype, k_cache.values[i]);
+    num_bad += got_v[i] != attn_test::to_bits(dtype, v_cache.values[i]);
+  }
+  EXPECT_EQ(num_bad, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllSupported, KvWriteTest,
+                         testing::Combine(testing::Values(DType::kBF16, DType::kF16),
+                                          testing::Values(64, 128), testing::Values(16, 32, 256),
+                                          testing::Values(1)),
+                         config_name);
+
+// ------------------------------------------ validation and planning (no GPU) --
+
+// Host buffers stand in for device pointers: every rejection below must
+// happen before the launcher's first CUDA call, so these run without a GPU.
+alignas(16) unsigned char g_dummy[256];
+
+DecodeAttentionParams valid_decode_params() {
+  DecodeAttentionParams p;
+  p.q = g_dummy;
+  p.out = g_dummy;
+  p.k_cache = g_dummy;
+  p.v_cache = g_dummy;
+  p.block_tables = reinterpret_cast<const int32_t*>(g_dummy);
+  p.context_lens = reinterpret_cast<const int32_t*>(g_dummy);
+  p.workspace = g_dummy;
+  p.dtype = DType::kBF16;
+  p.num_seqs = 1;
+  p.num_heads = 8;
+  p.num_kv_heads = 2;
+  p.head_dim = 128;
+  p.block_size = 16;
+  p.max_blocks_per_seq = 4;
+  p.max_context_len = 64;
+  p.scale = 0.1f;
+  p.num_splits_override = 1;
+  return p;
+}
+
+PrefillAttentionParams valid_prefill_params() {
+  PrefillAttentionParams p;
+  p.q = g_dummy;
+  p.out = g_dummy;
+  p.k_cache = g_dummy;
+  p.v_cache = g_dummy;
+  p.query_start = reinterpret_cast<const int32_t*>(g_dummy);
+  p.context_lens = reinterpret_cast<const int32_t*>(g_dummy);
+  p.block_tables = reinterpret_cast<const int32_t*>(g_dummy);
+  p.work_items = reinterpret_cast<const int32_t*>(g_dummy);
+  p.dtype = DType::kBF16;
+  p.num_work_items = 1;
+  p.num_seqs = 1;
+  p.num_heads = 8;
+  p.num_kv_heads = 2;
+  p.head_dim = 128;
+  p.block_size = 16;
+  p.max_blocks_per_seq = 4;
+  p.scale = 0.1f;
+  return p;
+}
+
+TEST(DecodeAttentionValidation, RejectsUnsupportedHeadDims) {
+  for (int32_t head_dim : {0, 32, 80, 96, 256}) {
+    DecodeAttentionParams p = valid_decode_params();
+    p.head_dim = head_dim;
+    EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue) << head_dim;
+  }
+}
+
+TEST(DecodeAttentionValidation, RejectsUnsupportedBlockSizes) {
+  for (int32_t block_size : {0, 1, 8, 64, 128, 512}) {
+    DecodeAttentionParams p = valid_decode_params();
+    p.block_size = block_size;
+    EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue) << block_size;
+  }
+}
+
+TEST(DecodeAttentionValidation, RejectsF32AndBadHeadGroups) {
+  DecodeAttentionParams p = valid_decode_params();
+  p.dtype = DType::kF32;
+  EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
+  p = valid_decode_params();
+  p.num_heads = 6;
+  p.num_kv_heads = 4;  // does not divide
+  EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
+  p = valid_decode_params();
+  p.num_heads = 34;
+  p.num_kv_heads = 1;  // group above kDecodeMaxGroupSize
+  EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
+}
+
+TEST(DecodeAttentionValidation, RejectsNullAndMisalignedPointers) {
+  DecodeAttentionParams p = valid_decode_params();
+  p.q = nullptr;
+  EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
+  p = valid_decode_params();
+  p.k_cache = g_dummy + 2;
+  EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
+}
+
+TEST(DecodeAttentionPlan, OverrideFixesSplitCountAndWorkspace) {
+  DecodeAttentionParams p = valid_decode_params();
+  p.num_seqs = 3;
+  p.num_splits_override = 5;
+  EXPECT_EQ(pvllm_cuda_decode_attention_num_splits(p), 5);
+  // partial out [3, 8, 5, 128] + max and sum [3, 8, 5], all fp32.
+  EXPECT_EQ(pvllm_cuda_decode_attention_workspace_bytes(p), size_t{3 * 8 * 5 * (128 + 2) * 4});
+  p.num_splits_override = 1000;
+  EXPECT_EQ(pvllm_cuda_decode_attention_num_splits(p), kDecodeMaxSplits);
+  p.num_splits_override = 1;
+  EXPECT_EQ(pvllm_cuda_decode_attention_workspace_bytes(p), size_t{0});
+}
+
+TEST(PrefillAttentionValidation, RejectsUnsupportedShapes) {
+  for (int32_t head_dim : {0, 32, 96, 256}) {
+    PrefillAttentionParams p = valid_prefill_params();
+    p.head_dim = head_dim;
+    EXPECT_EQ(pvllm_cuda_prefill_attention(p, nullptr), cudaErrorInvalidValue) << head_dim;
+  }
+  for (int32_t block_size : {0, 8, 64, 128}) {
+    PrefillAttentionParams p = valid_prefill_params();
+    p.block_size = block_size;
+    EXPECT_EQ(pvllm_cuda_prefill_attention(p, nullptr), cudaErrorInvalidValue) << block_size;
+  }
+  PrefillAttentionParams p = valid_prefill_params();
+  p.dtype = DType::kF32;
+  EXPECT_EQ(pvllm_cuda_prefill_attention(p, nullptr), cudaErrorInvalidValue);
+  p = valid_prefill_params();
+  p.work_items = nullptr;
+  EXPECT_EQ(pvllm_cuda_prefill_attention(p, nullptr), cudaErrorInvalidValue);
+}
+
+TEST(KvWriteValidation, RejectsUnsupportedShapes) {
+  KvWriteParams p;
+  p.k = g_dummy;
+  p.v = g_dummy;
+  p.k_cache = g_dummy;
+  p.v_cache = g_dummy;
+  p.slot_mapping = reinterpret_cast<const int64_t*>(g_dummy);
+  p.num_tokens = 1;
+  p.num_kv_heads = 1;
+  p.block_size = 16;
+  p.head_dim = 12;  // not whole 16-byte vectors
+  EXPECT_EQ(pvllm_cuda_write_kv(p, nullptr), cudaErrorInvalidValue);
+  p.head_dim = 64;
+  p.dtype = DType::kF32;
+  EXPECT_EQ(pvllm_cuda_write_kv(p, nullptr), cudaErrorInvalidValue);
+  p.dtype = DType::kF16;
+  p.v = g_dummy + 4;  // misaligned
+  EXPECT_EQ(pvllm_cuda_write_kv(p, nullptr), cudaErrorInvalidValue);
+}
+
+TEST(PrefillAttentionPlan, CoversEveryRowOnceLongestFirst) {
+  const std::vector<int32_t> query_start{0, 150, 151, 151, 215};  // 150, 1, 0 and 64 rows
+  const std::vector<int32_t> context_lens{150, 3000, 7, 64};
+  const std::vector<int32_t> items =
+      plan_prefill_attention(query_start.data(), context_lens.data(), 4);
+  ASSERT_EQ(items.size() % 2, 0u);
+  std::vector<int32_t> rows_seen(query_start.back(), 0);
+  int64_t prev_keys = INT64_MAX;
+  for (size_t i = 0; i < items.size(); i += 2) {
+    const int32_t seq = items[i];
+    const int32_t row0 = items[i + 1];
+    const int32_t q_len = query_start[seq + 1] - query_start[seq];
+    ASSERT_LT(row0, q_len);
+    const int32_t last = std::min(q_len, row0 + kPrefillQueryTile);
+    for (int32_t r = row0; r < last; ++r) ++rows_seen[query_start[seq] + r];
+    const int64_t keys = context_lens[seq] - q_len + last;
+    EXPECT_LE(keys, prev_keys) << "item " << i / 2 << " is heavier than the one before";
+    prev_keys = keys;
+  }
+  for (int32_t r = 0; r < query_start.back(); ++r) EXPECT_EQ(rows_seen[r], 1) << "row " << r;
+  // 3 tiles for the 150-row chunk, 1 each for the 1- and 64-row chunks.
+  EXPECT_EQ(items.size(), 2u * 5);
+  EXPECT_EQ(items[0], 1);  // the one-row decode deep in a 3000-token context
+}
+
+}  // namespace
+}  // namespace pvllm
