@@ -17,6 +17,7 @@
 
 #include "core/engine.h"
 #include "core/model.h"
+#include "core/random_model.h"
 #include "core/sampling_params.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -110,6 +111,9 @@ pvllm_status guard(pvllm_error** error, Body&& body) noexcept {
 // copying min(struct_size, sizeof(T)) bytes.
 template <typename T>
 constexpr size_t kV1Size = sizeof(T);
+// pvllm_engine_params grew random_weights after version 1.
+template <>
+constexpr size_t kV1Size<pvllm_engine_params> = offsetof(pvllm_engine_params, random_weights);
 
 // Larger sizes than this are garbage, not a newer header.
 constexpr size_t kMaxStructSize = 1 << 16;
@@ -173,6 +177,10 @@ pvllm_engine_params default_engine_params() {
   p.progress = nullptr;
   p.progress_user_data = nullptr;
   p.kv_allocator = static_cast<int32_t>(d.kv_allocator);
+  p.random_weights = nullptr;
+  p.gpu_memory_utilization = d.gpu_memory_utilization;
+  p.dtype = d.dtype;
+  p.enable_cuda_graphs = d.enable_cuda_graphs ? 1 : 0;
   return p;
 }
 
@@ -213,9 +221,16 @@ Status to_engine_config(const pvllm_engine_params* in, pvllm::EngineConfig* conf
   if (in == nullptr) return null_argument("params");
   PVLLM_RETURN_IF_ERROR(check_struct_size(in, "params"));
   const pvllm_engine_params params = read_struct(in, default_engine_params());
-  if (params.model_path == nullptr) return null_argument("params->model_path");
-  if (params.model_path[0] == '\0') return invalid("params->model_path is empty");
-  config->model_path = params.model_path;
+  if (params.random_weights != nullptr) {
+    if (params.random_weights[0] == '\0') return invalid("params->random_weights is empty");
+    config->random_weights = params.random_weights;
+    pvllm::ModelConfig shape;
+    PVLLM_RETURN_IF_ERROR(pvllm::random_model_config(config->random_weights, &shape));
+  } else {
+    if (params.model_path == nullptr) return null_argument("params->model_path");
+    if (params.model_path[0] == '\0') return invalid("params->model_path is empty");
+  }
+  if (params.model_path != nullptr) config->model_path = params.model_path;
   config->device = params.device != nullptr ? params.device : "auto";
   config->block_size = params.block_size;
   config->kv_cache_bytes = params.kv_cache_bytes;
@@ -233,6 +248,9 @@ Status to_engine_config(const pvllm_engine_params* in, pvllm::EngineConfig* conf
         std::to_string(params.kv_allocator));
   }
   config->kv_allocator = static_cast<pvllm::KvAllocator>(params.kv_allocator);
+  config->gpu_memory_utilization = params.gpu_memory_utilization;
+  config->dtype = params.dtype;
+  config->enable_cuda_graphs = params.enable_cuda_graphs != 0;
   if (params.progress != nullptr) {
     config->progress = [fn = params.progress, user = params.progress_user_data](
                            float fraction, const char* stage) { fn(fraction, stage, user); };
@@ -638,6 +656,19 @@ pvllm_status pvllm_model_inspect(const char* model_path, pvllm_model_info** out_
     if (model_path[0] == '\0') return invalid("model_path is empty");
     auto info = std::make_unique<pvllm_model_info>();
     PVLLM_RETURN_IF_ERROR(pvllm::inspect_model(model_path, &info->summary));
+    *out_info = info.release();
+    return Status::Ok();
+  });
+}
+
+pvllm_status pvllm_model_inspect_random(const char* shape, pvllm_model_info** out_info,
+                                        pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (out_info != nullptr) *out_info = nullptr;
+    if (shape == nullptr) return null_argument("shape");
+    if (out_info == nullptr) return null_argument("out_info");
+    auto info = std::make_unique<pvllm_model_info>();
+    PVLLM_RETURN_IF_ERROR(pvllm::inspect_random_model(shape, pvllm::DType::kBF16, &info->summary));
     *out_info = info.release();
     return Status::Ok();
   });

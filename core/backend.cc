@@ -11,4 +11,8 @@ size_t kv_bytes_per_block_f32(const ModelConfig& config, int32_t block_size) {
          sizeof(float);
 }
 
+size_t kv_bytes_per_block(const ModelConfig& config, int32_t block_size, size_t elem_bytes) {
+  return kv_bytes_per_block_f32(config, block_size) / sizeof(float) * elem_bytes;
+}
+
 }  // namespace pvllm

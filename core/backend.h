@@ -56,4 +56,45 @@ struct BackendOptions {
 // (the CPU backend's cache dtype).
 size_t kv_bytes_per_block_f32(const struct ModelConfig& config, int32_t block_size);
 
+// Bytes of K and V one block holds across all layers with K/V elements of
+// `elem_bytes` bytes (2 for the CUDA backend's bf16/fp16 cache).
+size_t kv_bytes_per_block(const struct ModelConfig& config, int32_t block_size, size_t elem_bytes);
+
+// What the CUDA backend module (libpvllm_cuda.so, loaded by
+// core/backend_loader.h) is created with. Plain data: it crosses the dlopen
+// boundary, so fields are only ever appended.
+struct CudaBackendOptions {
+  int32_t device_index = 0;
+  int32_t block_size = 16;  // the attention kernels serve 16, 32 and 256
+  // > 0: exactly this many KV blocks; 0: as many as
+  // free memory * gpu_memory_utilization - reserve buys after the weights
+  // and activation buffers are allocated.
+  int32_t num_blocks = 0;
+  float gpu_memory_utilization = 0.90f;
+  int32_t dtype = 0;  // 0 = auto (bf16 unless the checkpoint is f16), 1 = bf16, 2 = fp16
+  int32_t max_num_batched_tokens = 2048;  // activation buffers hold this many rows
+  int32_t max_num_seqs = 256;             // logits rows per step, at most
+  int32_t max_model_len = 0;              // block-table width of the decode graphs
+  int32_t enable_cuda_graphs = 1;         // capture pure-decode steps per batch-size bucket
+};
+
+// Memory the CUDA backend keeps free of the KV pool (cuBLAS workspace, CUDA
+// graphs, the allocator's slack), in bytes.
+constexpr size_t kCudaReservedBytes = size_t{256} << 20;
+
+// The module's exports, looked up by name with dlsym. Both return a
+// StatusCode value; on failure `err` (err_len bytes, may be 0) gets a
+// NUL-terminated message.
+extern "C" {
+// Number of CUDA devices; 0 with a message when there is no driver.
+typedef int32_t (*pvllm_cuda_device_count_fn)(int32_t* count, char* err, size_t err_len);
+// Free and total bytes on a device (after creating its context).
+typedef int32_t (*pvllm_cuda_mem_info_fn)(int32_t device, size_t* free_bytes, size_t* total_bytes,
+                                          char* err, size_t err_len);
+// Creates the backend; `model` must outlive it; *out is deleted by the caller.
+typedef int32_t (*pvllm_cuda_backend_create_fn)(const Model* model,
+                                                const CudaBackendOptions* options, Backend** out,
+                                                char* err, size_t err_len);
+}
+
 }  // namespace pvllm

@@ -6,7 +6,9 @@
 #include <string>
 #include <utility>
 
+#include "core/backend_loader.h"
 #include "core/model_runner.h"
+#include "core/random_model.h"
 #include "kernels/cpu/cpu_backend.h"
 
 namespace pvllm {
@@ -61,10 +63,12 @@ void touch_pages(const Tensor& t) {
 
 Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) {
   PVLLM_RETURN_IF_ERROR(config.validate());
-  if (config.device.rfind("cuda", 0) == 0) {
-    return Unsupported("device \"" + config.device +
-                       "\": this build runs on the CPU only; use \"cpu\" or \"auto\"");
-  }
+  // Settle the device before loading any weight, so "cuda" without a
+  // driver, device or module fails fast with the reason.
+  DeviceSpec device;
+  PVLLM_RETURN_IF_ERROR(parse_device(config.device, &device));
+  bool use_cuda = false;
+  PVLLM_RETURN_IF_ERROR(resolve_cuda(device, &use_cuda));
   auto progress = [&](float f, const char* stage) {
     if (config.progress) config.progress(f, stage);
   };
@@ -72,7 +76,13 @@ Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) 
   engine->config_ = config;
 
   progress(0.0f, "loading model");
-  PVLLM_RETURN_IF_ERROR(load_model(config.model_path, &engine->model_));
+  if (!config.random_weights.empty()) {
+    progress(0.0f, "making random weights");
+    PVLLM_RETURN_IF_ERROR(
+        make_random_model(config.random_weights, DType::kBF16, /*seed=*/0, &engine->model_));
+  } else {
+    PVLLM_RETURN_IF_ERROR(load_model(config.model_path, &engine->model_));
+  }
   const ModelConfig& mc = engine->model_->config;
 
   // Read every weight page now, so a large model's disk reads happen here
@@ -115,6 +125,31 @@ Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) 
   }
   const int64_t blocks_per_seq =
       (engine->max_model_len_ + config.block_size - 1) / config.block_size;
+  if (use_cuda) {
+    // The GPU backend sizes its pool from free memory (or num_kv_blocks);
+    // the block manager then uses the count it reports.
+    progress(0.7f, "uploading weights and allocating the KV cache");
+    CudaBackendOptions co;
+    co.device_index = device.index;
+    co.block_size = config.block_size;
+    co.num_blocks = config.num_kv_blocks;
+    co.gpu_memory_utilization = config.gpu_memory_utilization;
+    co.dtype = config.dtype;
+    co.max_num_batched_tokens = config.max_num_batched_tokens;
+    co.max_num_seqs = config.max_num_seqs;
+    co.max_model_len = engine->max_model_len_;
+    co.enable_cuda_graphs = config.enable_cuda_graphs ? 1 : 0;
+    const CudaModule* module = nullptr;
+    PVLLM_RETURN_IF_ERROR(CudaModule::get(&module));
+    const Status st = module->create_backend(*engine->model_, co, &engine->backend_);
+    if (st.ok()) {
+      num_blocks = engine->backend_->num_blocks();
+    } else if (device.kind == DeviceSpec::Kind::kAuto && st.code() == StatusCode::kUnsupported) {
+      use_cuda = false;  // "auto": a shape the CUDA kernels do not serve runs on the CPU
+    } else {
+      return st;
+    }
+  }
   if (num_blocks < blocks_per_seq) {
     return InvalidArgument("the KV budget buys " + std::to_string(num_blocks) + " blocks of " +
                            std::to_string(config.block_size) + " tokens, fewer than the " +
@@ -129,7 +164,9 @@ Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) 
   bo.num_blocks = static_cast<int32_t>(num_blocks);
   bo.block_size = config.block_size;
   bo.num_threads = config.num_threads;
-  PVLLM_RETURN_IF_ERROR(create_cpu_backend(*engine->model_, bo, &engine->backend_));
+  if (!use_cuda) {
+    PVLLM_RETURN_IF_ERROR(create_cpu_backend(*engine->model_, bo, &engine->backend_));
+  }
 
   engine->block_manager_ = std::make_unique<BlockManager>(
       static_cast<int32_t>(num_blocks), config.block_size, config.enable_prefix_caching,
@@ -151,7 +188,10 @@ Status Engine::submit_text(std::string_view prompt, const SamplingParams& params
                            uint64_t* request_id) {
   if (!tokenizer_) {
     return Status(StatusCode::kTokenizerError,
-                  "the model has no tokenizer.model; submit token ids instead");
+                  model_->tokenizer_path.empty() && model_->path.rfind("random:", 0) == 0
+                      ? "a random-weights model (" + model_->path.substr(7) +
+                            ") has no tokenizer; submit token ids instead"
+                      : std::string("the model has no tokenizer.model; submit token ids instead"));
   }
   if (prompt.empty()) return InvalidArgument("prompt is empty");
   std::vector<int32_t> ids;
@@ -239,6 +279,12 @@ bool Engine::has_unfinished() const {
   return !live_request_ids_.empty();
 }
 
+// What a sample's detokenizer is primed with: -1 (no prompt) when there is
+// no tokenizer (random-weights models), since it then never reads one.
+int32_t Engine::last_prompt_token(const Request& req) const {
+  return tokenizer_ ? req.prompt_ids.back() : -1;
+}
+
 // Moves submitted requests into the scheduler and applies aborts.
 void Engine::admit_inbox() {
   std::vector<std::unique_ptr<Request>> inbox;
@@ -258,7 +304,7 @@ void Engine::admit_inbox() {
     seq->token_ids = req->prompt_ids;
     seq->num_prompt_tokens = static_cast<int32_t>(req->prompt_ids.size());
     seq->num_seats = req->params.n;
-    auto state = std::make_unique<SampleState>(tokenizer_.get(), req->prompt_ids.back());
+    auto state = std::make_unique<SampleState>(tokenizer_.get(), last_prompt_token(*req));
     state->seq = seq.get();
     req->samples.push_back(std::move(state));
     scheduler_->add(seq.get());
@@ -307,7 +353,7 @@ void Engine::fork_samples(Sequence* parent, std::vector<Sequence*>* children) {
     } else {
       scheduler_->add(child.get());
     }
-    auto state = std::make_unique<SampleState>(tokenizer_.get(), req.prompt_ids.back());
+    auto state = std::make_unique<SampleState>(tokenizer_.get(), last_prompt_token(req));
     state->seq = child.get();
     req.samples.push_back(std::move(state));
     children->push_back(child.get());

@@ -34,7 +34,11 @@ namespace pvllm {
 
 struct EngineConfig {
   std::string model_path;
-  std::string device = "auto";  // "cpu" or "auto" (this build runs on CPU)
+  // A shape of random_model_shapes() ("tinyllama-1.1b", ...): the model is
+  // built in memory with random bf16 weights and model_path is ignored.
+  // Empty = load model_path. Such a model has no tokenizer.
+  std::string random_weights;
+  std::string device = "auto";  // "cpu", "cuda", "cuda:N" or "auto" (CUDA when usable)
   int32_t block_size = 16;      // power of two, 8..256
   // KV pool: num_kv_blocks when > 0, otherwise as many blocks as
   // kv_cache_bytes buys (default 256 MiB).
@@ -49,6 +53,13 @@ struct EngineConfig {
   // one run of blocks at admission, prefix caching is off and forks copy.
   KvAllocator kv_allocator = KvAllocator::kPaged;
   int32_t num_threads = 0;  // 0 = all cores
+  // CUDA devices only ("cuda", "cuda:N", or "auto" when a GPU is found;
+  // see core/backend_loader.h). The KV pool takes
+  // free memory * gpu_memory_utilization after the weights (num_kv_blocks
+  // > 0 still fixes the count; kv_cache_bytes is ignored on the GPU).
+  float gpu_memory_utilization = 0.90f;
+  int32_t dtype = 0;  // 0 = auto (bf16 unless the checkpoint is f16), 1 = bf16, 2 = fp16
+  bool enable_cuda_graphs = true;  // replay captured graphs for pure-decode steps
   // Called during create() with a fraction in [0, 1] and a stage name.
   std::function<void(float fraction, const char* stage)> progress;
 
@@ -154,6 +165,7 @@ class Engine {
   Engine() = default;
 
   void admit_inbox();  // under mu_
+  int32_t last_prompt_token(const Request& req) const;
   void append_token(Sequence* seq, const SampleResult& r, std::vector<Output>* events);
   // Ends one sample: its final event (`last`, when this step produced one,
   // else an empty one) carries the reason; frees its blocks.

@@ -43,6 +43,9 @@ struct Model {
   // Keep the bytes the tensors point into alive.
   std::vector<std::shared_ptr<MappedFile>> files;
   std::vector<std::vector<unsigned char>> owned_buffers;
+  // Owned bytes left uninitialised at allocation, so that the threads that
+  // fill them (random-weights models) also take the page faults, in parallel.
+  std::vector<std::unique_ptr<unsigned char[]>> owned_arrays;
 
   // Total bytes of all distinct weight tensors (tied embeddings counted once).
   size_t weight_bytes() const;

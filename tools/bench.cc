@@ -2,15 +2,19 @@
 // allocator (paged, contiguous, or both on the same budget) and reports
 // throughput and what the KV cache did: concurrency, queueing for memory,
 // utilization (tokens stored / slots reserved), waste, preemptions, prefix
-// cache savings and blocks per sequence. Built on the C ABI only.
+// cache savings and blocks per sequence, and per-request latency: time to
+// first token and time per output token, measured in wall time from submit
+// (p50 / p99). Built on the C ABI only.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "bench_workloads.h"
@@ -21,6 +25,8 @@ namespace {
 
 struct BenchOptions {
   std::string model;
+  std::string random_weights;  // a shape name: random bf16 weights instead of --model
+  std::string device = "auto";
   WorkloadOptions workload;
   std::string allocator = "both";
   int32_t block_size = 16;
@@ -34,6 +40,7 @@ struct BenchOptions {
   std::string markdown_path;
   std::string timeline_path;
   std::string summary_path;
+  std::string dump_workload_path;
   std::string label;
   bool quiet = false;
 };
@@ -60,6 +67,20 @@ struct RunResult {
   int64_t num_rejected = 0;       // submits the engine refused
   pvllm_stats final{};
   std::vector<Sample> timeline;
+  // Per request, in seconds (sample 0 of each): submit to first token, and
+  // the mean gap between its later tokens (requests with >= 2 tokens).
+  std::vector<double> ttft_s;
+  std::vector<double> tpot_s;
+};
+
+using Clock = std::chrono::steady_clock;
+
+// Wall-clock marks of one request's sample 0.
+struct RequestTiming {
+  Clock::time_point submitted;
+  Clock::time_point first_token;
+  Clock::time_point last_token;
+  int64_t num_tokens = 0;
 };
 
 struct EngineDeleter {
@@ -70,8 +91,10 @@ int32_t allocator_value(const std::string& name) {
   return name == "contiguous" ? PVLLM_KV_ALLOCATOR_CONTIGUOUS : PVLLM_KV_ALLOCATOR_PAGED;
 }
 
-// Drains and drops pending events: the bench reads counts from the stats.
-bool drain(pvllm_engine* engine, std::string* error) {
+// Drains pending events: counts come from the stats; the events give each
+// request's token times (sample 0), recorded in *timings.
+bool drain(pvllm_engine* engine, std::unordered_map<uint64_t, RequestTiming>* timings, RunResult* r,
+           std::string* error) {
   pvllm_output_batch* batch = nullptr;
   pvllm_error* err = nullptr;
   if (pvllm_poll(engine, 0, &batch, &err) != PVLLM_STATUS_OK) {
@@ -82,6 +105,25 @@ bool drain(pvllm_engine* engine, std::string* error) {
   for (size_t i = 0; i < pvllm_output_batch_size(batch); ++i) {
     const pvllm_output* o = pvllm_output_batch_get(batch, i);
     if (o->finish_reason == PVLLM_FINISH_ERROR) *error = o->error_message;
+    auto it = timings->find(o->request_id);
+    if (it == timings->end() || o->sample_index != 0) continue;
+    RequestTiming& t = it->second;
+    if (o->num_token_ids > 0) {
+      const Clock::time_point now = Clock::now();
+      if (t.num_tokens == 0) t.first_token = now;
+      t.last_token = now;
+      t.num_tokens += static_cast<int64_t>(o->num_token_ids);
+    }
+    if (o->finish_reason != PVLLM_FINISH_NONE) {
+      if (t.num_tokens > 0) {
+        r->ttft_s.push_back(std::chrono::duration<double>(t.first_token - t.submitted).count());
+      }
+      if (t.num_tokens > 1) {
+        r->tpot_s.push_back(std::chrono::duration<double>(t.last_token - t.first_token).count() /
+                            static_cast<double>(t.num_tokens - 1));
+      }
+      timings->erase(it);
+    }
   }
   pvllm_output_batch_free(batch);
   return error->empty();
@@ -93,7 +135,9 @@ RunResult run_workload(const BenchOptions& o, const std::string& allocator,
   r.allocator = allocator;
   pvllm_engine_params params;
   pvllm_engine_params_init(&params, sizeof params);
-  params.model_path = o.model.c_str();
+  params.model_path = o.model.empty() ? nullptr : o.model.c_str();
+  params.random_weights = o.random_weights.empty() ? nullptr : o.random_weights.c_str();
+  params.device = o.device.c_str();
   params.block_size = o.block_size;
   params.kv_cache_bytes = o.kv_cache_mb << 20;
   params.max_model_len = o.max_model_len;
@@ -111,6 +155,7 @@ RunResult run_workload(const BenchOptions& o, const std::string& allocator,
   }
   std::unique_ptr<pvllm_engine, EngineDeleter> engine(raw);
 
+  std::unordered_map<uint64_t, RequestTiming> timings;
   const auto start = std::chrono::steady_clock::now();
   size_t next = 0;
   int64_t step = 0;
@@ -142,13 +187,14 @@ RunResult run_workload(const BenchOptions& o, const std::string& allocator,
         continue;
       }
       r.num_prompt_tokens += static_cast<int64_t>(q.prompt.size());
+      timings[id].submitted = Clock::now();
     }
     if (pvllm_step(engine.get(), &num_unfinished, &err) != PVLLM_STATUS_OK) {
       r.error = std::string("step: ") + pvllm_error_message(err);
       pvllm_error_free(err);
       return r;
     }
-    if (!drain(engine.get(), &r.error)) return r;
+    if (!drain(engine.get(), &timings, &r, &r.error)) return r;
     pvllm_stats s;
     pvllm_stats_init(&s, sizeof s);
     pvllm_get_stats(engine.get(), &s, nullptr);
@@ -178,6 +224,14 @@ struct Figure {
   double value;
   int decimals;
 };
+
+// The q-quantile (0..1) of `v` by nearest rank, in milliseconds; 0 if empty.
+double percentile_ms(std::vector<double> v, double q) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return 1000.0 * v[std::min(v.size() - 1, rank > 0 ? rank - 1 : 0)];
+}
 
 std::vector<Figure> figures(const RunResult& r, int32_t block_size, int32_t n) {
   double sum_running = 0, sum_stored = 0, sum_reserved = 0, sum_blocks = 0;
@@ -215,6 +269,10 @@ std::vector<Figure> figures(const RunResult& r, int32_t block_size, int32_t n) {
       {"output_tokens_per_s", "output tokens/s", r.num_output_tokens / wall, 1},
       {"total_tokens_per_s", "total tokens/s (prompt + output)",
        (r.num_prompt_tokens + r.num_output_tokens) / wall, 1},
+      {"ttft_p50_ms", "time to first token p50 (ms)", percentile_ms(r.ttft_s, 0.50), 1},
+      {"ttft_p99_ms", "time to first token p99 (ms)", percentile_ms(r.ttft_s, 0.99), 1},
+      {"tpot_p50_ms", "time per output token p50 (ms)", percentile_ms(r.tpot_s, 0.50), 2},
+      {"tpot_p99_ms", "time per output token p99 (ms)", percentile_ms(r.tpot_s, 0.99), 2},
       {"output_tokens_per_step", "output tokens per step (batching, clock-free)",
        r.num_steps > 0 ? static_cast<double>(r.num_output_tokens) / r.num_steps : 0.0, 2},
       {"peak_running", "peak running sequences", static_cast<double>(peak_running), 0},
@@ -327,9 +385,17 @@ bool write_file(const std::string& path, const std::string& text) {
 
 int run_bench(BenchOptions& o) {
   // The context comes from the model unless --max-model-len lowers it.
+  if (o.model.empty() == o.random_weights.empty()) {
+    std::fprintf(stderr,
+                 "pvllm bench: give --model PATH or --random-weights SHAPE (one of them)\n");
+    return 2;
+  }
+  const std::string model_name = o.model.empty() ? "random:" + o.random_weights : o.model;
   pvllm_model_info* info = nullptr;
   pvllm_error* err = nullptr;
-  pvllm_status st = pvllm_model_inspect(o.model.c_str(), &info, &err);
+  pvllm_status st = o.random_weights.empty()
+                        ? pvllm_model_inspect(o.model.c_str(), &info, &err)
+                        : pvllm_model_inspect_random(o.random_weights.c_str(), &info, &err);
   if (st != PVLLM_STATUS_OK) return report_error("inspect", st, err);
   pvllm_model_config mc;
   pvllm_model_config_init(&mc, sizeof mc);
@@ -347,6 +413,20 @@ int run_bench(BenchOptions& o) {
     return 2;
   }
   const std::string description = describe_workload(o.workload, reqs);
+  if (!o.dump_workload_path.empty()) {
+    // The exact requests, for other engines to replay (scripts/bench_vs_transformers.py).
+    nlohmann::ordered_json j;
+    j["description"] = description;
+    j["context"] = o.workload.context;
+    j["requests"] = nlohmann::ordered_json::array();
+    for (const BenchRequest& q : reqs) {
+      j["requests"].push_back({{"prompt_len", q.prompt.size()},
+                               {"max_tokens", q.max_tokens},
+                               {"n", q.n},
+                               {"arrival_step", q.arrival_step}});
+    }
+    return write_file(o.dump_workload_path, j.dump(1) + "\n") ? 0 : 1;
+  }
   const int32_t n = reqs.empty() ? 1 : reqs[0].n;
   if (!o.quiet) std::fprintf(stderr, "pvllm bench: %s\n", description.c_str());
 
@@ -370,13 +450,14 @@ int run_bench(BenchOptions& o) {
   }
 
   std::printf("workload  %s\nmodel     %s (context %d)\nKV budget %lld MiB, block size %d\n\n",
-              description.c_str(), o.model.c_str(), o.workload.context,
+              description.c_str(), model_name.c_str(), o.workload.context,
               static_cast<long long>(o.kv_cache_mb), o.block_size);
   print_table(runs, figs);
 
   if (!o.json_path.empty()) {
     nlohmann::ordered_json j;
-    j["model"] = o.model;
+    j["model"] = model_name;
+    j["device"] = o.device;
     j["workload"] = o.workload.name;
     j["description"] = description;
     j["context"] = o.workload.context;
@@ -465,8 +546,12 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       "bench",
       "Measure throughput and KV-cache memory on a seeded synthetic workload, paged vs "
       "contiguous allocation on the same budget");
-  cmd->add_option("-m,--model", o->model, "Model folder (Hugging Face) or llama2.c .bin")
-      ->required();
+  cmd->add_option("-m,--model", o->model, "Model folder (Hugging Face) or llama2.c .bin");
+  cmd->add_option("--random-weights", o->random_weights,
+                  "Instead of --model, a model of this shape with random bf16 weights built in "
+                  "memory: tiny, tinyllama-1.1b, llama-2-7b, llama-3-8b");
+  cmd->add_option("--device", o->device, "Device: auto, cpu, cuda or cuda:N")
+      ->capture_default_str();
   cmd->add_option("-w,--workload", o->workload.name,
                   "chat (log-normal lengths, Poisson arrivals), nano (256 x uniform "
                   "[100, 1024]), shared-prefix (long system prompt + questions), parallel "
@@ -512,6 +597,9 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                   "Write per-step samples (TSV, one block per allocator) for plots");
   cmd->add_option("--summary", o->summary_path,
                   "Append one TSV row per run to FILE (header when new), for scripts");
+  cmd->add_option("--dump-workload", o->dump_workload_path,
+                  "Write the workload's requests (prompt length, max tokens, n, arrival) as "
+                  "JSON to FILE and exit without running");
   cmd->add_option("--label", o->label, "The rows' label in --summary (default: the workload)");
   cmd->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
   cmd->footer(
@@ -520,7 +608,9 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       "token ids; generation ignores EOS and samples at temperature 1 with a seed per "
       "request.\n"
       "Example: pvllm bench --model tiny8k --workload chat --kv-allocator both "
-      "--json chat.json");
+      "--json chat.json\n"
+      "nano-vllm's benchmark: pvllm bench --random-weights tinyllama-1.1b --device cuda "
+      "--workload nano --kv-allocator paged --kv-cache-mb 16384");
   cmd->callback([o, exit_code]() { *exit_code = run_bench(*o); });
 }
 

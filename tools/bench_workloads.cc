@@ -38,6 +38,8 @@ void poisson_arrivals(std::mt19937_64* rng, double rate, int64_t start, size_t f
 
 }  // namespace
 
+double nano_length_scale(int32_t context) { return std::min(1.0, context / 2048.0); }
+
 const std::vector<std::string>& workload_names() {
   static const std::vector<std::string> names{"chat", "nano", "shared-prefix", "parallel", "fixed"};
   return names;
@@ -69,8 +71,10 @@ bool make_workload(const WorkloadOptions& o, std::vector<BenchRequest>* out, std
     poisson_arrivals(&rng, o.rate > 0 ? o.rate : 2.0, 0, 0, out);
   } else if (o.name == "nano") {
     // nano-vllm's bench.py: 256 sequences, prompt and output uniform in
-    // [100, 1024] with a 4096 context; scaled down for shorter contexts.
-    const double scale = std::min(1.0, ctx / 2048.0);
+    // [100, 1024] (seed 0, EOS ignored), exactly, whenever prompt + output
+    // fit the context (>= 2048); scaled down only for shorter contexts, and
+    // describe_workload says so.
+    const double scale = nano_length_scale(ctx);
     const int32_t lo = std::max(1, static_cast<int32_t>(100 * scale));
     const int32_t hi = std::max(lo, static_cast<int32_t>(1024 * scale));
     std::uniform_int_distribution<int32_t> len(lo, hi);
@@ -147,7 +151,14 @@ std::string describe_workload(const WorkloadOptions& o, const std::vector<BenchR
                 static_cast<long long>(max_prompt), num_output / k,
                 static_cast<long long>(reqs.empty() ? 0 : reqs.back().arrival_step),
                 static_cast<unsigned long long>(o.seed));
-  return buf;
+  std::string text = buf;
+  if (o.name == "nano" && nano_length_scale(o.context) < 1.0) {
+    std::snprintf(buf, sizeof(buf),
+                  "; lengths SCALED by %.3f from nano-vllm's [100, 1024] to fit context %d",
+                  nano_length_scale(o.context), o.context);
+    text += buf;
+  }
+  return text;
 }
 
 }  // namespace pvllm_cli

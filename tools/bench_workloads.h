@@ -41,7 +41,12 @@ const std::vector<std::string>& workload_names();
 // (prompt + output <= context). Returns false with *error for bad options.
 bool make_workload(const WorkloadOptions& o, std::vector<BenchRequest>* out, std::string* error);
 
-// One line that says what the workload is, with its effective parameters.
+// The factor `nano` scales nano-vllm's lengths by: 1 (the exact workload)
+// when the context holds 2048 tokens, less for shorter contexts.
+double nano_length_scale(int32_t context);
+
+// One line that says what the workload is, with its effective parameters
+// (and, for nano, whether its lengths were scaled).
 std::string describe_workload(const WorkloadOptions& o, const std::vector<BenchRequest>& reqs);
 
 }  // namespace pvllm_cli

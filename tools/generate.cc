@@ -6,6 +6,7 @@
 // prints one object per line per finished sample.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -25,7 +26,9 @@ namespace {
 
 struct GenerateOptions {
   std::string model;
+  std::string random_weights;  // a shape name: random bf16 weights, no tokenizer
   std::vector<std::string> prompts;
+  std::vector<std::string> prompt_ids;  // "1,2,3": token-id prompts, one per request
   std::string prompts_file;
   pvllm_sampling_params sampling;
   pvllm_engine_params engine;
@@ -206,6 +209,23 @@ struct BatchDeleter {
   void operator()(pvllm_output_batch* b) const { pvllm_output_batch_free(b); }
 };
 
+// "1,2,3" -> {1, 2, 3}; false for anything else.
+bool parse_ids(const std::string& text, std::vector<int32_t>* ids) {
+  ids->clear();
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos ||
+        item.size() > 9) {
+      return false;
+    }
+    ids->push_back(static_cast<int32_t>(std::stol(item)));
+    pos = comma + 1;
+  }
+  return !ids->empty();
+}
+
 class Generator {
  public:
   Generator(const GenerateOptions& o, std::vector<std::string> prompts)
@@ -225,7 +245,8 @@ class Generator {
  private:
   int create_engine() {
     pvllm_engine_params params = o_.engine;
-    params.model_path = o_.model.c_str();
+    params.model_path = o_.model.empty() ? nullptr : o_.model.c_str();
+    params.random_weights = o_.random_weights.empty() ? nullptr : o_.random_weights.c_str();
     params.device = o_.device.c_str();
     params.kv_cache_bytes = o_.kv_cache_mb * (int64_t{1} << 20);
     params.enable_prefix_caching = o_.no_prefix_caching ? 0 : 1;
@@ -258,7 +279,18 @@ class Generator {
     for (size_t i = 0; i < prompts_.size(); ++i) {
       pvllm_request request;
       pvllm_request_init(&request, sizeof request);
-      request.prompt_text = prompts_[i].c_str();
+      std::vector<int32_t> ids;
+      if (!o_.prompt_ids.empty()) {
+        if (!parse_ids(prompts_[i], &ids)) {
+          std::fprintf(stderr, "pvllm: --prompt-ids \"%s\" is not a comma-separated id list\n",
+                       prompts_[i].c_str());
+          return 1;
+        }
+        request.prompt_token_ids = ids.data();
+        request.num_prompt_token_ids = ids.size();
+      } else {
+        request.prompt_text = prompts_[i].c_str();
+      }
       request.sampling = &sampling;
       request.priority = o_.priority;
       uint64_t id = 0;
@@ -274,7 +306,7 @@ class Generator {
       r.samples.resize(num_samples);
       num_samples_left_ += num_samples;
     }
-    streaming_ = requests_.size() == 1 && num_samples == 1 && !o_.json;
+    streaming_ = requests_.size() == 1 && num_samples == 1 && !o_.json && o_.prompt_ids.empty();
     if (streaming_) {
       // The continuation reads on from the prompt, as in the labelled form.
       std::fputs(prompts_[0].c_str(), stdout);
@@ -355,6 +387,15 @@ class Generator {
       std::printf("%s\n", sample_json(r, sample_index, o_.sampling.logprobs >= 0).c_str());
     } else if (streaming_) {
       std::printf("\n");
+    } else if (!o_.prompt_ids.empty()) {
+      // Token-id prompts (random-weights models have no tokenizer): ids out.
+      std::string ids;
+      for (int32_t t : s.token_ids) {
+        if (!ids.empty()) ids += ',';
+        ids += std::to_string(t);
+      }
+      std::printf("--- request %zu, sample %zu (%s) ---\n[%s] -> [%s]\n", r.index, sample_index,
+                  finish_reason_name(s.finish_reason), r.prompt.c_str(), ids.c_str());
     } else {
       std::printf("--- request %zu, sample %zu (%s) ---\n%s%s\n", r.index, sample_index,
                   finish_reason_name(s.finish_reason), r.prompt.c_str(), s.text.c_str());
@@ -378,8 +419,8 @@ class Generator {
                  "pvllm: %zu requests, %.0f generated tokens in %.3f s: %.1f generated tokens/s; "
                  "%.0f prompt tokens prefilled (%lld from the prefix cache), %.1f total tokens/s; "
                  "%lld preemptions\n",
-                 requests_.size(), num_generated, seconds, num_generated / safe_seconds,
-                 num_prompt, static_cast<long long>(stats.num_cached_prompt_tokens),
+                 requests_.size(), num_generated, seconds, num_generated / safe_seconds, num_prompt,
+                 static_cast<long long>(stats.num_cached_prompt_tokens),
                  (num_generated + num_prompt) / safe_seconds,
                  static_cast<long long>(stats.num_preemptions));
   }
@@ -395,10 +436,19 @@ class Generator {
 };
 
 int run_generate(const GenerateOptions& o) {
+  if (o.model.empty() && o.random_weights.empty()) {
+    std::fprintf(stderr, "pvllm: give --model PATH or --random-weights SHAPE\n");
+    return 2;
+  }
   std::vector<std::string> prompts;
-  if (!collect_prompts(o, &prompts)) return 1;
+  if (!o.prompt_ids.empty()) {
+    prompts = o.prompt_ids;
+  } else if (!collect_prompts(o, &prompts)) {
+    return 1;
+  }
   if (prompts.empty()) {
-    std::fprintf(stderr, "pvllm: no prompt; give --prompt TEXT or --prompts-file FILE\n");
+    std::fprintf(stderr,
+                 "pvllm: no prompt; give --prompt TEXT, --prompts-file FILE or --prompt-ids IDS\n");
     return 1;
   }
   return Generator(o, std::move(prompts)).run();
@@ -424,8 +474,15 @@ void add_generate_command(CLI::App& app, int* exit_code) {
 
   sub->add_option("-m,--model", o->model,
                   "Model to load: a Hugging Face folder (config.json, *.safetensors, "
-                  "tokenizer.model) or a llama2.c .bin with a tokenizer.model beside it")
-      ->required();
+                  "tokenizer.model) or a llama2.c .bin with a tokenizer.model beside it");
+  sub->add_option("--random-weights", o->random_weights,
+                  "Instead of --model, build a model of this shape with random bf16 weights "
+                  "(tiny, tinyllama-1.1b, llama-2-7b, llama-3-8b); it has no tokenizer, so "
+                  "give --prompt-ids");
+  sub->add_option("--prompt-ids", o->prompt_ids,
+                  "A prompt as comma-separated token ids (e.g. 1,450,4996); repeat for several "
+                  "requests; outputs are printed as ids")
+      ->allow_extra_args(false);
   sub->add_option("-p,--prompt", o->prompts, "A prompt; repeat the option for several requests")
       ->allow_extra_args(false);
   sub->add_option("--prompts-file", o->prompts_file,

@@ -12,6 +12,7 @@ namespace {
 
 struct InspectOptions {
   std::string model;
+  std::string random_weights;  // a shape name instead of a model
   pvllm_engine_params engine;
   int64_t kv_cache_mb = 0;
 };
@@ -80,7 +81,8 @@ int print_tensors(const pvllm_model_info* info) {
 
 int print_estimate(const InspectOptions& o) {
   pvllm_engine_params params = o.engine;
-  params.model_path = o.model.c_str();
+  params.model_path = o.model.empty() ? nullptr : o.model.c_str();
+  params.random_weights = o.random_weights.empty() ? nullptr : o.random_weights.c_str();
   params.kv_cache_bytes = o.kv_cache_mb * (int64_t{1} << 20);
   pvllm_memory_estimate e;
   pvllm_memory_estimate_init(&e, sizeof e);
@@ -102,7 +104,13 @@ int print_estimate(const InspectOptions& o) {
 int run_inspect(const InspectOptions& o) {
   pvllm_model_info* raw = nullptr;
   pvllm_error* error = nullptr;
-  const pvllm_status status = pvllm_model_inspect(o.model.c_str(), &raw, &error);
+  if (o.model.empty() == o.random_weights.empty()) {
+    std::fprintf(stderr, "pvllm: give a model path or --random-weights SHAPE (one of them)\n");
+    return 2;
+  }
+  const pvllm_status status =
+      o.random_weights.empty() ? pvllm_model_inspect(o.model.c_str(), &raw, &error)
+                               : pvllm_model_inspect_random(o.random_weights.c_str(), &raw, &error);
   if (status != PVLLM_STATUS_OK) return report_error("cannot inspect the model", status, error);
   std::unique_ptr<pvllm_model_info, InfoDeleter> info(raw);
   if (int rc = print_config(info.get()); rc != 0) return rc;
@@ -124,10 +132,13 @@ void add_inspect_command(CLI::App& app, int* exit_code) {
   sub->footer(
       "Examples:\n"
       "  pvllm inspect stories260K.bin\n"
-      "  pvllm inspect TinyLlama-1.1B --kv-cache-mb 1024 --block-size 32");
+      "  pvllm inspect TinyLlama-1.1B --kv-cache-mb 1024 --block-size 32\n"
+      "  pvllm inspect --random-weights llama-3-8b");
   sub->add_option("model", o->model,
-                  "A Hugging Face folder or a llama2.c .bin (with tokenizer.model beside it)")
-      ->required();
+                  "A Hugging Face folder or a llama2.c .bin (with tokenizer.model beside it)");
+  sub->add_option("--random-weights", o->random_weights,
+                  "Instead of a model, a random-weights shape (tiny, tinyllama-1.1b, "
+                  "llama-2-7b, llama-3-8b), as bf16");
   sub->add_option("--block-size", o->engine.block_size,
                   "Tokens per KV-cache block, for the memory estimate")
       ->capture_default_str();

@@ -123,7 +123,9 @@ static void check_create_misuse(context* ctx, const char* model_path) {
   params.struct_size = 0;
   EXPECT_ERROR(ctx, pvllm_engine_create(&params, &engine, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "struct_size");
-  params.struct_size = (uint32_t)sizeof(params) - 1;
+  /* One byte short of the struct as ABI version 1 had it (it ended at
+   * kv_allocator; random_weights and later fields were appended). */
+  params.struct_size = (uint32_t)offsetof(pvllm_engine_params, random_weights) - 1;
   EXPECT_ERROR(ctx, pvllm_engine_create(&params, &engine, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "struct_size");
 

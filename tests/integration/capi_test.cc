@@ -656,7 +656,9 @@ TEST_F(CapiTest, StructSizesBelowTheFirstVersionAreRejected) {
   params.model_path = model_dir_.c_str();
   pvllm_engine* engine = nullptr;
   Error error;
-  for (uint32_t bad : {0u, 4u, static_cast<uint32_t>(sizeof(params)) - 1}) {
+  // ABI version 1's struct ended before random_weights (appended later).
+  const auto v1_size = static_cast<uint32_t>(offsetof(pvllm_engine_params, random_weights));
+  for (uint32_t bad : {0u, 4u, v1_size - 1}) {
     params.struct_size = bad;
     EXPECT_EQ(pvllm_engine_create(&params, &engine, error.out()), PVLLM_STATUS_INVALID_ARGUMENT)
         << "struct_size " << bad;

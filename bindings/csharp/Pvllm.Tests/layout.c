@@ -24,6 +24,10 @@ int main(void) {
   FIELD(pvllm_engine_params, progress);
   FIELD(pvllm_engine_params, progress_user_data);
   FIELD(pvllm_engine_params, kv_allocator);
+  FIELD(pvllm_engine_params, random_weights);
+  FIELD(pvllm_engine_params, gpu_memory_utilization);
+  FIELD(pvllm_engine_params, dtype);
+  FIELD(pvllm_engine_params, enable_cuda_graphs);
 
   SIZE(pvllm_sampling_params);
   FIELD(pvllm_sampling_params, struct_size);

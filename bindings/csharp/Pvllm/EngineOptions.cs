@@ -14,6 +14,15 @@ namespace Pvllm
         Contiguous = 1,
     }
 
+    /// <summary>pvllm_dtype: weights, activations and K/V on the GPU.</summary>
+    public enum Dtype
+    {
+        /// <summary>bf16, or fp16 for fp16 checkpoints.</summary>
+        Auto = 0,
+        Bf16 = 1,
+        Fp16 = 2,
+    }
+
     /// <summary>
     /// pvllm_engine_params. A new instance holds the library's defaults
     /// (pvllm_engine_params_init); only ModelPath is required.
@@ -36,6 +45,10 @@ namespace Pvllm
             EnablePrefixCaching = p.enable_prefix_caching != 0;
             NumThreads = p.num_threads;
             KvAllocator = (KvAllocator)p.kv_allocator;
+            RandomWeights = null;
+            GpuMemoryUtilization = p.gpu_memory_utilization;
+            Dtype = (Dtype)p.dtype;
+            EnableCudaGraphs = p.enable_cuda_graphs != 0;
         }
 
         /// <summary>A Hugging Face folder or a llama2.c .bin with a tokenizer.model beside it.</summary>
@@ -60,6 +73,18 @@ namespace Pvllm
         /// <summary>How sequences reserve KV slots; default Paged.</summary>
         public KvAllocator KvAllocator { get; set; }
         /// <summary>
+        /// A shape name ("tiny", "tinyllama-1.1b", "llama-2-7b", "llama-3-8b") builds that
+        /// model with random weights in memory for benchmarks (ModelPath is ignored; no
+        /// tokenizer, so submit token ids); null loads ModelPath.
+        /// </summary>
+        public string RandomWeights { get; set; }
+        /// <summary>CUDA only: the share of free GPU memory the KV pool takes; default 0.90.</summary>
+        public float GpuMemoryUtilization { get; set; }
+        /// <summary>CUDA only: weight, activation and K/V dtype; default Auto.</summary>
+        public Dtype Dtype { get; set; }
+        /// <summary>CUDA only: replay CUDA graphs for pure-decode steps; default true.</summary>
+        public bool EnableCudaGraphs { get; set; }
+        /// <summary>
         /// Called while the engine loads, on the thread inside Engine.Create, with
         /// a fraction in [0, 1] and a short stage description. An exception it
         /// throws is rethrown by Engine.Create once the library returns.
@@ -81,6 +106,10 @@ namespace Pvllm
             p.enable_prefix_caching = EnablePrefixCaching ? (byte)1 : (byte)0;
             p.num_threads = NumThreads;
             p.kv_allocator = (int)KvAllocator;
+            if (RandomWeights != null) p.random_weights = scope.Utf8String(RandomWeights);
+            p.gpu_memory_utilization = GpuMemoryUtilization;
+            p.dtype = (int)Dtype;
+            p.enable_cuda_graphs = EnableCudaGraphs ? (byte)1 : (byte)0;
             return p;
         }
     }

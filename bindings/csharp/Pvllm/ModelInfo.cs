@@ -46,13 +46,30 @@ namespace Pvllm
         public IReadOnlyList<TensorInfo> Tensors { get; private set; }
 
         /// <summary>Reads the model at `modelPath`; throws PvllmException (NotFound, IoError, CorruptModel, ...).</summary>
-        public static unsafe ModelInfo Inspect(string modelPath)
+        public static ModelInfo Inspect(string modelPath)
         {
             if (modelPath == null) throw new ArgumentNullException(nameof(modelPath));
             IntPtr error;
             ModelInfoHandle handle;
             PvllmStatus status = NativeMethods.pvllm_model_inspect(Utf8.ToNulTerminated(modelPath), out handle, out error);
             PvllmException.Check(status, error);
+            return FromHandle(handle);
+        }
+
+        /// <summary>The config and tensor table of a random-weights shape, allocating no weight.</summary>
+        public static ModelInfo InspectRandom(string shape)
+        {
+            if (shape == null) throw new ArgumentNullException(nameof(shape));
+            IntPtr error;
+            ModelInfoHandle handle;
+            PvllmStatus status = NativeMethods.pvllm_model_inspect_random(Utf8.ToNulTerminated(shape), out handle, out error);
+            PvllmException.Check(status, error);
+            return FromHandle(handle);
+        }
+
+        private static unsafe ModelInfo FromHandle(ModelInfoHandle handle)
+        {
+            IntPtr error;
             using (handle)
             {
                 var c = NativeStruct.Init<NativeMethods.pvllm_model_config>(NativeMethods.pvllm_model_config_init);

@@ -75,6 +75,10 @@ namespace Pvllm
             public IntPtr progress;               // pvllm_progress_fn
             public IntPtr progress_user_data;     // void*
             public int kv_allocator;              // pvllm_kv_allocator
+            public IntPtr random_weights;         // const char* (NUL-terminated UTF-8), or NULL
+            public float gpu_memory_utilization;  // float, (0, 1]
+            public int dtype;                     // pvllm_dtype
+            public byte enable_cuda_graphs;       // uint8_t boolean
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
@@ -285,6 +289,12 @@ namespace Pvllm
         // outInfo: pvllm_model_info**; error: pvllm_error**
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern PvllmStatus pvllm_model_inspect(byte[] modelPath, out ModelInfoHandle outInfo,
+            out IntPtr error);
+
+        // shape: const char* (NUL-terminated UTF-8, pinned array);
+        // outInfo: pvllm_model_info**; error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_model_inspect_random(byte[] shape, out ModelInfoHandle outInfo,
             out IntPtr error);
 
         // info: const pvllm_model_info*; error: pvllm_error**

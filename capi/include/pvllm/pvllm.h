@@ -115,7 +115,12 @@ typedef struct pvllm_engine_params {
   /* A Hugging Face folder (config.json, *.safetensors, tokenizer.model)
    * or a llama2.c .bin with a tokenizer.model beside it. Required. */
   const char* model_path;
-  /* "cpu" or "auto" (default; this build runs on the CPU). */
+  /* "cpu", "cuda" (= "cuda:0"), "cuda:N" or "auto" (default): auto runs on
+   * CUDA device 0 when the CUDA backend module (libpvllm_cuda.so, next to
+   * this library or at $PVLLM_CUDA_BACKEND) loads, a device exists and the
+   * model's shapes are served, else on the CPU. "cuda" without the module, a
+   * driver or the device is UNSUPPORTED at create, the message saying which;
+   * anything else is INVALID_ARGUMENT. */
   const char* device;
   int32_t block_size;             /* tokens per KV block: 8..256, power of two; default 16 */
   int64_t kv_cache_bytes;         /* KV budget in bytes when num_kv_blocks is 0; default 256 MiB */
@@ -129,7 +134,35 @@ typedef struct pvllm_engine_params {
   void* progress_user_data;
   /* How sequences reserve KV slots, a pvllm_kv_allocator; default PAGED. */
   int32_t kv_allocator;
+  /* Appended after ABI version 1. NULL (default) = load model_path. A shape
+   * name ("tiny", "tinyllama-1.1b", "llama-2-7b", "llama-3-8b") = build that
+   * model in memory with random bf16 weights (fixed seed) for benchmarks;
+   * model_path is then ignored and may be NULL. Such a model has no
+   * tokenizer: submit token ids (text prompts give TOKENIZER_ERROR). An
+   * unknown shape is INVALID_ARGUMENT, the message listing the known ones.
+   * pvllm_estimate_memory honours it too. */
+  const char* random_weights;
+  /* Appended after ABI version 1: CUDA devices only (ignored on the CPU).
+   * The KV pool gets free GPU memory * gpu_memory_utilization, measured
+   * after the weights and activation buffers, less a fixed reserve
+   * (num_kv_blocks > 0 still fixes the count; kv_cache_bytes is ignored on
+   * the GPU). In (0, 1]; default 0.90. */
+  float gpu_memory_utilization;
+  /* Weight, activation and K/V dtype on the GPU, a pvllm_dtype; default
+   * AUTO (bf16, or fp16 for fp16 checkpoints); f32 checkpoints are converted
+   * while uploading. */
+  int32_t dtype;
+  /* 1 (default): pure-decode steps replay CUDA graphs captured per batch
+   * size bucket (1, 2, 4, ..., 256); 0: always launch eagerly. */
+  uint8_t enable_cuda_graphs;
 } pvllm_engine_params;
+
+/* Values of pvllm_engine_params.dtype. */
+typedef enum pvllm_dtype {
+  PVLLM_DTYPE_AUTO = 0,
+  PVLLM_DTYPE_BF16 = 1,
+  PVLLM_DTYPE_FP16 = 2
+} pvllm_dtype;
 
 /* Values of pvllm_engine_params.kv_allocator. */
 typedef enum pvllm_kv_allocator {
@@ -393,6 +426,12 @@ typedef struct pvllm_model_info pvllm_model_info;
  * INVALID_ARGUMENT. The caller frees *out_info with pvllm_model_info_free. */
 PVLLM_API pvllm_status pvllm_model_inspect(const char* model_path, pvllm_model_info** out_info,
                                            pvllm_error** error);
+/* The same for a random-weights shape (pvllm_engine_params.random_weights):
+ * its config and bf16 tensor table, allocating no weight. Returns OK or
+ * INVALID_ARGUMENT (NULL, or an unknown shape: the message lists the known
+ * ones). The caller frees *out_info with pvllm_model_info_free. */
+PVLLM_API pvllm_status pvllm_model_inspect_random(const char* shape, pvllm_model_info** out_info,
+                                                  pvllm_error** error);
 PVLLM_API pvllm_status pvllm_model_info_config(const pvllm_model_info* info,
                                                pvllm_model_config* out_config,
                                                pvllm_error** error);
@@ -417,6 +456,11 @@ PVLLM_API void pvllm_memory_estimate_init(pvllm_memory_estimate* estimate, size_
 
 /* What pvllm_engine_create(params) would need, read from the model's
  * config and tensor table before loading anything.
+ * On CUDA (device "cuda"/"cuda:N", or "auto" with a usable GPU) the weights
+ * and K/V count 2 bytes per element and num_blocks is what the device's free
+ * memory buys now (an estimate: the engine measures again after uploading);
+ * "cuda" with no module, driver or device is UNSUPPORTED, as at create;
+ * "auto" without a GPU estimates the CPU pool.
  * Returns the statuses of pvllm_model_inspect, and INVALID_ARGUMENT for
  * params out of range. */
 PVLLM_API pvllm_status pvllm_estimate_memory(const pvllm_engine_params* params,

@@ -76,12 +76,16 @@ pub struct pvllm_engine_params {
     pub progress: pvllm_progress_fn,
     pub progress_user_data: *mut ::std::os::raw::c_void,
     pub kv_allocator: i32,
+    pub random_weights: *const ::std::os::raw::c_char,
+    pub gpu_memory_utilization: f32,
+    pub dtype: i32,
+    pub enable_cuda_graphs: u8,
 }
 #[test]
 fn bindgen_test_layout_pvllm_engine_params() {
     assert_eq!(
         ::std::mem::size_of::<pvllm_engine_params>(),
-        88usize,
+        112usize,
         concat!("Size of: ", stringify!(pvllm_engine_params))
     );
     assert_eq!(
@@ -327,7 +331,79 @@ fn bindgen_test_layout_pvllm_engine_params() {
         );
     }
     test_field_kv_allocator();
+    fn test_field_random_weights() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_engine_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).random_weights) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_engine_params),
+                "::",
+                stringify!(random_weights)
+            )
+        );
+    }
+    test_field_random_weights();
+    fn test_field_gpu_memory_utilization() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_engine_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).gpu_memory_utilization) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_engine_params),
+                "::",
+                stringify!(gpu_memory_utilization)
+            )
+        );
+    }
+    test_field_gpu_memory_utilization();
+    fn test_field_dtype() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_engine_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).dtype) as usize - ptr as usize
+            },
+            100usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_engine_params),
+                "::",
+                stringify!(dtype)
+            )
+        );
+    }
+    test_field_dtype();
+    fn test_field_enable_cuda_graphs() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_engine_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).enable_cuda_graphs) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_engine_params),
+                "::",
+                stringify!(enable_cuda_graphs)
+            )
+        );
+    }
+    test_field_enable_cuda_graphs();
 }
+pub const pvllm_dtype_PVLLM_DTYPE_AUTO: pvllm_dtype = 0;
+pub const pvllm_dtype_PVLLM_DTYPE_BF16: pvllm_dtype = 1;
+pub const pvllm_dtype_PVLLM_DTYPE_FP16: pvllm_dtype = 2;
+pub type pvllm_dtype = ::std::os::raw::c_uint;
 pub const pvllm_kv_allocator_PVLLM_KV_ALLOCATOR_PAGED: pvllm_kv_allocator = 0;
 pub const pvllm_kv_allocator_PVLLM_KV_ALLOCATOR_CONTIGUOUS: pvllm_kv_allocator = 1;
 pub type pvllm_kv_allocator = ::std::os::raw::c_uint;
@@ -2058,6 +2134,13 @@ pub struct pvllm_model_info {
 extern "C" {
     pub fn pvllm_model_inspect(
         model_path: *const ::std::os::raw::c_char,
+        out_info: *mut *mut pvllm_model_info,
+        error: *mut *mut pvllm_error,
+    ) -> pvllm_status;
+}
+extern "C" {
+    pub fn pvllm_model_inspect_random(
+        shape: *const ::std::os::raw::c_char,
         out_info: *mut *mut pvllm_model_info,
         error: *mut *mut pvllm_error,
     ) -> pvllm_status;

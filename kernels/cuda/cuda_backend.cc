@@ -1,0 +1,1001 @@
+// The CUDA backend: a Llama forward pass over the paged KV cache on one GPU,
+// built as its own module (libpvllm_cuda.so) so that libpvllm.so never
+// links the CUDA runtime; core/backend_loader.cc dlopens it when the device
+// is "cuda", "cuda:N" or "auto". Only the extern "C" functions at the end
+// leave the module.
+//
+// Per step: the host packs the batch metadata into one pinned buffer, one
+// copy moves it to the device, then every layer runs
+//   rmsnorm(+residual) → QKV GEMM → RoPE → kv_write → attention
+//   → O GEMM → rmsnorm(+residual) → gate/up GEMM → silu_mul → down GEMM
+// and the final norm and lm_head run only over the rows whose logits are
+// wanted. Pure-decode steps replay a CUDA graph captured once per batch-size
+// bucket over static input buffers.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/model.h"
+#include "kernels/cuda/activation.h"
+#include "kernels/cuda/block_copy.h"
+#include "kernels/cuda/decode_attention.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/kv_write.h"
+#include "kernels/cuda/prefill_attention.h"
+#include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rope.h"
+
+namespace pvllm {
+namespace {
+
+// Decode batch sizes that get a CUDA graph; a batch is padded up to the
+// next one.
+constexpr std::array<int32_t, 9> kGraphBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+constexpr size_t kAlign = 256;
+
+size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+Status cuda_status(cudaError_t e, const std::string& what) {
+  const std::string msg = what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+  if (e == cudaErrorMemoryAllocation) return OutOfMemory("CUDA out of memory: " + msg);
+  return Internal("CUDA error: " + msg);
+}
+
+Status cublas_status(cublasStatus_t s, const std::string& what) {
+  const std::string msg = what + ": cuBLAS status " + std::to_string(static_cast<int>(s));
+  if (s == CUBLAS_STATUS_ALLOC_FAILED) return OutOfMemory("cuBLAS out of memory: " + msg);
+  return Internal(msg);
+}
+
+#define PVLLM_CUDA_TRY(expr, what)                                       \
+  do {                                                                   \
+    const cudaError_t pvllm_err_ = (expr);                               \
+    if (pvllm_err_ != cudaSuccess) return cuda_status(pvllm_err_, what); \
+  } while (0)
+
+// A launcher's int result is a cudaError_t value.
+#define PVLLM_KERNEL_TRY(expr, what) PVLLM_CUDA_TRY(static_cast<cudaError_t>(expr), what)
+
+// One device allocation, freed on destruction.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  Status allocate(size_t bytes, const char* what) {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+    ptr_ = nullptr;
+    bytes_ = std::max<size_t>(bytes, 16);
+    PVLLM_CUDA_TRY(cudaMalloc(&ptr_, bytes_), std::string("allocating ") + what + " (" +
+                                                  std::to_string(bytes_ >> 20) + " MiB)");
+    return Status::Ok();
+  }
+  void* get() const { return ptr_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Page-locked host memory for the metadata staged each step.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() {
+    if (ptr_ != nullptr) cudaFreeHost(ptr_);
+  }
+  Status allocate(size_t bytes, const char* what) {
+    bytes_ = std::max<size_t>(bytes, 16);
+    PVLLM_CUDA_TRY(cudaMallocHost(&ptr_, bytes_), std::string("allocating pinned ") + what);
+    return Status::Ok();
+  }
+  unsigned char* get() const { return static_cast<unsigned char*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Offsets of the per-step arrays inside the metadata buffers (host staging
+// and device copy share one layout).
+struct MetaLayout {
+  size_t input_ids = 0;     // int32 [num_tokens]
+  size_t positions = 0;     // int32 [num_tokens]
+  size_t slots = 0;         // int64 [num_tokens]
+  size_t context_lens = 0;  // int32 [num_seqs]
+  size_t block_tables = 0;  // int32 [num_seqs, max_blocks_per_seq]
+  size_t prefill_qs = 0;    // int32 [num_prefill_seqs + 1], rebased to 0
+  size_t work_items = 0;    // int32 [num_work_items, 2]
+  size_t logits_rows = 0;   // int32 [num_logits]
+  size_t total = 0;
+};
+
+MetaLayout layout_for(size_t num_tokens, size_t num_seqs, size_t max_blocks, size_t num_work,
+                      size_t num_logits) {
+  MetaLayout l;
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    const size_t at = off;
+    off += align_up(bytes);
+    return at;
+  };
+  l.input_ids = take(num_tokens * 4);
+  l.positions = take(num_tokens * 4);
+  l.slots = take(num_tokens * 8);
+  l.context_lens = take(num_seqs * 4);
+  l.block_tables = take(num_seqs * max_blocks * 4);
+  l.prefill_qs = take((num_seqs + 1) * 4);
+  l.work_items = take(num_work * 8);
+  l.logits_rows = take(num_logits * 4);
+  l.total = off;
+  return l;
+}
+
+// Device pointers of one step, eager or captured.
+struct StepArgs {
+  const int32_t* input_ids = nullptr;     // [num_tokens]
+  const int32_t* positions = nullptr;     // [num_tokens]
+  const int64_t* slots = nullptr;         // [num_tokens]
+  const int32_t* context_lens = nullptr;  // [num_seqs]
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  int32_t max_blocks_per_seq = 0;
+  int32_t num_tokens = 0;
+  int32_t num_seqs = 0;
+  // Sequences [0, num_decode) have one query row each (rows [0, num_decode))
+  // and use the decode kernel; the rest are prefill chunks.
+  int32_t num_decode = 0;
+  int32_t decode_max_context = 0;
+  const int32_t* prefill_qs = nullptr;  // [num_seqs - num_decode + 1], rows after the decodes
+  const int32_t* work_items = nullptr;  // [num_work_items, 2]
+  int32_t num_work_items = 0;
+  const int32_t* logits_rows = nullptr;  // [num_logits]; nullptr: rows [0, num_logits)
+  int32_t num_logits = 0;
+};
+
+struct DeviceLayer {
+  DeviceBuffer attn_norm;  // [hidden]
+  DeviceBuffer wqkv;       // [(H + 2 KV) * D, hidden]: q rows, then k, then v
+  DeviceBuffer wo;         // [hidden, H * D]
+  DeviceBuffer ffn_norm;   // [hidden]
+  DeviceBuffer w_gate_up;  // [2 I, hidden]: gate rows, then up
+  DeviceBuffer w_down;     // [hidden, I]
+};
+
+struct DecodeGraph {
+  cudaGraphExec_t exec = nullptr;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const Model& model, const CudaBackendOptions& opt)
+      : model_(model), cfg_(model.config), opt_(opt) {}
+  ~CudaBackend() override;
+
+  Status init();
+
+  std::string name() const override { return "cuda:" + std::to_string(opt_.device_index); }
+  Status forward(const BatchMetadata& md, float* logits) override;
+  Status copy_blocks(const std::vector<BlockCopy>& copies) override;
+  int32_t num_blocks() const override { return num_blocks_; }
+  int32_t block_size() const override { return opt_.block_size; }
+
+ private:
+  size_t elem() const { return 2; }  // bf16 and fp16 alike
+  Status check_shapes() const;
+  Status upload(const Tensor& t, void* dst, const char* what);
+  Status upload_weights();
+  Status allocate_buffers();
+  Status allocate_kv();
+  Status gemm(const void* x, const void* w, void* y, int32_t m, int32_t n, int32_t k, bool out_f32);
+  Status run_model(const StepArgs& a);
+  Status forward_eager(const BatchMetadata& md, int32_t num_decode, float* logits);
+  Status forward_graph(const BatchMetadata& md, float* logits);
+  Status capture(int32_t batch, DecodeGraph* g);
+  void* k_layer(int32_t l) const {
+    return k_cache_.as<unsigned char>() + static_cast<size_t>(l) * kv_layer_bytes_;
+  }
+  void* v_layer(int32_t l) const {
+    return v_cache_.as<unsigned char>() + static_cast<size_t>(l) * kv_layer_bytes_;
+  }
+
+  const Model& model_;
+  const ModelConfig& cfg_;
+  CudaBackendOptions opt_;
+  DType dtype_ = DType::kBF16;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+
+  // Weights in dtype_.
+  DeviceBuffer embed_;                     // [vocab, hidden]
+  std::unique_ptr<DeviceLayer[]> layers_;  // [num_layers]
+  DeviceBuffer final_norm_;                // [hidden]
+  DeviceBuffer lm_head_;                   // [vocab, hidden]; unused when tied
+  const void* lm_head_ptr_ = nullptr;
+  DeviceBuffer inv_freq_;  // fp32 [head_dim / 2]
+
+  // Activations, dtype_, sized for max_tokens_ rows.
+  int32_t max_tokens_ = 0;
+  int32_t max_seqs_ = 0;
+  int32_t max_logits_ = 0;
+  int32_t max_blocks_ = 0;  // block-table width of the graphs: max_model_len / block_size
+  DeviceBuffer hidden_;     // [T, hidden] the residual stream
+  DeviceBuffer normed_;     // [T, hidden]
+  DeviceBuffer tmp_;        // [T, hidden] O and down projections
+  DeviceBuffer qkv_;        // [T, (H + 2 KV) * D]
+  DeviceBuffer q_;          // [T, H * D]
+  DeviceBuffer k_;          // [T, KV * D]
+  DeviceBuffer v_;          // [T, KV * D]
+  DeviceBuffer attn_;       // [T, H * D]
+  DeviceBuffer gate_up_;    // [T, 2 I]
+  DeviceBuffer act_;        // [T, I]
+  DeviceBuffer gather_x_;   // [L, hidden]
+  DeviceBuffer gather_r_;   // [L, hidden]
+  DeviceBuffer logits_;     // fp32 [L, vocab]
+  DeviceBuffer decode_ws_;  // split-KV scratch
+  DeviceBuffer cublas_ws_;
+
+  // Eager metadata.
+  PinnedBuffer meta_host_;
+  DeviceBuffer meta_dev_;
+  // Graph inputs: fixed layout for the largest bucket.
+  int32_t graph_max_batch_ = 0;
+  MetaLayout graph_layout_;
+  PinnedBuffer graph_host_;
+  DeviceBuffer graph_dev_;
+  std::map<int32_t, DecodeGraph> graphs_;
+  DeviceBuffer copy_pairs_;  // int32 [max copies, 2]
+  size_t max_copies_ = 0;
+
+  // KV pool: [num_layers, num_blocks, num_kv_heads, block_size, head_dim] each.
+  int32_t num_blocks_ = 0;
+  size_t kv_layer_bytes_ = 0;
+  DeviceBuffer k_cache_;
+  DeviceBuffer v_cache_;
+};
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(opt_.device_index);
+  for (auto& [batch, g] : graphs_) {
+    if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
+  }
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+Status CudaBackend::check_shapes() const {
+  const int32_t d = cfg_.head_dim;
+  if (d != 64 && d != 128) {
+    return Unsupported("the CUDA attention kernels serve head_dim 64 and 128; the model has " +
+                       std::to_string(d));
+  }
+  const int32_t bs = opt_.block_size;
+  if (bs != 16 && bs != 32 && bs != 256) {
+    return Unsupported("the CUDA attention kernels serve block_size 16, 32 and 256; got " +
+                       std::to_string(bs));
+  }
+  if (cfg_.num_kv_heads <= 0 || cfg_.num_heads % cfg_.num_kv_heads != 0 ||
+      cfg_.num_heads / cfg_.num_kv_heads > kDecodeMaxGroupSize) {
+    return Unsupported("the CUDA decode kernel serves GQA groups up to " +
+                       std::to_string(kDecodeMaxGroupSize));
+  }
+  if (opt_.dtype < 0 || opt_.dtype > 2) {
+    return InvalidArgument("dtype must be 0 (auto), 1 (bf16) or 2 (fp16), got " +
+                           std::to_string(opt_.dtype));
+  }
+  if (!(opt_.gpu_memory_utilization > 0.0f && opt_.gpu_memory_utilization <= 1.0f)) {
+    return InvalidArgument("gpu_memory_utilization must be in (0, 1], got " +
+                           std::to_string(opt_.gpu_memory_utilization));
+  }
+  return Status::Ok();
+}
+
+// Copies one tensor to the device in dtype_, converting on the host in
+// chunks when the checkpoint holds another dtype.
+Status CudaBackend::upload(const Tensor& t, void* dst, const char* what) {
+  if (t.empty()) return CorruptModel(std::string("missing tensor ") + what);
+  if (t.dtype == dtype_) {
+    PVLLM_CUDA_TRY(cudaMemcpy(dst, t.data, t.nbytes(), cudaMemcpyHostToDevice),
+                   std::string("uploading ") + t.name);
+    return Status::Ok();
+  }
+  constexpr int64_t kChunk = int64_t{1} << 22;  // elements per host conversion
+  std::vector<uint16_t> staging(static_cast<size_t>(std::min(kChunk, t.numel())));
+  for (int64_t start = 0; start < t.numel(); start += kChunk) {
+    const int64_t n = std::min(kChunk, t.numel() - start);
+    for (int64_t i = 0; i < n; ++i) {
+      const float f = load_as_float(t.dtype, t.data, start + i);
+      staging[static_cast<size_t>(i)] =
+          dtype_ == DType::kBF16 ? float_to_bf16(f) : float_to_fp16(f);
+    }
+    PVLLM_CUDA_TRY(cudaMemcpy(static_cast<uint16_t*>(dst) + start, staging.data(),
+                              static_cast<size_t>(n) * 2, cudaMemcpyHostToDevice),
+                   std::string("uploading ") + t.name);
+  }
+  return Status::Ok();
+}
+
+Status CudaBackend::upload_weights() {
+  const ModelWeights& w = model_.weights;
+  const size_t hidden = static_cast<size_t>(cfg_.hidden_size);
+  const size_t qd = static_cast<size_t>(cfg_.num_heads) * cfg_.head_dim;
+  const size_t kvd = static_cast<size_t>(cfg_.num_kv_heads) * cfg_.head_dim;
+  const size_t inter = static_cast<size_t>(cfg_.intermediate_size);
+  const size_t vocab = static_cast<size_t>(cfg_.vocab_size);
+
+  PVLLM_RETURN_IF_ERROR(embed_.allocate(vocab * hidden * elem(), "embedding"));
+  PVLLM_RETURN_IF_ERROR(upload(w.embed, embed_.get(), "embed"));
+  layers_ = std::make_unique<DeviceLayer[]>(w.layers.size());
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights& src = w.layers[i];
+    DeviceLayer& dst = layers_[i];
+    PVLLM_RETURN_IF_ERROR(dst.attn_norm.allocate(hidden * elem(), "attn_norm"));
+    PVLLM_RETURN_IF_ERROR(upload(src.attn_norm, dst.attn_norm.get(), "attn_norm"));
+    // Fused QKV: q rows, k rows, v rows, each block contiguous rows of
+    // `hidden` elements, so each source lands at a row offset.
+    PVLLM_RETURN_IF_ERROR(dst.wqkv.allocate((qd + 2 * kvd) * hidden * elem(), "wqkv"));
+    auto* qkv = dst.wqkv.as<unsigned char>();
+    PVLLM_RETURN_IF_ERROR(upload(src.wq, qkv, "wq"));
+    PVLLM_RETURN_IF_ERROR(upload(src.wk, qkv + qd * hidden * elem(), "wk"));
+    PVLLM_RETURN_IF_ERROR(upload(src.wv, qkv + (qd + kvd) * hidden * elem(), "wv"));
+    PVLLM_RETURN_IF_ERROR(dst.wo.allocate(hidden * qd * elem(), "wo"));
+    PVLLM_RETURN_IF_ERROR(upload(src.wo, dst.wo.get(), "wo"));
+    PVLLM_RETURN_IF_ERROR(dst.ffn_norm.allocate(hidden * elem(), "ffn_norm"));
+    PVLLM_RETURN_IF_ERROR(upload(src.ffn_norm, dst.ffn_norm.get(), "ffn_norm"));
+    PVLLM_RETURN_IF_ERROR(dst.w_gate_up.allocate(2 * inter * hidden * elem(), "w_gate_up"));
+    auto* gu = dst.w_gate_up.as<unsigned char>();
+    PVLLM_RETURN_IF_ERROR(upload(src.w_gate, gu, "w_gate"));
+    PVLLM_RETURN_IF_ERROR(upload(src.w_up, gu + inter * hidden * elem(), "w_up"));
+    PVLLM_RETURN_IF_ERROR(dst.w_down.allocate(hidden * inter * elem(), "w_down"));
+    PVLLM_RETURN_IF_ERROR(upload(src.w_down, dst.w_down.get(), "w_down"));
+  }
+  PVLLM_RETURN_IF_ERROR(final_norm_.allocate(hidden * elem(), "final_norm"));
+  PVLLM_RETURN_IF_ERROR(upload(w.final_norm, final_norm_.get(), "final_norm"));
+  if (w.lm_head.data == w.embed.data && w.lm_head.dtype == w.embed.dtype) {
+    lm_head_ptr_ = embed_.get();  // tied: the same bytes once
+  } else {
+    PVLLM_RETURN_IF_ERROR(lm_head_.allocate(vocab * hidden * elem(), "lm_head"));
+    PVLLM_RETURN_IF_ERROR(upload(w.lm_head, lm_head_.get(), "lm_head"));
+    lm_head_ptr_ = lm_head_.get();
+  }
+  const std::vector<float> inv_freq = rope_inv_freq(cfg_);
+  PVLLM_RETURN_IF_ERROR(inv_freq_.allocate(inv_freq.size() * sizeof(float), "inv_freq"));
+  PVLLM_CUDA_TRY(cudaMemcpy(inv_freq_.get(), inv_freq.data(), inv_freq.size() * sizeof(float),
+                            cudaMemcpyHostToDevice),
+                 "uploading inv_freq");
+  return Status::Ok();
+}
+
+Status CudaBackend::allocate_buffers() {
+  const size_t hidden = static_cast<size_t>(cfg_.hidden_size);
+  const size_t qd = static_cast<size_t>(cfg_.num_heads) * cfg_.head_dim;
+  const size_t kvd = static_cast<size_t>(cfg_.num_kv_heads) * cfg_.head_dim;
+  const size_t inter = static_cast<size_t>(cfg_.intermediate_size);
+  const int32_t max_model_len =
+      opt_.max_model_len > 0 ? opt_.max_model_len : cfg_.max_position_embeddings;
+  max_blocks_ = (max_model_len + opt_.block_size - 1) / opt_.block_size;
+
+  // Graphs cover decode batches up to the bucket holding max_num_seqs.
+  graph_max_batch_ = 0;
+  if (opt_.enable_cuda_graphs != 0) {
+    for (int32_t b : kGraphBuckets) {
+      graph_max_batch_ = b;
+      if (b >= opt_.max_num_seqs) break;
+    }
+  }
+  max_tokens_ = std::max(opt_.max_num_batched_tokens, graph_max_batch_);
+  max_seqs_ = std::max(std::min(opt_.max_num_seqs, max_tokens_), graph_max_batch_);
+  max_logits_ = max_seqs_;
+  const size_t t = static_cast<size_t>(max_tokens_);
+  const size_t e = elem();
+
+  PVLLM_RETURN_IF_ERROR(hidden_.allocate(t * hidden * e, "hidden"));
+  PVLLM_RETURN_IF_ERROR(normed_.allocate(t * hidden * e, "normed"));
+  PVLLM_RETURN_IF_ERROR(tmp_.allocate(t * hidden * e, "tmp"));
+  PVLLM_RETURN_IF_ERROR(qkv_.allocate(t * (qd + 2 * kvd) * e, "qkv"));
+  PVLLM_RETURN_IF_ERROR(q_.allocate(t * qd * e, "q"));
+  PVLLM_RETURN_IF_ERROR(k_.allocate(t * kvd * e, "k"));
+  PVLLM_RETURN_IF_ERROR(v_.allocate(t * kvd * e, "v"));
+  PVLLM_RETURN_IF_ERROR(attn_.allocate(t * qd * e, "attn"));
+  PVLLM_RETURN_IF_ERROR(gate_up_.allocate(t * 2 * inter * e, "gate_up"));
+  PVLLM_RETURN_IF_ERROR(act_.allocate(t * inter * e, "act"));
+  const size_t l = static_cast<size_t>(max_logits_);
+  PVLLM_RETURN_IF_ERROR(gather_x_.allocate(l * hidden * e, "gather_x"));
+  PVLLM_RETURN_IF_ERROR(gather_r_.allocate(l * hidden * e, "gather_r"));
+  PVLLM_RETURN_IF_ERROR(
+      logits_.allocate(l * static_cast<size_t>(cfg_.vocab_size) * sizeof(float), "logits"));
+
+  // Split-KV scratch: the largest over every decode batch size at the
+  // longest context (the split count falls as the batch grows, so the
+  // product is not monotonic).
+  DecodeAttentionParams dp;
+  dp.dtype = dtype_;
+  dp.num_heads = cfg_.num_heads;
+  dp.num_kv_heads = cfg_.num_kv_heads;
+  dp.head_dim = cfg_.head_dim;
+  dp.block_size = opt_.block_size;
+  dp.max_blocks_per_seq = max_blocks_;
+  dp.max_context_len = max_blocks_ * opt_.block_size;  // what the graphs plan for
+  size_t ws = 0;
+  for (int32_t s = 1; s <= max_seqs_; ++s) {
+    dp.num_seqs = s;
+    ws = std::max(ws, pvllm_cuda_decode_attention_workspace_bytes(dp));
+  }
+  PVLLM_RETURN_IF_ERROR(decode_ws_.allocate(ws, "decode workspace"));
+  PVLLM_RETURN_IF_ERROR(cublas_ws_.allocate(kCublasWorkspaceBytes, "cuBLAS workspace"));
+
+  // Work items: sum over chunks of ceil(q_len / 64) <= tokens / 64 + seqs.
+  const size_t max_work = t / kPrefillQueryTile + static_cast<size_t>(max_seqs_) + 1;
+  const MetaLayout eager =
+      layout_for(t, static_cast<size_t>(max_seqs_), static_cast<size_t>(max_blocks_), max_work, l);
+  PVLLM_RETURN_IF_ERROR(meta_host_.allocate(eager.total, "metadata"));
+  PVLLM_RETURN_IF_ERROR(meta_dev_.allocate(eager.total, "metadata"));
+  if (graph_max_batch_ > 0) {
+    const size_t b = static_cast<size_t>(graph_max_batch_);
+    graph_layout_ = layout_for(b, b, static_cast<size_t>(max_blocks_), 0, 0);
+    PVLLM_RETURN_IF_ERROR(graph_host_.allocate(graph_layout_.total, "graph inputs"));
+    PVLLM_RETURN_IF_ERROR(graph_dev_.allocate(graph_layout_.total, "graph inputs"));
+  }
+  return Status::Ok();
+}
+
+Status CudaBackend::allocate_kv() {
+  const size_t per_block = kv_bytes_per_block(cfg_, opt_.block_size, elem());
+  int64_t blocks = opt_.num_blocks;
+  if (blocks <= 0) {
+    size_t free_bytes = 0, total_bytes = 0;
+    PVLLM_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+    const double budget =
+        static_cast<double>(free_bytes) * opt_.gpu_memory_utilization - kCudaReservedBytes;
+    blocks = budget > 0 ? static_cast<int64_t>(budget / static_cast<double>(per_block)) : 0;
+    if (blocks < 1) {
+      return OutOfMemory("no GPU memory left for the KV cache: " +
+                         std::to_string(free_bytes >> 20) + " MiB free after the weights, " +
+                         "gpu_memory_utilization " + std::to_string(opt_.gpu_memory_utilization));
+    }
+  }
+  blocks = std::min<int64_t>(blocks, INT32_MAX / opt_.block_size);
+  num_blocks_ = static_cast<int32_t>(blocks);
+  kv_layer_bytes_ =
+      per_block / 2 / static_cast<size_t>(cfg_.num_layers) * static_cast<size_t>(num_blocks_);
+  const size_t bytes = kv_layer_bytes_ * static_cast<size_t>(cfg_.num_layers);
+  PVLLM_RETURN_IF_ERROR(k_cache_.allocate(bytes, "K cache"));
+  PVLLM_RETURN_IF_ERROR(v_cache_.allocate(bytes, "V cache"));
+  // Zeroed so that masked-out reads of never-written slots cannot carry NaN.
+  PVLLM_CUDA_TRY(cudaMemset(k_cache_.get(), 0, bytes), "clearing the K cache");
+  PVLLM_CUDA_TRY(cudaMemset(v_cache_.get(), 0, bytes), "clearing the V cache");
+  return Status::Ok();
+}
+
+Status CudaBackend::init() {
+  PVLLM_RETURN_IF_ERROR(check_shapes());
+  int32_t count = 0;
+  PVLLM_CUDA_TRY(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  if (opt_.device_index < 0 || opt_.device_index >= count) {
+    return Unsupported("CUDA device " + std::to_string(opt_.device_index) + " does not exist (" +
+                       std::to_string(count) + " devices)");
+  }
+  PVLLM_CUDA_TRY(cudaSetDevice(opt_.device_index), "cudaSetDevice");
+  if (opt_.dtype == 1) {
+    dtype_ = DType::kBF16;
+  } else if (opt_.dtype == 2) {
+    dtype_ = DType::kF16;
+  } else {
+    dtype_ = model_.weights.embed.dtype == DType::kF16 ? DType::kF16 : DType::kBF16;
+  }
+  PVLLM_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream");
+  const cublasStatus_t cs = cublasCreate(&cublas_);
+  if (cs != CUBLAS_STATUS_SUCCESS) return cublas_status(cs, "cublasCreate");
+  PVLLM_RETURN_IF_ERROR(upload_weights());
+  PVLLM_RETURN_IF_ERROR(allocate_buffers());
+  cublasStatus_t s = cublasSetStream(cublas_, stream_);
+  if (s == CUBLAS_STATUS_SUCCESS) {
+    // An explicit workspace keeps cuBLAS from allocating inside a graph capture.
+    s = cublasSetWorkspace(cublas_, cublas_ws_.get(), cublas_ws_.bytes());
+  }
+  if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH);
+  if (s != CUBLAS_STATUS_SUCCESS) return cublas_status(s, "configuring cuBLAS");
+  PVLLM_RETURN_IF_ERROR(allocate_kv());
+  PVLLM_CUDA_TRY(cudaDeviceSynchronize(), "initialising the CUDA backend");
+  return Status::Ok();
+}
+
+// y[m, n] = x[m, k] . w[n, k]^T, row-major, fp32 accumulation on tensor
+// cores. Column-major cuBLAS sees y^T = w . x^T with w stored as k x n.
+Status CudaBackend::gemm(const void* x, const void* w, void* y, int32_t m, int32_t n, int32_t k,
+                         bool out_f32) {
+  if (m == 0) return Status::Ok();
+  const float alpha = 1.0f, beta = 0.0f;
+  const cudaDataType_t dt = dtype_ == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+  const cublasStatus_t s =
+      cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w, dt, k, x, dt, k, &beta, y,
+                   out_f32 ? CUDA_R_32F : dt, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    return cublas_status(
+        s, "GEMM " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
+  }
+  return Status::Ok();
+}
+
+// Enqueues the whole model on stream_; logits of the selected rows end in
+// logits_ ([num_logits, vocab] fp32). Makes no host synchronisation, so it
+// is also what a graph captures.
+Status CudaBackend::run_model(const StepArgs& a) {
+  const int32_t t = a.num_tokens;
+  const int32_t hidden = cfg_.hidden_size;
+  const int32_t h = cfg_.num_heads, kvh = cfg_.num_kv_heads, d = cfg_.head_dim;
+  const int32_t qkv_cols = (h + 2 * kvh) * d;
+  const int32_t inter = cfg_.intermediate_size;
+  const size_t e = elem();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+
+  EmbeddingParams ep;
+  ep.ids = a.input_ids;
+  ep.table = embed_.get();
+  ep.out = hidden_.get();
+  ep.num_tokens = t;
+  ep.hidden = hidden;
+  ep.vocab = cfg_.vocab_size;
+  ep.dtype = dtype_;
+  PVLLM_KERNEL_TRY(pvllm_cuda_embedding(ep, stream_), "embedding");
+
+  RmsNormParams np;
+  np.num_tokens = t;
+  np.hidden = hidden;
+  np.eps = cfg_.rms_norm_eps;
+  np.dtype = dtype_;
+  np.out = normed_.get();
+
+  for (int32_t l = 0; l < cfg_.num_layers; ++l) {
+    const DeviceLayer& w = layers_[l];
+    // The previous layer's down projection joins the residual here.
+    np.x = l == 0 ? hidden_.get() : tmp_.get();
+    np.residual = l == 0 ? nullptr : hidden_.get();
+    np.weight = w.attn_norm.get();
+    PVLLM_KERNEL_TRY(pvllm_cuda_rmsnorm(np, stream_), "attention rmsnorm");
+
+    PVLLM_RETURN_IF_ERROR(
+        gemm(normed_.get(), w.wqkv.get(), qkv_.get(), t, qkv_cols, hidden, false));
+    // Split the fused output into packed q, k, v (the attention and
+    // kv_write kernels take packed rows).
+    const size_t pitch = static_cast<size_t>(qkv_cols) * e;
+    const auto* qkv = qkv_.as<unsigned char>();
+    const size_t qbytes = static_cast<size_t>(h) * d * e,
+                 kvbytes = static_cast<size_t>(kvh) * d * e;
+    PVLLM_CUDA_TRY(cudaMemcpy2DAsync(q_.get(), qbytes, qkv, pitch, qbytes, t,
+                                     cudaMemcpyDeviceToDevice, stream_),
+                   "splitting q");
+    PVLLM_CUDA_TRY(cudaMemcpy2DAsync(k_.get(), kvbytes, qkv + qbytes, pitch, kvbytes, t,
+                                     cudaMemcpyDeviceToDevice, stream_),
+                   "splitting k");
+    PVLLM_CUDA_TRY(cudaMemcpy2DAsync(v_.get(), kvbytes, qkv + qbytes + kvbytes, pitch, kvbytes, t,
+                                     cudaMemcpyDeviceToDevice, stream_),
+                   "splitting v");
+
+    RopeParams rp;
+    rp.q = q_.get();
+    rp.k = k_.get();
+    rp.positions = a.positions;
+    rp.inv_freq = inv_freq_.as<float>();
+    rp.num_tokens = t;
+    rp.num_heads = h;
+    rp.num_kv_heads = kvh;
+    rp.head_dim = d;
+    rp.style = cfg_.rope_style;
+    rp.dtype = dtype_;
+    PVLLM_KERNEL_TRY(pvllm_cuda_rope(rp, stream_), "rope");
+
+    KvWriteParams kp;
+    kp.k = k_.get();
+    kp.v = v_.get();
+    kp.k_cache = k_layer(l);
+    kp.v_cache = v_layer(l);
+    kp.slot_mapping = a.slots;
+    kp.dtype = dtype_;
+    kp.num_tokens = t;
+    kp.num_kv_heads = kvh;
+    kp.head_dim = d;
+    kp.block_size = opt_.block_size;
+    PVLLM_KERNEL_TRY(pvllm_cuda_write_kv(kp, stream_), "kv_write");
+
+    if (a.num_decode > 0) {
+      DecodeAttentionParams dp;
+      dp.q = q_.get();
+      dp.out = attn_.get();
+      dp.k_cache = k_layer(l);
+      dp.v_cache = v_layer(l);
+      dp.block_tables = a.block_tables;
+      dp.context_lens = a.context_lens;
+      dp.workspace = decode_ws_.get();
+      dp.dtype = dtype_;
+      dp.num_seqs = a.num_decode;
+      dp.num_heads = h;
+      dp.num_kv_heads = kvh;
+      dp.head_dim = d;
+      dp.block_size = opt_.block_size;
+      dp.max_blocks_per_seq = a.max_blocks_per_seq;
+      dp.max_context_len = a.decode_max_context;
+      dp.scale = scale;
+      PVLLM_KERNEL_TRY(pvllm_cuda_decode_attention(dp, stream_), "decode attention");
+    }
+    if (a.num_seqs > a.num_decode) {
+      const size_t row = static_cast<size_t>(a.num_decode) * qbytes;
+      PrefillAttentionParams pp;
+      pp.q = q_.as<unsigned char>() + row;
+      pp.out = attn_.as<unsigned char>() + row;
+      pp.k_cache = k_layer(l);
+      pp.v_cache = v_layer(l);
+      pp.query_start = a.prefill_qs;
+      pp.context_lens = a.context_lens + a.num_decode;
+      pp.block_tables = a.block_tables + static_cast<size_t>(a.num_decode) * a.max_blocks_per_seq;
+      pp.work_items = a.work_items;
+      pp.dtype = dtype_;
+      pp.num_work_items = a.num_work_items;
+      pp.num_seqs = a.num_seqs - a.num_decode;
+      pp.num_heads = h;
+      pp.num_kv_heads = kvh;
+      pp.head_dim = d;
+      pp.block_size = opt_.block_size;
+      pp.max_blocks_per_seq = a.max_blocks_per_seq;
+      pp.scale = scale;
+      PVLLM_KERNEL_TRY(pvllm_cuda_prefill_attention(pp, stream_), "prefill attention");
+    }
+
+    PVLLM_RETURN_IF_ERROR(gemm(attn_.get(), w.wo.get(), tmp_.get(), t, hidden, h * d, false));
+    np.x = tmp_.get();
+    np.residual = hidden_.get();
+    np.weight = w.ffn_norm.get();
+    PVLLM_KERNEL_TRY(pvllm_cuda_rmsnorm(np, stream_), "ffn rmsnorm");
+    PVLLM_RETURN_IF_ERROR(
+        gemm(normed_.get(), w.w_gate_up.get(), gate_up_.get(), t, 2 * inter, hidden, false));
+    SiluMulParams sp;
+    sp.in = gate_up_.get();
+    sp.out = act_.get();
+    sp.num_tokens = t;
+    sp.intermediate = inter;
+    sp.dtype = dtype_;
+    PVLLM_KERNEL_TRY(pvllm_cuda_silu_mul(sp, stream_), "silu_mul");
+    PVLLM_RETURN_IF_ERROR(gemm(act_.get(), w.w_down.get(), tmp_.get(), t, hidden, inter, false));
+  }
+
+  // Final residual add, norm and lm_head over the wanted rows only.
+  const void* x = tmp_.get();
+  void* res = hidden_.get();
+  if (a.logits_rows != nullptr) {
+    EmbeddingParams gp;
+    gp.ids = a.logits_rows;
+    gp.num_tokens = a.num_logits;
+    gp.hidden = hidden;
+    gp.vocab = t;
+    gp.dtype = dtype_;
+    gp.table = tmp_.get();
+    gp.out = gather_x_.get();
+    PVLLM_KERNEL_TRY(pvllm_cuda_embedding(gp, stream_), "gathering logits rows");
+    gp.table = hidden_.get();
+    gp.out = gather_r_.get();
+    PVLLM_KERNEL_TRY(pvllm_cuda_embedding(gp, stream_), "gathering logits rows");
+    x = gather_x_.get();
+    res = gather_r_.get();
+  }
+  np.x = x;
+  np.residual = res;
+  np.weight = final_norm_.get();
+  np.out = normed_.get();
+  np.num_tokens = a.num_logits;
+  PVLLM_KERNEL_TRY(pvllm_cuda_rmsnorm(np, stream_), "final rmsnorm");
+  return gemm(normed_.get(), lm_head_ptr_, logits_.get(), a.num_logits, cfg_.vocab_size, hidden,
+              true);
+}
+
+Status CudaBackend::forward(const BatchMetadata& md, float* logits) {
+  // The current device is per host thread; step() may run on any thread.
+  PVLLM_CUDA_TRY(cudaSetDevice(opt_.device_index), "cudaSetDevice");
+  const int32_t t = md.num_tokens, s = md.num_seqs;
+  if (t <= 0 || s <= 0) return InvalidArgument("empty batch");
+  if (t > max_tokens_ || s > max_seqs_ ||
+      static_cast<int32_t>(md.logits_rows.size()) > max_logits_) {
+    return InvalidArgument("batch of " + std::to_string(t) + " tokens, " + std::to_string(s) +
+                           " sequences, " + std::to_string(md.logits_rows.size()) +
+                           " logits rows exceeds the CUDA backend's buffers (" +
+                           std::to_string(max_tokens_) + ", " + std::to_string(max_seqs_) + ", " +
+                           std::to_string(max_logits_) + ")");
+  }
+  if (md.max_blocks_per_seq > max_blocks_) {
+    return InvalidArgument("block tables of " + std::to_string(md.max_blocks_per_seq) +
+                           " blocks exceed max_model_len's " + std::to_string(max_blocks_));
+  }
+  for (int32_t id : md.input_ids) {
+    if (id < 0 || id >= cfg_.vocab_size) {
+      return InvalidArgument("token id " + std::to_string(id) + " outside the vocabulary");
+    }
+  }
+  // Leading single-row sequences take the decode kernel.
+  int32_t num_decode = 0;
+  while (num_decode < s && md.query_start[num_decode + 1] - md.query_start[num_decode] == 1) {
+    ++num_decode;
+  }
+  Status st;
+  if (num_decode == s && t == s && s <= graph_max_batch_) {
+    st = forward_graph(md, logits);
+  } else {
+    st = forward_eager(md, num_decode, logits);
+  }
+  if (!st.ok()) {
+    // Leave the stream idle and clear a non-sticky error for the next batch.
+    cudaStreamSynchronize(stream_);
+    cudaGetLastError();
+  }
+  return st;
+}
+
+Status CudaBackend::forward_eager(const BatchMetadata& md, int32_t num_decode, float* logits) {
+  const int32_t t = md.num_tokens, s = md.num_seqs;
+  const int32_t mb = std::max(md.max_blocks_per_seq, 1);
+  std::vector<int32_t> work;
+  std::vector<int32_t> prefill_qs;
+  if (num_decode < s) {
+    const int32_t base = md.query_start[num_decode];
+    for (int32_t i = num_decode; i <= s; ++i) prefill_qs.push_back(md.query_start[i] - base);
+    work = plan_prefill_attention(prefill_qs.data(), md.context_lens.data() + num_decode,
+                                  s - num_decode);
+  }
+  const int32_t num_work = static_cast<int32_t>(work.size() / 2);
+  const int32_t num_logits = static_cast<int32_t>(md.logits_rows.size());
+  const MetaLayout l = layout_for(t, s, mb, num_work, num_logits);
+  if (l.total > meta_host_.bytes()) return Internal("metadata exceeds its buffer");
+
+  unsigned char* h = meta_host_.get();
+  std::memcpy(h + l.input_ids, md.input_ids.data(), t * 4);
+  std::memcpy(h + l.positions, md.positions.data(), t * 4);
+  std::memcpy(h + l.slots, md.slot_mapping.data(), t * 8);
+  std::memcpy(h + l.context_lens, md.context_lens.data(), s * 4);
+  if (md.max_blocks_per_seq > 0) {
+    std::memcpy(h + l.block_tables, md.block_tables.data(),
+                static_cast<size_t>(s) * md.max_blocks_per_seq * 4);
+  }
+  std::memcpy(h + l.prefill_qs, prefill_qs.data(), prefill_qs.size() * 4);
+  std::memcpy(h + l.work_items, work.data(), work.size() * 4);
+  std::memcpy(h + l.logits_rows, md.logits_rows.data(), md.logits_rows.size() * 4);
+  PVLLM_CUDA_TRY(cudaMemcpyAsync(meta_dev_.get(), h, l.total, cudaMemcpyHostToDevice, stream_),
+                 "copying batch metadata");
+
+  const auto* dev = meta_dev_.as<unsigned char>();
+  StepArgs a;
+  a.input_ids = reinterpret_cast<const int32_t*>(dev + l.input_ids);
+  a.positions = reinterpret_cast<const int32_t*>(dev + l.positions);
+  a.slots = reinterpret_cast<const int64_t*>(dev + l.slots);
+  a.context_lens = reinterpret_cast<const int32_t*>(dev + l.context_lens);
+  a.block_tables = reinterpret_cast<const int32_t*>(dev + l.block_tables);
+  a.max_blocks_per_seq = mb;
+  a.num_tokens = t;
+  a.num_seqs = s;
+  a.num_decode = num_decode;
+  for (int32_t i = 0; i < num_decode; ++i) {
+    a.decode_max_context = std::max(a.decode_max_context, md.context_lens[i]);
+  }
+  a.prefill_qs = reinterpret_cast<const int32_t*>(dev + l.prefill_qs);
+  a.work_items = reinterpret_cast<const int32_t*>(dev + l.work_items);
+  a.num_work_items = num_work;
+  a.logits_rows = reinterpret_cast<const int32_t*>(dev + l.logits_rows);
+  a.num_logits = num_logits;
+  // With num_logits == 0 (a middle prompt chunk) there is still K/V to write.
+  PVLLM_RETURN_IF_ERROR(run_model(a));
+  if (num_logits > 0) {
+    PVLLM_CUDA_TRY(
+        cudaMemcpyAsync(logits, logits_.get(),
+                        static_cast<size_t>(num_logits) * cfg_.vocab_size * sizeof(float),
+                        cudaMemcpyDeviceToHost, stream_),
+        "copying logits");
+  }
+  PVLLM_CUDA_TRY(cudaStreamSynchronize(stream_), "forward");
+  return Status::Ok();
+}
+
+Status CudaBackend::capture(int32_t batch, DecodeGraph* g) {
+  const auto* dev = graph_dev_.as<unsigned char>();
+  const MetaLayout& l = graph_layout_;
+  StepArgs a;
+  a.input_ids = reinterpret_cast<const int32_t*>(dev + l.input_ids);
+  a.positions = reinterpret_cast<const int32_t*>(dev + l.positions);
+  a.slots = reinterpret_cast<const int64_t*>(dev + l.slots);
+  a.context_lens = reinterpret_cast<const int32_t*>(dev + l.context_lens);
+  a.block_tables = reinterpret_cast<const int32_t*>(dev + l.block_tables);
+  a.max_blocks_per_seq = max_blocks_;
+  a.num_tokens = batch;
+  a.num_seqs = batch;
+  a.num_decode = batch;
+  // The split plan is fixed at capture, so it is made for the longest context.
+  a.decode_max_context = max_blocks_ * opt_.block_size;
+  a.num_logits = batch;  // every row; the host copies back the wanted ones
+
+  PVLLM_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+                 "beginning graph capture");
+  const Status st = run_model(a);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+  if (!st.ok()) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    return st;
+  }
+  PVLLM_CUDA_TRY(end, "capturing the decode graph for batch " + std::to_string(batch));
+  const cudaError_t inst = cudaGraphInstantiate(&g->exec, graph, 0);
+  cudaGraphDestroy(graph);
+  PVLLM_CUDA_TRY(inst, "instantiating the decode graph for batch " + std::to_string(batch));
+  return Status::Ok();
+}
+
+Status CudaBackend::forward_graph(const BatchMetadata& md, float* logits) {
+  const int32_t s = md.num_seqs;
+  int32_t batch = 0;
+  for (int32_t b : kGraphBuckets) {
+    if (b >= s) {
+      batch = b;
+      break;
+    }
+  }
+  // Static inputs, padded: padding rows write no K/V (slot -1), attend to
+  // nothing (context 0) and read block 0 if anything.
+  const MetaLayout& l = graph_layout_;
+  unsigned char* h = graph_host_.get();
+  auto* ids = reinterpret_cast<int32_t*>(h + l.input_ids);
+  auto* pos = reinterpret_cast<int32_t*>(h + l.positions);
+  auto* slots = reinterpret_cast<int64_t*>(h + l.slots);
+  auto* ctx = reinterpret_cast<int32_t*>(h + l.context_lens);
+  auto* bt = reinterpret_cast<int32_t*>(h + l.block_tables);
+  for (int32_t i = 0; i < batch; ++i) {
+    const bool real = i < s;
+    ids[i] = real ? md.input_ids[i] : 0;
+    pos[i] = real ? md.positions[i] : 0;
+    slots[i] = real ? md.slot_mapping[i] : -1;
+    ctx[i] = real ? md.context_lens[i] : 0;
+    int32_t* row = bt + static_cast<size_t>(i) * max_blocks_;
+    std::fill(row, row + max_blocks_, 0);
+    for (int32_t j = 0; real && j < md.max_blocks_per_seq; ++j) {
+      const int32_t b = md.block_tables[static_cast<size_t>(i) * md.max_blocks_per_seq + j];
+      row[j] = b < 0 ? 0 : b;
+    }
+  }
+  const size_t bytes = l.block_tables + static_cast<size_t>(batch) * max_blocks_ * 4;
+  PVLLM_CUDA_TRY(cudaMemcpyAsync(graph_dev_.get(), h, bytes, cudaMemcpyHostToDevice, stream_),
+                 "copying graph inputs");
+
+  DecodeGraph& g = graphs_[batch];
+  if (g.exec == nullptr) {
+    const Status st = capture(batch, &g);
+    if (!st.ok()) {
+      graphs_.erase(batch);
+      return st;
+    }
+  }
+  PVLLM_CUDA_TRY(cudaGraphLaunch(g.exec, stream_), "launching the decode graph");
+  const size_t row_bytes = static_cast<size_t>(cfg_.vocab_size) * sizeof(float);
+  const auto* dev_logits = logits_.as<unsigned char>();
+  for (size_t i = 0; i < md.logits_rows.size(); ++i) {
+    // Runs of consecutive rows go in one copy (usually all of them).
+    size_t j = i + 1;
+    while (j < md.logits_rows.size() && md.logits_rows[j] == md.logits_rows[j - 1] + 1) ++j;
+    PVLLM_CUDA_TRY(cudaMemcpyAsync(reinterpret_cast<unsigned char*>(logits) + i * row_bytes,
+                                   dev_logits + static_cast<size_t>(md.logits_rows[i]) * row_bytes,
+                                   (j - i) * row_bytes, cudaMemcpyDeviceToHost, stream_),
+                   "copying logits");
+    i = j - 1;
+  }
+  PVLLM_CUDA_TRY(cudaStreamSynchronize(stream_), "decode graph");
+  return Status::Ok();
+}
+
+Status CudaBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
+  if (copies.empty()) return Status::Ok();
+  PVLLM_CUDA_TRY(cudaSetDevice(opt_.device_index), "cudaSetDevice");
+  if (copies.size() > max_copies_) {
+    max_copies_ = std::max(copies.size(), size_t{256});
+    PVLLM_RETURN_IF_ERROR(copy_pairs_.allocate(max_copies_ * 2 * sizeof(int32_t), "copy pairs"));
+  }
+  std::vector<int32_t> pairs;
+  pairs.reserve(copies.size() * 2);
+  for (const BlockCopy& c : copies) {
+    if (c.src < 0 || c.src >= num_blocks_ || c.dst < 0 || c.dst >= num_blocks_) {
+      return InvalidArgument("block copy " + std::to_string(c.src) + " -> " +
+                             std::to_string(c.dst) + " outside the pool");
+    }
+    pairs.push_back(c.src);
+    pairs.push_back(c.dst);
+  }
+  PVLLM_CUDA_TRY(cudaMemcpyAsync(copy_pairs_.get(), pairs.data(), pairs.size() * sizeof(int32_t),
+                                 cudaMemcpyHostToDevice, stream_),
+                 "copying block pairs");
+  BlockCopyParams p;
+  p.k_cache = k_cache_.get();
+  p.v_cache = v_cache_.get();
+  p.pairs = copy_pairs_.as<int32_t>();
+  p.num_copies = static_cast<int32_t>(copies.size());
+  p.block_bytes = static_cast<int64_t>(kv_layer_bytes_ / static_cast<size_t>(num_blocks_));
+  p.num_layers = cfg_.num_layers;
+  p.layer_stride_bytes = static_cast<int64_t>(kv_layer_bytes_);
+  PVLLM_KERNEL_TRY(pvllm_cuda_copy_blocks(p, stream_), "copy_blocks");
+  PVLLM_CUDA_TRY(cudaStreamSynchronize(stream_), "copy_blocks");
+  return Status::Ok();
+}
+
+int32_t fail(const Status& s, char* err, size_t err_len) {
+  if (err != nullptr && err_len > 0) std::snprintf(err, err_len, "%s", s.message().c_str());
+  return static_cast<int32_t>(s.code());
+}
+
+// Names why no device is usable: no driver, or none present.
+Status device_count(int32_t* count) {
+  *count = 0;
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaErrorInsufficientDriver) {
+    return Unsupported("no CUDA driver (or one older than this build's CUDA runtime)");
+  }
+  if (e == cudaErrorNoDevice) return Unsupported("no CUDA device present");
+  if (e != cudaSuccess) return cuda_status(e, "cudaGetDeviceCount");
+  *count = n;
+  return Status::Ok();
+}
+
+}  // namespace
+}  // namespace pvllm
+
+#define PVLLM_CUDA_EXPORT extern "C" __attribute__((visibility("default")))
+
+PVLLM_CUDA_EXPORT int32_t pvllm_cuda_device_count(int32_t* count, char* err, size_t err_len) {
+  return pvllm::fail(pvllm::device_count(count), err, err_len);
+}
+
+PVLLM_CUDA_EXPORT int32_t pvllm_cuda_mem_info(int32_t device, size_t* free_bytes,
+                                              size_t* total_bytes, char* err, size_t err_len) {
+  int32_t n = 0;
+  pvllm::Status s = pvllm::device_count(&n);
+  if (s.ok() && (device < 0 || device >= n)) {
+    s = pvllm::Unsupported("CUDA device " + std::to_string(device) + " does not exist (" +
+                           std::to_string(n) + " devices)");
+  }
+  if (s.ok()) {
+    cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess) e = cudaMemGetInfo(free_bytes, total_bytes);
+    if (e != cudaSuccess) s = pvllm::cuda_status(e, "cudaMemGetInfo");
+  }
+  return pvllm::fail(s, err, err_len);
+}
+
+PVLLM_CUDA_EXPORT int32_t pvllm_cuda_backend_create(const pvllm::Model* model,
+                                                    const pvllm::CudaBackendOptions* options,
+                                                    pvllm::Backend** out, char* err,
+                                                    size_t err_len) {
+  if (model == nullptr || options == nullptr || out == nullptr) {
+    return pvllm::fail(pvllm::InvalidArgument("null argument"), err, err_len);
+  }
+  *out = nullptr;
+  int32_t n = 0;
+  pvllm::Status s = pvllm::device_count(&n);
+  if (!s.ok()) return pvllm::fail(s, err, err_len);
+  auto backend = std::make_unique<pvllm::CudaBackend>(*model, *options);
+  s = backend->init();
+  if (!s.ok()) return pvllm::fail(s, err, err_len);
+  *out = backend.release();
+  return 0;
+}

@@ -1,0 +1,353 @@
+// The CUDA backend (libpvllm_cuda.so, opened through core/backend_loader)
+// against the CPU backend on one tiny random bf16 model: prefill chunks,
+// decode steps, a mixed batch, copy-on-write copies, and CUDA graph replay
+// against eager launches. Every test skips where no CUDA device is present.
+#include "core/backend.h"
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend_loader.h"
+#include "core/model.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "tests/util/tiny_model.h"
+
+namespace pvllm {
+namespace {
+
+#define PVLLM_BACKEND_GPU_OR_SKIP()                                                   \
+  do {                                                                                \
+    int num_devices_ = 0;                                                             \
+    const cudaError_t err_ = cudaGetDeviceCount(&num_devices_);                       \
+    if (err_ != cudaSuccess || num_devices_ == 0) {                                   \
+      GTEST_SKIP() << "no CUDA device: "                                              \
+                   << (err_ != cudaSuccess ? cudaGetErrorString(err_) : "0 devices"); \
+    }                                                                                 \
+  } while (0)
+
+constexpr int32_t kBlockSize = 16;
+constexpr int32_t kNumBlocks = 64;
+constexpr int32_t kMaxModelLen = 256;
+
+// Logits bound, relative to the row's largest |logit|. The GPU keeps
+// weights and every activation in bf16 (8 significant bits: each rounding
+// is <= 2^-9 relative) and the CPU keeps activations in fp32; over 2 layers
+// of a dozen rounded tensors each, with fp32 accumulation on both sides,
+// the logits drift by a few bf16 ulps of their scale: 3e-2 is ~15 ulps.
+constexpr float kRelTol = 3e-2f;
+
+// One sequence as the test's tiny scheduler sees it.
+struct Seq {
+  Seq(std::vector<int32_t> t) : tokens(std::move(t)) {}  // NOLINT: implicit, for brace lists
+  std::vector<int32_t> tokens;
+  int32_t num_computed = 0;
+  std::vector<int32_t> blocks;
+};
+
+class BackendTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return;
+    // Open exactly the module this build made.
+    setenv("PVLLM_CUDA_BACKEND", PVLLM_CUDA_MODULE_PATH, 1);
+    testing::TinyModelSpec spec;
+    spec.hidden_size = 256;
+    spec.num_heads = 4;  // head_dim 64: on the attention kernels' list
+    spec.num_kv_heads = 2;
+    spec.intermediate_size = 512;
+    spec.num_layers = 2;
+    spec.max_position_embeddings = kMaxModelLen;
+    spec.dtype = DType::kBF16;  // both backends see the same weights
+    spec.tie_word_embeddings = false;
+    const std::string dir =
+        testing::write_tiny_hf_model(testing::make_temp_dir("pvllm_cuda_backend_test"), spec);
+    std::unique_ptr<Model> model;
+    const Status s = load_model(dir, &model);
+    ASSERT_TRUE(s.ok()) << s.message();
+    model_ = model.release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+
+  static std::unique_ptr<Backend> make_cpu() {
+    BackendOptions o;
+    o.num_blocks = kNumBlocks;
+    o.block_size = kBlockSize;
+    std::unique_ptr<Backend> b;
+    const Status s = create_cpu_backend(*model_, o, &b);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return b;
+  }
+
+  static std::unique_ptr<Backend> make_cuda(bool graphs) {
+    const CudaModule* module = nullptr;
+    Status s = CudaModule::get(&module);
+    EXPECT_TRUE(s.ok()) << s.message();
+    if (!s.ok()) return nullptr;
+    CudaBackendOptions o;
+    o.block_size = kBlockSize;
+    o.num_blocks = kNumBlocks;
+    o.dtype = 1;  // bf16
+    o.max_num_batched_tokens = 256;
+    o.max_num_seqs = 8;
+    o.max_model_len = kMaxModelLen;
+    o.enable_cuda_graphs = graphs ? 1 : 0;
+    std::unique_ptr<Backend> b;
+    s = module->create_backend(*model_, o, &b);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return b;
+  }
+
+  int32_t vocab() const { return model_->config.vocab_size; }
+
+  // A batch feeding `num_new[i]` tokens of seqs[i] (decodes should come
+  // first, as the scheduler orders them). Allocates blocks as needed; a row
+  // gets logits when its chunk reaches the end of its known tokens.
+  BatchMetadata make_batch(std::vector<Seq*> seqs, std::vector<int32_t> num_new) {
+    BatchMetadata md;
+    md.num_seqs = static_cast<int32_t>(seqs.size());
+    md.query_start.push_back(0);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      Seq& s = *seqs[i];
+      const int32_t end = s.num_computed + num_new[i];
+      while (static_cast<int32_t>(s.blocks.size()) * kBlockSize < end) {
+        s.blocks.push_back(next_block_++);
+      }
+      for (int32_t p = s.num_computed; p < end; ++p) {
+        md.input_ids.push_back(s.tokens[p]);
+        md.positions.push_back(p);
+        md.slot_mapping.push_back(int64_t{s.blocks[p / kBlockSize]} * kBlockSize + p % kBlockSize);
+      }
+      md.query_start.push_back(static_cast<int32_t>(md.input_ids.size()));
+      md.context_lens.push_back(end);
+      if (end == static_cast<int32_t>(s.tokens.size())) {
+        md.logits_rows.push_back(static_cast<int32_t>(md.input_ids.size()) - 1);
+      }
+      md.max_blocks_per_seq =
+          std::max(md.max_blocks_per_seq, static_cast<int32_t>(s.blocks.size()));
+    }
+    md.num_tokens = static_cast<int32_t>(md.input_ids.size());
+    for (Seq* s : seqs) {
+      for (int32_t j = 0; j < md.max_blocks_per_seq; ++j) {
+        md.block_tables.push_back(j < static_cast<int32_t>(s->blocks.size()) ? s->blocks[j] : -1);
+      }
+    }
+    for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->num_computed += num_new[i];
+    return md;
+  }
+
+  std::vector<float> run(Backend* b, const BatchMetadata& md) {
+    std::vector<float> logits(md.logits_rows.size() * static_cast<size_t>(vocab()));
+    const Status s = b->forward(md, logits.data());
+    EXPECT_TRUE(s.ok()) << b->name() << ": " << s.message();
+    return logits;
+  }
+
+  // Row-wise: |a - b| <= tol * max|ref|; returns the worst ratio seen.
+  float max_rel_error(const std::vector<float>& ref, const std::vector<float>& got) const {
+    EXPECT_EQ(ref.size(), got.size());
+    float worst = 0.0f;
+    for (size_t r = 0; r * vocab() < ref.size(); ++r) {
+      float scale = 0.0f, err = 0.0f;
+      for (int32_t v = 0; v < vocab(); ++v) {
+        const size_t i = r * vocab() + v;
+        EXPECT_TRUE(std::isfinite(got[i])) << "row " << r << " token " << v;
+        scale = std::max(scale, std::fabs(ref[i]));
+        err = std::max(err, std::fabs(ref[i] - got[i]));
+      }
+      worst = std::max(worst, err / std::max(scale, 1e-6f));
+    }
+    return worst;
+  }
+
+  // argmax of row r, and its gap to the runner-up relative to the row's
+  // largest |logit| (the scale kRelTol is measured against).
+  std::pair<int32_t, float> top(const std::vector<float>& logits, size_t r) const {
+    const float* row = logits.data() + r * vocab();
+    int32_t best = 0;
+    float scale = 0.0f;
+    for (int32_t v = 0; v < vocab(); ++v) {
+      if (row[v] > row[best]) best = v;
+      scale = std::max(scale, std::fabs(row[v]));
+    }
+    float second = -INFINITY;
+    for (int32_t v = 0; v < vocab(); ++v) {
+      if (v != best) second = std::max(second, row[v]);
+    }
+    return {best, (row[best] - second) / std::max(scale, 1e-6f)};
+  }
+
+  static Model* model_;
+  int32_t next_block_ = 0;
+};
+
+Model* BackendTest::model_ = nullptr;
+
+std::vector<int32_t> prompt(int32_t n, int32_t seed, int32_t vocab) {
+  std::vector<int32_t> t;
+  for (int32_t i = 0; i < n; ++i) t.push_back(1 + (seed * 131 + i * 17) % (vocab - 1));
+  return t;
+}
+
+TEST_F(BackendTest, LogitsMatchTheCpuThroughPrefillAndDecode) {
+  PVLLM_BACKEND_GPU_OR_SKIP();
+  ASSERT_NE(model_, nullptr);
+  auto cpu = make_cpu();
+  auto gpu = make_cuda(/*graphs=*/false);
+  ASSERT_TRUE(cpu && gpu);
+  EXPECT_EQ(gpu->num_blocks(), kNumBlocks);
+  EXPECT_EQ(gpu->block_size(), kBlockSize);
+
+  // Two prompts prefilled in one batch (one spans three blocks, one a
+  // partial block), then a third prompt in two chunks, the second chunk
+  // batched with decodes of the first two (decodes first).
+  Seq a{prompt(37, 1, vocab())}, b{prompt(9, 2, vocab())}, c{prompt(70, 3, vocab())};
+  BatchMetadata md = make_batch({&a, &b}, {37, 9});
+  std::vector<float> ref = run(cpu.get(), md), got = run(gpu.get(), md);
+  EXPECT_LE(max_rel_error(ref, got), kRelTol) << "prefill";
+
+  md = make_batch({&c}, {40});  // a middle chunk: no logits, K/V only
+  EXPECT_TRUE(md.logits_rows.empty());
+  run(cpu.get(), md);
+  run(gpu.get(), md);
+
+  int32_t num_greedy_checked = 0;
+  for (int step = 0; step < 6; ++step) {
+    // Teacher-force the CPU's greedy token into both, compare the GPU's.
+    const auto [ta, gap_a] = top(ref, 0);
+    const auto [tb, gap_b] = top(ref, 1);
+    const auto [ga, gap_ga] = top(got, 0);
+    const auto [gb, gap_gb] = top(got, 1);
+    // Greedy tokens agree wherever the CPU's choice is not a near tie: each
+    // logit is within kRelTol of the scale, so a gap above twice that
+    // cannot flip.
+    const float margin = 2 * kRelTol;
+    if (gap_a > margin) {
+      EXPECT_EQ(ga, ta) << "step " << step << " seq a";
+      ++num_greedy_checked;
+    }
+    if (gap_b > margin) {
+      EXPECT_EQ(gb, tb) << "step " << step << " seq b";
+      ++num_greedy_checked;
+    }
+    a.tokens.push_back(ta);
+    b.tokens.push_back(tb);
+    if (step == 0) {
+      md = make_batch({&a, &b, &c}, {1, 1, 30});  // mixed: decodes, then a prefill chunk
+      ASSERT_EQ(md.logits_rows.size(), 3u);
+    } else {
+      md = make_batch({&a, &b}, {1, 1});
+    }
+    ref = run(cpu.get(), md);
+    got = run(gpu.get(), md);
+    EXPECT_LE(max_rel_error(ref, got), kRelTol) << "step " << step;
+  }
+  EXPECT_GE(num_greedy_checked, 2) << "too many near ties to check greedy tokens";
+}
+
+TEST_F(BackendTest, CudaGraphReplayMatchesEager) {
+  PVLLM_BACKEND_GPU_OR_SKIP();
+  ASSERT_NE(model_, nullptr);
+  auto eager = make_cuda(/*graphs=*/false);
+  auto graphs = make_cuda(/*graphs=*/true);
+  ASSERT_TRUE(eager && graphs);
+  // Three sequences: decode batches of 3 replay the bucket-4 graph with
+  // one padding row; later a batch of 1 uses the bucket-1 graph.
+  Seq s[3] = {{prompt(20, 4, vocab())}, {prompt(33, 5, vocab())}, {prompt(5, 6, vocab())}};
+  BatchMetadata md = make_batch({&s[0], &s[1], &s[2]}, {20, 33, 5});
+  std::vector<float> e = run(eager.get(), md), g = run(graphs.get(), md);
+  EXPECT_EQ(e, g) << "prefill takes the same eager path in both";
+  for (int step = 0; step < 8; ++step) {
+    std::vector<Seq*> seqs;
+    std::vector<int32_t> ones;
+    const int32_t n = step < 5 ? 3 : 1;
+    for (int32_t i = 0; i < n; ++i) {
+      s[i].tokens.push_back(top(e, static_cast<size_t>(i)).first);
+      seqs.push_back(&s[i]);
+      ones.push_back(1);
+    }
+    md = make_batch(seqs, ones);
+    e = run(eager.get(), md);
+    g = run(graphs.get(), md);
+    // The graph runs the same kernels on the same data except that its
+    // decode split plan is made for max_model_len and its GEMMs see a
+    // padded batch; both change only fp32 summation order, so at most a
+    // bf16 rounding flips: far inside the CPU bound.
+    EXPECT_LE(max_rel_error(e, g), kRelTol / 3) << "step " << step;
+    for (int32_t i = 0; i < n; ++i) {
+      const auto [te, gap] = top(e, static_cast<size_t>(i));
+      if (gap > 2 * kRelTol / 3) {
+        EXPECT_EQ(top(g, static_cast<size_t>(i)).first, te) << "step " << step;
+      }
+    }
+  }
+}
+
+TEST_F(BackendTest, CopiedBlocksDecodeLikeTheOriginal) {
+  PVLLM_BACKEND_GPU_OR_SKIP();
+  ASSERT_NE(model_, nullptr);
+  auto gpu = make_cuda(/*graphs=*/true);
+  ASSERT_TRUE(gpu);
+  Seq a{prompt(27, 7, vocab())};
+  BatchMetadata md = make_batch({&a}, {27});
+  const std::vector<float> first = run(gpu.get(), md);
+  // Fork: every block of a copied to fresh blocks, as copy-on-write does.
+  Seq fork = a;
+  fork.blocks.clear();
+  std::vector<BlockCopy> copies;
+  for (int32_t blk : a.blocks) {
+    fork.blocks.push_back(next_block_++);
+    copies.push_back({blk, fork.blocks.back()});
+  }
+  const Status s = gpu->copy_blocks(copies);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const int32_t next = top(first, 0).first;
+  a.tokens.push_back(next);
+  fork.tokens.push_back(next);
+  md = make_batch({&a, &fork}, {1, 1});
+  const std::vector<float> both = run(gpu.get(), md);
+  // Same K/V bytes, same query, same kernel: bit-identical rows.
+  EXPECT_TRUE(std::equal(both.begin(), both.begin() + vocab(), both.begin() + vocab()));
+}
+
+TEST_F(BackendTest, BadTokenIdIsAnErrorNotACrash) {
+  PVLLM_BACKEND_GPU_OR_SKIP();
+  ASSERT_NE(model_, nullptr);
+  auto gpu = make_cuda(/*graphs=*/false);
+  ASSERT_TRUE(gpu);
+  Seq a{{1, 2, vocab() + 5}};
+  BatchMetadata md = make_batch({&a}, {3});
+  std::vector<float> logits(static_cast<size_t>(vocab()));
+  EXPECT_EQ(gpu->forward(md, logits.data()).code(), StatusCode::kInvalidArgument);
+  // The backend still serves the next batch.
+  Seq b{{1, 2, 3}};
+  md = make_batch({&b}, {3});
+  EXPECT_TRUE(gpu->forward(md, logits.data()).ok());
+}
+
+TEST_F(BackendTest, UnsupportedBlockSizeIsUnsupported) {
+  PVLLM_BACKEND_GPU_OR_SKIP();
+  ASSERT_NE(model_, nullptr);
+  const CudaModule* module = nullptr;
+  ASSERT_TRUE(CudaModule::get(&module).ok());
+  CudaBackendOptions o;
+  o.block_size = 8;
+  o.num_blocks = 16;
+  std::unique_ptr<Backend> b;
+  const Status s = module->create_backend(*model_, o, &b);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+  EXPECT_EQ(b, nullptr);
+}
+
+}  // namespace
+}  // namespace pvllm
