@@ -67,6 +67,22 @@ namespace Pvllm.Tests
         }
 
         [Test]
+        public void RandomWeightsModelGeneratesFromTokenIds()
+        {
+            var o = new EngineOptions { RandomWeights = "tiny", NumThreads = 1 };
+            using (Engine engine = Engine.Create(o))
+            {
+                SamplingParams p = SamplingParams.Greedy(5);
+                p.IgnoreEos = true;
+                Generation g = engine.Generate(new Request(new[] { 1, 7, 42 }, p));
+                Assert.AreEqual(5, g.Samples[0].TokenIds.Count);
+                ThrowsPvllm(PvllmStatus.TokenizerError, () => engine.Generate(new Request("hello", p)));
+            }
+            Assert.AreEqual(2048, ModelInfo.InspectRandom("tiny").MaxPositionEmbeddings);
+            ThrowsPvllm(PvllmStatus.InvalidArgument, () => ModelInfo.InspectRandom("no-such-shape"));
+        }
+
+        [Test]
         public void NonAsciiModelPathReachesTheLibraryIntact()
         {
             string path = Path.Combine(Path.GetTempPath(), "pvllm-café-你好-" + Guid.NewGuid().ToString("N"));

@@ -121,7 +121,12 @@ func cEngineParams(cfg *Config, p *C.pvllm_engine_params) (free func()) {
 		strs = append(strs, c)
 		return c
 	}
-	p.model_path = cstr(cfg.ModelPath)
+	if cfg.ModelPath != "" {
+		p.model_path = cstr(cfg.ModelPath)
+	}
+	if cfg.RandomWeights != "" {
+		p.random_weights = cstr(cfg.RandomWeights)
+	}
 	if cfg.Device != "" {
 		p.device = cstr(cfg.Device)
 	}
@@ -148,6 +153,14 @@ func cEngineParams(cfg *Config, p *C.pvllm_engine_params) (free func()) {
 	}
 	if cfg.NumThreads != 0 {
 		p.num_threads = C.int32_t(cfg.NumThreads)
+	}
+	p.kv_allocator = C.int32_t(cfg.KVAllocator)
+	if cfg.GPUMemoryUtilization != 0 {
+		p.gpu_memory_utilization = C.float(cfg.GPUMemoryUtilization)
+	}
+	p.dtype = C.int32_t(cfg.DType)
+	if cfg.DisableCUDAGraphs {
+		p.enable_cuda_graphs = 0
 	}
 	return func() {
 		for _, s := range strs {

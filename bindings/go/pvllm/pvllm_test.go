@@ -389,6 +389,34 @@ func TestSubmitTokenIDs(t *testing.T) {
 	}
 }
 
+func TestRandomWeightsModelGeneratesFromTokenIDs(t *testing.T) {
+	cfg := pvllm.Config{RandomWeights: "tiny", NumThreads: 1, KVCacheBytes: 16 << 20}
+	eng, err := pvllm.New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer eng.Close()
+	ctx := testContext(t)
+	s, err := eng.Submit(ctx, pvllm.Request{PromptTokens: []int32{1, 7, 42}, Params: exactly(5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(g.Samples[0].TokenIDs); n != 5 {
+		t.Errorf("generated %d tokens, want 5", n)
+	}
+	_, err = eng.Generate(ctx, "hello", exactly(5))
+	if !errors.Is(err, pvllm.StatusTokenizerError) {
+		t.Errorf("text prompt on a random-weights model: got %v, want a tokenizer error", err)
+	}
+	if _, err := pvllm.New(pvllm.Config{RandomWeights: "no-such-shape"}); !errors.Is(err, pvllm.StatusInvalidArgument) {
+		t.Errorf("unknown shape: got %v, want InvalidArgument", err)
+	}
+}
+
 func TestNonexistentModelIsNotFound(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "no-such-model")
 	_, err := pvllm.New(pvllm.Config{ModelPath: path})

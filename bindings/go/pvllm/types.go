@@ -5,8 +5,13 @@ package pvllm
 type Config struct {
 	// A Hugging Face folder (config.json, *.safetensors, tokenizer.model) or
 	// a llama2.c .bin with its tokenizer beside it.
-	ModelPath            string
-	Device               string // "cpu" or "auto" (default)
+	ModelPath string
+	// RandomWeights, when set, names a shape ("tiny", "tinyllama-1.1b",
+	// "llama-2-7b", "llama-3-8b") that the library builds in memory with
+	// random weights, for benchmarks; ModelPath is then ignored. Such a
+	// model has no tokenizer: submit PromptTokens.
+	RandomWeights        string
+	Device               string // "cpu", "cuda", "cuda:N" or "auto" (default)
 	BlockSize            int    // tokens per KV block: 8..256, a power of two (default 16)
 	KVCacheBytes         int64  // KV budget in bytes when NumKVBlocks is 0 (default 256 MiB)
 	NumKVBlocks          int    // exact KV block count
@@ -15,6 +20,12 @@ type Config struct {
 	MaxModelLen          int    // context length (default: the model's)
 	DisablePrefixCaching bool   // prefix caching is on unless this is set
 	NumThreads           int    // CPU threads (default: all cores)
+	KVAllocator          KVAllocator
+
+	// CUDA only (ignored on the CPU).
+	GPUMemoryUtilization float32 // share of free GPU memory for the KV pool (default 0.90)
+	DType                DType   // weights, activations and K/V (default DTypeAuto)
+	DisableCUDAGraphs    bool    // decode steps replay CUDA graphs unless this is set
 
 	// Progress, when set, is called while New loads the model, on the
 	// goroutine that called New. fraction is in [0, 1].
@@ -25,6 +36,26 @@ type Config struct {
 	// (see Stream).
 	StreamBuffer int
 }
+
+// KVAllocator mirrors pvllm_kv_allocator: how sequences reserve KV slots.
+type KVAllocator int32
+
+const (
+	// KVAllocatorPaged takes blocks as tokens arrive (the default).
+	KVAllocatorPaged KVAllocator = 0
+	// KVAllocatorContiguous reserves the whole context per sequence up
+	// front: the baseline for memory measurements.
+	KVAllocatorContiguous KVAllocator = 1
+)
+
+// DType mirrors pvllm_dtype: the GPU's weight, activation and K/V type.
+type DType int32
+
+const (
+	DTypeAuto DType = 0 // bf16, or fp16 for fp16 checkpoints
+	DTypeBF16 DType = 1
+	DTypeFP16 DType = 2
+)
 
 // SamplingParams mirrors pvllm_sampling_params. Start from
 // DefaultSamplingParams(): the zero value is not valid (MaxTokens, TopP and

@@ -33,6 +33,7 @@ pub struct EngineConfig {
     enable_prefix_caching: Option<bool>,
     num_threads: Option<u32>,
     kv_allocator: Option<KvAllocator>,
+    random_weights: Option<String>,
 }
 
 /// How sequences reserve KV slots (`pvllm_kv_allocator`).
@@ -62,7 +63,17 @@ impl EngineConfig {
             enable_prefix_caching: None,
             num_threads: None,
             kv_allocator: None,
+            random_weights: None,
         }
+    }
+
+    /// A model of a standard shape (`"tiny"`, `"tinyllama-1.1b"`,
+    /// `"llama-2-7b"`, `"llama-3-8b"`) built in memory with random weights,
+    /// for benchmarks. It has no tokenizer: submit token ids.
+    pub fn random_weights(shape: impl Into<String>) -> EngineConfig {
+        let mut config = EngineConfig::new("");
+        config.random_weights = Some(shape.into());
+        config
     }
 
     /// The model path given to [`EngineConfig::new`].
@@ -135,6 +146,10 @@ impl EngineConfig {
     /// The C parameter struct, with the strings it points into.
     pub(crate) fn to_raw(&self) -> Result<RawEngineParams> {
         let model_path = path_to_cstring(&self.model_path)?;
+        let random_weights = match &self.random_weights {
+            Some(s) => Some(CString::new(s.as_str()).map_err(|_| nul_error("random_weights"))?),
+            None => None,
+        };
         let device = match &self.device {
             Some(d) => Some(CString::new(d.as_str()).map_err(|_| nul_error("device"))?),
             None => None,
@@ -150,6 +165,9 @@ impl EngineConfig {
             raw.assume_init()
         };
         raw.model_path = model_path.as_ptr();
+        if let Some(r) = &random_weights {
+            raw.random_weights = r.as_ptr();
+        }
         if let Some(d) = &device {
             raw.device = d.as_ptr();
         }
@@ -187,6 +205,7 @@ impl EngineConfig {
             raw,
             _model_path: model_path,
             _device: device,
+            _random_weights: random_weights,
         })
     }
 }
@@ -197,6 +216,7 @@ pub(crate) struct RawEngineParams {
     pub(crate) raw: sys::pvllm_engine_params,
     _model_path: CString,
     _device: Option<CString>,
+    _random_weights: Option<CString>,
 }
 
 /// What creating an engine with a config would need, read from the model's

@@ -8,7 +8,10 @@ const PROMPT: &str = "Once upon a time";
 
 /// Greedy, never stopping at EOS: exactly `max_tokens` tokens.
 fn greedy(max_tokens: u32) -> SamplingParams {
-    SamplingParams { ignore_eos: true, ..SamplingParams::greedy(max_tokens) }
+    SamplingParams {
+        ignore_eos: true,
+        ..SamplingParams::greedy(max_tokens)
+    }
 }
 
 fn only(mut completions: Vec<Completion>) -> Completion {
@@ -29,7 +32,10 @@ fn greedy_generation_is_deterministic() {
 
     // A second engine over the same weights agrees too.
     let other = model.engine();
-    assert_eq!(only(other.generate(PROMPT, &greedy(12)).unwrap()).token_ids, first.token_ids);
+    assert_eq!(
+        only(other.generate(PROMPT, &greedy(12)).unwrap()).token_ids,
+        first.token_ids
+    );
 }
 
 #[test]
@@ -59,12 +65,24 @@ fn stop_token_ends_with_stop() {
     let reference = only(engine.generate(PROMPT, &greedy(12)).unwrap());
     // Stop at the 4th greedy token: the first position that token appears.
     let stop_id = reference.token_ids[3];
-    let cut = reference.token_ids.iter().position(|&t| t == stop_id).unwrap();
-    let params = SamplingParams { stop_token_ids: vec![stop_id], ..greedy(12) };
+    let cut = reference
+        .token_ids
+        .iter()
+        .position(|&t| t == stop_id)
+        .unwrap();
+    let params = SamplingParams {
+        stop_token_ids: vec![stop_id],
+        ..greedy(12)
+    };
     let stopped = only(engine.generate(PROMPT, &params).unwrap());
     assert_eq!(stopped.finish_reason, FinishReason::Stop);
     assert_eq!(&stopped.token_ids[..cut], &reference.token_ids[..cut]);
-    assert!(stopped.token_ids.len() <= cut + 1, "{:?} went past the stop token {}", stopped.token_ids, stop_id);
+    assert!(
+        stopped.token_ids.len() <= cut + 1,
+        "{:?} went past the stop token {}",
+        stopped.token_ids,
+        stop_id
+    );
 }
 
 #[test]
@@ -78,13 +96,24 @@ fn stop_string_ends_with_stop_and_is_cut_from_the_text() {
     let bytes = text.as_bytes();
     let start = (text.len() / 3..text.len().saturating_sub(2))
         .find(|&i| {
-            bytes[i].is_ascii_graphic() && bytes[i + 1].is_ascii_graphic() && !text[..i + 1].contains(&text[i..i + 2])
+            bytes[i].is_ascii_graphic()
+                && bytes[i + 1].is_ascii_graphic()
+                && !text[..i + 1].contains(&text[i..i + 2])
         })
         .unwrap_or_else(|| panic!("no usable stop string in {:?}", text));
     let stop = text[start..start + 2].to_string();
-    let params = SamplingParams { stop: vec![stop.clone()], ..greedy(24) };
+    let params = SamplingParams {
+        stop: vec![stop.clone()],
+        ..greedy(24)
+    };
     let stopped = only(engine.generate(PROMPT, &params).unwrap());
-    assert_eq!(stopped.finish_reason, FinishReason::Stop, "stop {:?} in {:?}", stop, text);
+    assert_eq!(
+        stopped.finish_reason,
+        FinishReason::Stop,
+        "stop {:?} in {:?}",
+        stop,
+        text
+    );
     assert_eq!(stopped.text, &text[..start], "stop {:?}", stop);
 }
 
@@ -92,7 +121,14 @@ fn stop_string_ends_with_stop_and_is_cut_from_the_text() {
 fn parallel_samples_are_seeded_and_indexed() {
     let model = TinyModel::new();
     let engine = model.engine();
-    let params = SamplingParams { temperature: 1.0, n: 3, seed: Some(7), max_tokens: 6, ignore_eos: true, ..Default::default() };
+    let params = SamplingParams {
+        temperature: 1.0,
+        n: 3,
+        seed: Some(7),
+        max_tokens: 6,
+        ignore_eos: true,
+        ..Default::default()
+    };
     let samples = engine.generate(PROMPT, &params).unwrap();
     assert_eq!(samples.len(), 3);
     for (i, sample) in samples.iter().enumerate() {
@@ -101,7 +137,8 @@ fn parallel_samples_are_seeded_and_indexed() {
         assert_eq!(sample.finish_reason, FinishReason::Length);
     }
     assert!(
-        samples[0].token_ids != samples[1].token_ids || samples[1].token_ids != samples[2].token_ids,
+        samples[0].token_ids != samples[1].token_ids
+            || samples[1].token_ids != samples[2].token_ids,
         "three samples at temperature 1 came out identical: {:?}",
         samples
     );
@@ -115,17 +152,28 @@ fn parallel_samples_are_seeded_and_indexed() {
 fn logprobs_come_with_each_token() {
     let model = TinyModel::new();
     let engine = model.engine();
-    let params = SamplingParams { logprobs: Some(3), ..greedy(5) };
+    let params = SamplingParams {
+        logprobs: Some(3),
+        ..greedy(5)
+    };
     let completion = only(engine.generate(PROMPT, &params).unwrap());
     let logprobs = completion.logprobs.expect("logprobs were asked for");
     assert_eq!(logprobs.len(), 5);
     for (entry, &token) in logprobs.iter().zip(&completion.token_ids) {
         assert_eq!(entry.token_id, token);
-        assert!(entry.logprob <= 0.0 && entry.logprob.is_finite(), "{:?}", entry);
+        assert!(
+            entry.logprob <= 0.0 && entry.logprob.is_finite(),
+            "{:?}",
+            entry
+        );
         assert_eq!(entry.top.len(), 3);
         // Greedy: the chosen token is the most likely one.
         assert_eq!(entry.top[0].token_id, token);
-        assert!(entry.top.windows(2).all(|w| w[0].logprob >= w[1].logprob), "{:?}", entry.top);
+        assert!(
+            entry.top.windows(2).all(|w| w[0].logprob >= w[1].logprob),
+            "{:?}",
+            entry.top
+        );
     }
     let without = only(engine.generate(PROMPT, &greedy(5)).unwrap());
     assert!(without.logprobs.is_none());
@@ -138,8 +186,16 @@ fn stream_yields_incremental_events_until_finished() {
     let reference = only(engine.generate(PROMPT, &greedy(10)).unwrap());
 
     let request = Request::text(PROMPT).with_sampling(greedy(10));
-    let events: Vec<Output> = engine.stream(&[request]).unwrap().map(|e| e.unwrap()).collect();
-    assert!(events.len() > 1, "one event per step expected, got {:?}", events);
+    let events: Vec<Output> = engine
+        .stream(&[request])
+        .unwrap()
+        .map(|e| e.unwrap())
+        .collect();
+    assert!(
+        events.len() > 1,
+        "one event per step expected, got {:?}",
+        events
+    );
     let (last, rest) = events.split_last().unwrap();
     assert_eq!(last.finish_reason, Some(FinishReason::Length));
     assert!(rest.iter().all(|e| !e.is_finished()));
@@ -156,7 +212,9 @@ fn stream_follows_several_requests() {
     let requests = vec![
         Request::text(PROMPT).with_sampling(greedy(3)),
         Request::text("The cat").with_sampling(greedy(7)),
-        Request::text("A dog").with_sampling(SamplingParams { n: 2, ..greedy(5) }).with_priority(1),
+        Request::text("A dog")
+            .with_sampling(SamplingParams { n: 2, ..greedy(5) })
+            .with_priority(1),
     ];
     let mut stream = engine.stream(&requests).unwrap();
     let ids = stream.request_ids().to_vec();
@@ -165,7 +223,9 @@ fn stream_follows_several_requests() {
     let mut finals = 0;
     for event in &mut stream {
         let event = event.unwrap();
-        *counts.entry((event.request_id, event.sample_index)).or_insert(0) += event.token_ids.len();
+        *counts
+            .entry((event.request_id, event.sample_index))
+            .or_insert(0) += event.token_ids.len();
         finals += event.is_finished() as usize;
     }
     assert!(stream.is_finished());
@@ -180,7 +240,9 @@ fn stream_follows_several_requests() {
 fn abort_ends_the_request_with_abort() {
     let model = TinyModel::new();
     let engine = model.engine();
-    let id = engine.submit(&Request::text(PROMPT).with_sampling(greedy(400))).unwrap();
+    let id = engine
+        .submit(&Request::text(PROMPT).with_sampling(greedy(400)))
+        .unwrap();
     let mut events = Vec::new();
     for _ in 0..3 {
         engine.step().unwrap();
@@ -195,9 +257,16 @@ fn abort_ends_the_request_with_abort() {
     assert_eq!(last.request_id, id);
     assert_eq!(last.finish_reason, Some(FinishReason::Abort));
     let generated: usize = events.iter().map(|e| e.token_ids.len()).sum();
-    assert!(generated < 400, "generated {} tokens after the abort", generated);
+    assert!(
+        generated < 400,
+        "generated {} tokens after the abort",
+        generated
+    );
     // Finished now: a second abort does not know it.
-    assert_eq!(engine.abort(id).unwrap_err().status(), pvllm::Status::NotFound);
+    assert_eq!(
+        engine.abort(id).unwrap_err().status(),
+        pvllm::Status::NotFound
+    );
     assert_eq!(engine.step().unwrap(), 0);
 }
 
@@ -207,7 +276,9 @@ fn dropping_a_stream_aborts_its_requests() {
     let engine = model.engine();
     let id;
     {
-        let mut stream = engine.stream(&[Request::text(PROMPT).with_sampling(greedy(400))]).unwrap();
+        let mut stream = engine
+            .stream(&[Request::text(PROMPT).with_sampling(greedy(400))])
+            .unwrap();
         id = stream.request_ids()[0];
         let first = stream.next().unwrap().unwrap();
         assert_eq!(first.request_id, id);
@@ -215,7 +286,10 @@ fn dropping_a_stream_aborts_its_requests() {
     engine.step().unwrap();
     let events = engine.poll().unwrap();
     let last = events.last().expect("the abort event");
-    assert_eq!((last.request_id, last.finish_reason), (id, Some(FinishReason::Abort)));
+    assert_eq!(
+        (last.request_id, last.finish_reason),
+        (id, Some(FinishReason::Abort))
+    );
     assert_eq!(engine.step().unwrap(), 0);
 }
 
@@ -259,12 +333,18 @@ fn stats_count_the_work_done() {
     assert_eq!((after.num_running, after.num_waiting), (0, 0));
 
     // While a request runs it holds blocks.
-    let id = engine.submit(&Request::text(PROMPT).with_sampling(greedy(50))).unwrap();
+    let id = engine
+        .submit(&Request::text(PROMPT).with_sampling(greedy(50)))
+        .unwrap();
     assert_eq!(engine.stats().unwrap().num_waiting, 1);
     engine.step().unwrap();
     let running = engine.stats().unwrap();
     assert_eq!(running.num_running, 1);
-    assert!(running.num_blocks_used >= 1 && running.kv_utilization > 0.0, "{:?}", running);
+    assert!(
+        running.num_blocks_used >= 1 && running.kv_utilization > 0.0,
+        "{:?}",
+        running
+    );
     engine.abort(id).unwrap();
 }
 
@@ -290,7 +370,11 @@ fn progress_is_reported_while_loading() {
     .unwrap();
     drop(engine);
     assert!(!reports.is_empty());
-    assert!(reports.iter().all(|(f, _)| (0.0..=1.0).contains(f)), "{:?}", reports);
+    assert!(
+        reports.iter().all(|(f, _)| (0.0..=1.0).contains(f)),
+        "{:?}",
+        reports
+    );
 }
 
 #[test]
@@ -305,10 +389,33 @@ fn version_matches_the_header() {
 fn contiguous_kv_allocator_gives_the_same_tokens() {
     let model = TinyModel::new();
     let paged = model.engine();
-    let contiguous = pvllm::Engine::new(&model.config().kv_allocator(pvllm::KvAllocator::Contiguous).max_model_len(64))
-        .unwrap();
+    let contiguous = pvllm::Engine::new(
+        &model
+            .config()
+            .kv_allocator(pvllm::KvAllocator::Contiguous)
+            .max_model_len(64),
+    )
+    .unwrap();
     let params = SamplingParams { n: 2, ..greedy(8) };
     let expected = paged.generate(PROMPT, &params).unwrap();
     let got = contiguous.generate(PROMPT, &params).unwrap();
     assert_eq!(got, expected);
+}
+
+#[test]
+fn random_weights_model_generates_from_token_ids() {
+    let config = pvllm::EngineConfig::random_weights("tiny").num_threads(1);
+    let engine = pvllm::Engine::new(&config).unwrap();
+    let completion = only(
+        engine
+            .generate(Prompt::Tokens(vec![1, 7, 42]), &greedy(5))
+            .unwrap(),
+    );
+    assert_eq!(completion.token_ids.len(), 5);
+    // No tokenizer: a text prompt is a tokenizer error, not a crash.
+    let err = engine.generate(PROMPT, &greedy(5)).unwrap_err();
+    assert_eq!(err.status(), pvllm::Status::TokenizerError, "{}", err);
+    let err =
+        pvllm::Engine::new(&pvllm::EngineConfig::random_weights("no-such-shape")).unwrap_err();
+    assert_eq!(err.status(), pvllm::Status::InvalidArgument, "{}", err);
 }

@@ -43,8 +43,9 @@ pub struct TinyModel {
 
 impl TinyModel {
     pub fn new() -> TinyModel {
-        let maker = std::env::var_os("PVLLM_MAKE_TINY_MODEL")
-            .expect("PVLLM_MAKE_TINY_MODEL must name the tiny-model maker (bindings/rust/test.sh sets it)");
+        let maker = std::env::var_os("PVLLM_MAKE_TINY_MODEL").expect(
+            "PVLLM_MAKE_TINY_MODEL must name the tiny-model maker (bindings/rust/test.sh sets it)",
+        );
         let dir = TempDir::new("model");
         let status = Command::new(&maker)
             .arg(dir.path())
@@ -62,7 +63,9 @@ impl TinyModel {
     /// A small engine config: one CPU thread (the test harness already runs
     /// tests in parallel) and a small KV pool.
     pub fn config(&self) -> EngineConfig {
-        EngineConfig::new(self.path()).num_threads(1).kv_cache_bytes(4 << 20)
+        EngineConfig::new(self.path())
+            .num_threads(1)
+            .kv_cache_bytes(4 << 20)
     }
 
     pub fn engine(&self) -> Engine {
