@@ -184,6 +184,12 @@ float dot(const float* a, const float* b, int64_t n) {
   return r;
 }
 
+void dot_many(const float* a, const float* rows, int64_t num_rows, int64_t n, float* out) {
+  int64_t t = 0;
+  for (; t + 4 <= num_rows; t += 4) dot_rows<DType::kF32, 4>(a, n, rows + t * n, n, out + t, 1);
+  for (; t < num_rows; ++t) dot_rows<DType::kF32, 1>(a, n, rows + t * n, n, out + t, 1);
+}
+
 void axpy(float alpha, const float* x, float* y, int64_t n) {
   int64_t i = 0;
 #if PVLLM_CPU_AVX2

@@ -18,6 +18,10 @@ namespace pvllm::cpu {
 // sum_i a[i] * b[i] over n floats, in the fixed order above.
 float dot(const float* a, const float* b, int64_t n);
 
+// out[t] = dot(a, rows + t * n) for t < num_rows: each bit for bit what
+// dot() gives, computed four rows per pass over `a`.
+void dot_many(const float* a, const float* rows, int64_t num_rows, int64_t n, float* out);
+
 // y[i] += alpha * x[i] for i in [0, n).
 void axpy(float alpha, const float* x, float* y, int64_t n);
 

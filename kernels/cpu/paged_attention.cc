@@ -27,44 +27,68 @@ void paged_attention(const PagedAttentionParams& p, ThreadPool* pool) {
   const int64_t head_dim = p.head_dim;
   const int64_t block_stride = static_cast<int64_t>(p.num_kv_heads) * p.block_size * head_dim;
 
+  // One task per (row, kv head) serves the `group` query heads that share
+  // it, so each K/V row is read once per group. For every query head the
+  // arithmetic is the same as attending alone: scores over keys in
+  // position order, then max, exp and sum, then the weighted sum of V.
   auto tasks = [&](int64_t begin, int64_t end) {
-    std::vector<float> scores;  // [position + 1] of the current query
+    std::vector<float> scores;  // [group, position + 1] of the current row
     for (int64_t task = begin; task < end; ++task) {
-      const int32_t row = static_cast<int32_t>(task / p.num_heads);
-      const int32_t h = static_cast<int32_t>(task % p.num_heads);
+      const int32_t row = static_cast<int32_t>(task / p.num_kv_heads);
+      const int32_t kvh = static_cast<int32_t>(task % p.num_kv_heads);
       const int32_t s = seq_of[row];
       const int32_t q_len = p.query_start[s + 1] - p.query_start[s];
       const int32_t pos = p.context_lens[s] - q_len + (row - p.query_start[s]);
       const int32_t num_keys = pos + 1;
       const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
-      const int64_t kv_head_offset = static_cast<int64_t>(h / group) * p.block_size * head_dim;
-      const float* q = p.q + (static_cast<int64_t>(row) * p.num_heads + h) * head_dim;
-      float* out = p.out + (static_cast<int64_t>(row) * p.num_heads + h) * head_dim;
+      const int64_t kv_head_offset = static_cast<int64_t>(kvh) * p.block_size * head_dim;
+      const int32_t h0 = kvh * group;
+      const float* q = p.q + (static_cast<int64_t>(row) * p.num_heads + h0) * head_dim;
+      float* out = p.out + (static_cast<int64_t>(row) * p.num_heads + h0) * head_dim;
 
-      scores.resize(num_keys);
-      float max_score = -INFINITY;
-      for (int32_t j = 0; j < num_keys; ++j) {
-        const int64_t base = table[j / p.block_size] * block_stride + kv_head_offset +
-                             static_cast<int64_t>(j % p.block_size) * head_dim;
-        scores[j] = dot(q, p.k_cache + base, head_dim) * p.scale;
-        max_score = std::max(max_score, scores[j]);
+      scores.resize(static_cast<size_t>(group) * num_keys);
+      // Walks the keys block by block: `visit(j, row_offset)` for key j.
+      auto for_each_key = [&](auto&& visit) {
+        for (int32_t j0 = 0; j0 < num_keys; j0 += p.block_size) {
+          const int64_t block_base = table[j0 / p.block_size] * block_stride + kv_head_offset;
+          const int32_t j1 = std::min(num_keys, j0 + p.block_size);
+          for (int32_t j = j0; j < j1; ++j) visit(j, block_base + (j - j0) * head_dim);
+        }
+      };
+      for (int32_t j0 = 0; j0 < num_keys; j0 += p.block_size) {
+        const int64_t block_base = table[j0 / p.block_size] * block_stride + kv_head_offset;
+        const int32_t n = std::min(num_keys, j0 + p.block_size) - j0;
+        for (int32_t g = 0; g < group; ++g) {
+          float* sc = scores.data() + static_cast<size_t>(g) * num_keys + j0;
+          dot_many(q + g * head_dim, p.k_cache + block_base, n, head_dim, sc);
+          for (int32_t j = 0; j < n; ++j) sc[j] *= p.scale;
+        }
       }
-      float sum = 0.0f;
-      for (int32_t j = 0; j < num_keys; ++j) {
-        scores[j] = std::exp(scores[j] - max_score);
-        sum += scores[j];
+      std::vector<float> inv_sums(group);
+      for (int32_t g = 0; g < group; ++g) {
+        float* sc = scores.data() + static_cast<size_t>(g) * num_keys;
+        float max_score = -INFINITY;
+        for (int32_t j = 0; j < num_keys; ++j) max_score = std::max(max_score, sc[j]);
+        float sum = 0.0f;
+        for (int32_t j = 0; j < num_keys; ++j) {
+          sc[j] = std::exp(sc[j] - max_score);
+          sum += sc[j];
+        }
+        inv_sums[g] = 1.0f / sum;
       }
-      std::fill(out, out + head_dim, 0.0f);
-      for (int32_t j = 0; j < num_keys; ++j) {
-        const int64_t base = table[j / p.block_size] * block_stride + kv_head_offset +
-                             static_cast<int64_t>(j % p.block_size) * head_dim;
-        axpy(scores[j], p.v_cache + base, out, head_dim);
+      std::fill(out, out + group * head_dim, 0.0f);
+      for_each_key([&](int32_t j, int64_t base) {
+        for (int32_t g = 0; g < group; ++g) {
+          axpy(scores[static_cast<size_t>(g) * num_keys + j], p.v_cache + base, out + g * head_dim,
+               head_dim);
+        }
+      });
+      for (int32_t g = 0; g < group; ++g) {
+        for (int64_t d = 0; d < head_dim; ++d) out[g * head_dim + d] *= inv_sums[g];
       }
-      const float inv_sum = 1.0f / sum;
-      for (int64_t d = 0; d < head_dim; ++d) out[d] *= inv_sum;
     }
   };
-  const int64_t num_tasks = static_cast<int64_t>(p.num_tokens) * p.num_heads;
+  const int64_t num_tasks = static_cast<int64_t>(p.num_tokens) * p.num_kv_heads;
   if (pool == nullptr) {
     tasks(0, num_tasks);
   } else {
