@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <string>
@@ -204,7 +205,7 @@ class CudaBackend final : public Backend {
  private:
   size_t elem() const { return 2; }  // bf16 and fp16 alike
   Status check_shapes() const;
-  Status upload(const Tensor& t, void* dst, const char* what);
+  Status upload(const Tensor& t, void* dst, size_t numel, const char* what);
   Status upload_weights();
   Status allocate_buffers();
   Status allocate_kv();
@@ -277,6 +278,9 @@ class CudaBackend final : public Backend {
 
 CudaBackend::~CudaBackend() {
   cudaSetDevice(opt_.device_index);
+  // Nothing may still run on the stream when its graphs, handle and
+  // buffers go (every step syncs already; this covers a failed init).
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   for (auto& [batch, g] : graphs_) {
     if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
   }
@@ -313,8 +317,15 @@ Status CudaBackend::check_shapes() const {
 
 // Copies one tensor to the device in dtype_, converting on the host in
 // chunks when the checkpoint holds another dtype.
-Status CudaBackend::upload(const Tensor& t, void* dst, const char* what) {
+Status CudaBackend::upload(const Tensor& t, void* dst, size_t numel, const char* what) {
   if (t.empty()) return CorruptModel(std::string("missing tensor ") + what);
+  // The device buffer holds exactly `numel` elements: a tensor of another
+  // size would overrun it (or leave part of it unset).
+  if (t.numel() != static_cast<int64_t>(numel)) {
+    return CorruptModel(std::string("tensor ") + what + " (" + t.name + ") has " +
+                        std::to_string(t.numel()) + " elements, the config implies " +
+                        std::to_string(numel));
+  }
   if (t.dtype == dtype_) {
     PVLLM_CUDA_TRY(cudaMemcpy(dst, t.data, t.nbytes(), cudaMemcpyHostToDevice),
                    std::string("uploading ") + t.name);
@@ -345,38 +356,43 @@ Status CudaBackend::upload_weights() {
   const size_t vocab = static_cast<size_t>(cfg_.vocab_size);
 
   PVLLM_RETURN_IF_ERROR(embed_.allocate(vocab * hidden * elem(), "embedding"));
-  PVLLM_RETURN_IF_ERROR(upload(w.embed, embed_.get(), "embed"));
+  PVLLM_RETURN_IF_ERROR(upload(w.embed, embed_.get(), vocab * hidden, "embed"));
+  // run_model walks cfg_.num_layers layers.
+  if (w.layers.size() != static_cast<size_t>(cfg_.num_layers)) {
+    return CorruptModel("the model has " + std::to_string(w.layers.size()) +
+                        " layers of weights, the config " + std::to_string(cfg_.num_layers));
+  }
   layers_ = std::make_unique<DeviceLayer[]>(w.layers.size());
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LayerWeights& src = w.layers[i];
     DeviceLayer& dst = layers_[i];
     PVLLM_RETURN_IF_ERROR(dst.attn_norm.allocate(hidden * elem(), "attn_norm"));
-    PVLLM_RETURN_IF_ERROR(upload(src.attn_norm, dst.attn_norm.get(), "attn_norm"));
+    PVLLM_RETURN_IF_ERROR(upload(src.attn_norm, dst.attn_norm.get(), hidden, "attn_norm"));
     // Fused QKV: q rows, k rows, v rows, each block contiguous rows of
     // `hidden` elements, so each source lands at a row offset.
     PVLLM_RETURN_IF_ERROR(dst.wqkv.allocate((qd + 2 * kvd) * hidden * elem(), "wqkv"));
     auto* qkv = dst.wqkv.as<unsigned char>();
-    PVLLM_RETURN_IF_ERROR(upload(src.wq, qkv, "wq"));
-    PVLLM_RETURN_IF_ERROR(upload(src.wk, qkv + qd * hidden * elem(), "wk"));
-    PVLLM_RETURN_IF_ERROR(upload(src.wv, qkv + (qd + kvd) * hidden * elem(), "wv"));
+    PVLLM_RETURN_IF_ERROR(upload(src.wq, qkv, qd * hidden, "wq"));
+    PVLLM_RETURN_IF_ERROR(upload(src.wk, qkv + qd * hidden * elem(), kvd * hidden, "wk"));
+    PVLLM_RETURN_IF_ERROR(upload(src.wv, qkv + (qd + kvd) * hidden * elem(), kvd * hidden, "wv"));
     PVLLM_RETURN_IF_ERROR(dst.wo.allocate(hidden * qd * elem(), "wo"));
-    PVLLM_RETURN_IF_ERROR(upload(src.wo, dst.wo.get(), "wo"));
+    PVLLM_RETURN_IF_ERROR(upload(src.wo, dst.wo.get(), hidden * qd, "wo"));
     PVLLM_RETURN_IF_ERROR(dst.ffn_norm.allocate(hidden * elem(), "ffn_norm"));
-    PVLLM_RETURN_IF_ERROR(upload(src.ffn_norm, dst.ffn_norm.get(), "ffn_norm"));
+    PVLLM_RETURN_IF_ERROR(upload(src.ffn_norm, dst.ffn_norm.get(), hidden, "ffn_norm"));
     PVLLM_RETURN_IF_ERROR(dst.w_gate_up.allocate(2 * inter * hidden * elem(), "w_gate_up"));
     auto* gu = dst.w_gate_up.as<unsigned char>();
-    PVLLM_RETURN_IF_ERROR(upload(src.w_gate, gu, "w_gate"));
-    PVLLM_RETURN_IF_ERROR(upload(src.w_up, gu + inter * hidden * elem(), "w_up"));
+    PVLLM_RETURN_IF_ERROR(upload(src.w_gate, gu, inter * hidden, "w_gate"));
+    PVLLM_RETURN_IF_ERROR(upload(src.w_up, gu + inter * hidden * elem(), inter * hidden, "w_up"));
     PVLLM_RETURN_IF_ERROR(dst.w_down.allocate(hidden * inter * elem(), "w_down"));
-    PVLLM_RETURN_IF_ERROR(upload(src.w_down, dst.w_down.get(), "w_down"));
+    PVLLM_RETURN_IF_ERROR(upload(src.w_down, dst.w_down.get(), hidden * inter, "w_down"));
   }
   PVLLM_RETURN_IF_ERROR(final_norm_.allocate(hidden * elem(), "final_norm"));
-  PVLLM_RETURN_IF_ERROR(upload(w.final_norm, final_norm_.get(), "final_norm"));
+  PVLLM_RETURN_IF_ERROR(upload(w.final_norm, final_norm_.get(), hidden, "final_norm"));
   if (w.lm_head.data == w.embed.data && w.lm_head.dtype == w.embed.dtype) {
     lm_head_ptr_ = embed_.get();  // tied: the same bytes once
   } else {
     PVLLM_RETURN_IF_ERROR(lm_head_.allocate(vocab * hidden * elem(), "lm_head"));
-    PVLLM_RETURN_IF_ERROR(upload(w.lm_head, lm_head_.get(), "lm_head"));
+    PVLLM_RETURN_IF_ERROR(upload(w.lm_head, lm_head_.get(), vocab * hidden, "lm_head"));
     lm_head_ptr_ = lm_head_.get();
   }
   const std::vector<float> inv_freq = rope_inv_freq(cfg_);
@@ -394,6 +410,11 @@ Status CudaBackend::allocate_buffers() {
   const size_t inter = static_cast<size_t>(cfg_.intermediate_size);
   const int32_t max_model_len =
       opt_.max_model_len > 0 ? opt_.max_model_len : cfg_.max_position_embeddings;
+  if (max_model_len <= 0) {
+    return InvalidArgument(
+        "max_model_len is unknown: set it (the config has no "
+        "max_position_embeddings)");
+  }
   max_blocks_ = (max_model_len + opt_.block_size - 1) / opt_.block_size;
 
   // Graphs cover decode batches up to the bucket holding max_num_seqs.
@@ -725,6 +746,22 @@ Status CudaBackend::forward(const BatchMetadata& md, float* logits) {
     return InvalidArgument("block tables of " + std::to_string(md.max_blocks_per_seq) +
                            " blocks exceed max_model_len's " + std::to_string(max_blocks_));
   }
+  // The host copies below trust these sizes, and the graph path copies
+  // logits rows straight from the device buffer by index.
+  const auto ns = static_cast<size_t>(s), nt = static_cast<size_t>(t);
+  if (md.input_ids.size() != nt || md.positions.size() != nt || md.slot_mapping.size() != nt ||
+      md.query_start.size() != ns + 1 || md.context_lens.size() != ns ||
+      md.max_blocks_per_seq < 0 ||
+      md.block_tables.size() != ns * static_cast<size_t>(md.max_blocks_per_seq) ||
+      md.query_start[0] != 0 || md.query_start[ns] != t) {
+    return InvalidArgument("inconsistent batch metadata sizes");
+  }
+  for (int32_t r : md.logits_rows) {
+    if (r < 0 || r >= t) {
+      return InvalidArgument("logits row " + std::to_string(r) + " outside the batch's " +
+                             std::to_string(t) + " rows");
+    }
+  }
   for (int32_t id : md.input_ids) {
     if (id < 0 || id >= cfg_.vocab_size) {
       return InvalidArgument("token id " + std::to_string(id) + " outside the vocabulary");
@@ -829,6 +866,11 @@ Status CudaBackend::capture(int32_t batch, DecodeGraph* g) {
   a.decode_max_context = max_blocks_ * opt_.block_size;
   a.num_logits = batch;  // every row; the host copies back the wanted ones
 
+  // One eager run first, on the same static inputs: it loads every kernel
+  // module (lazy loading) and lets cuBLAS pick and initialise its kernels
+  // outside the capture, where none of that is allowed. It repeats exactly
+  // the K/V writes the graph launch then makes (same rows, same slots).
+  PVLLM_RETURN_IF_ERROR(run_model(a));
   PVLLM_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
                  "beginning graph capture");
   const Status st = run_model(a);
@@ -993,9 +1035,15 @@ PVLLM_CUDA_EXPORT int32_t pvllm_cuda_backend_create(const pvllm::Model* model,
   int32_t n = 0;
   pvllm::Status s = pvllm::device_count(&n);
   if (!s.ok()) return pvllm::fail(s, err, err_len);
-  auto backend = std::make_unique<pvllm::CudaBackend>(*model, *options);
-  s = backend->init();
-  if (!s.ok()) return pvllm::fail(s, err, err_len);
-  *out = backend.release();
+  // No exception may cross the C boundary (host allocations can throw).
+  try {
+    auto backend = std::make_unique<pvllm::CudaBackend>(*model, *options);
+    s = backend->init();
+    if (!s.ok()) return pvllm::fail(s, err, err_len);
+    *out = backend.release();
+  } catch (const std::exception& e) {
+    return pvllm::fail(pvllm::Internal(std::string("creating the CUDA backend: ") + e.what()), err,
+                       err_len);
+  }
   return 0;
 }
