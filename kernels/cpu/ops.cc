@@ -201,6 +201,26 @@ void axpy(float alpha, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = std::fma(alpha, x[i], y[i]);
 }
 
+void axpy_many(const float* alpha, const float* rows, int64_t num_rows, int64_t n, float* y) {
+  int64_t i = 0;
+#if PVLLM_CPU_AVX2
+  // Eight lanes of y stay in a register across the rows; each lane sees the
+  // same fused multiply-adds in the same order as axpy().
+  for (; i + 8 <= n; i += 8) {
+    __m256 acc = _mm256_loadu_ps(y + i);
+    for (int64_t t = 0; t < num_rows; ++t) {
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(alpha[t]), _mm256_loadu_ps(rows + t * n + i), acc);
+    }
+    _mm256_storeu_ps(y + i, acc);
+  }
+#endif
+  for (; i < n; ++i) {
+    float acc = y[i];
+    for (int64_t t = 0; t < num_rows; ++t) acc = std::fma(alpha[t], rows[t * n + i], acc);
+    y[i] = acc;
+  }
+}
+
 void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) {
   for (int64_t r = 0; r < n; ++r) {
     const float* xr = x + r * dim;

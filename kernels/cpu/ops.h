@@ -25,6 +25,10 @@ void dot_many(const float* a, const float* rows, int64_t num_rows, int64_t n, fl
 // y[i] += alpha * x[i] for i in [0, n).
 void axpy(float alpha, const float* x, float* y, int64_t n);
 
+// y += alpha[t] * (rows + t * n) for t = 0, 1, ..., num_rows - 1 in that
+// order: bit for bit the same as num_rows axpy() calls.
+void axpy_many(const float* alpha, const float* rows, int64_t num_rows, int64_t n, float* y);
+
 // x [n, dim] -> out [n, dim]: out = x / sqrt(mean(x^2) + eps) * weight.
 // weight [dim]. out may alias x.
 void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out);

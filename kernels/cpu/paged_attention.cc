@@ -47,14 +47,6 @@ void paged_attention(const PagedAttentionParams& p, ThreadPool* pool) {
       float* out = p.out + (static_cast<int64_t>(row) * p.num_heads + h0) * head_dim;
 
       scores.resize(static_cast<size_t>(group) * num_keys);
-      // Walks the keys block by block: `visit(j, row_offset)` for key j.
-      auto for_each_key = [&](auto&& visit) {
-        for (int32_t j0 = 0; j0 < num_keys; j0 += p.block_size) {
-          const int64_t block_base = table[j0 / p.block_size] * block_stride + kv_head_offset;
-          const int32_t j1 = std::min(num_keys, j0 + p.block_size);
-          for (int32_t j = j0; j < j1; ++j) visit(j, block_base + (j - j0) * head_dim);
-        }
-      };
       for (int32_t j0 = 0; j0 < num_keys; j0 += p.block_size) {
         const int64_t block_base = table[j0 / p.block_size] * block_stride + kv_head_offset;
         const int32_t n = std::min(num_keys, j0 + p.block_size) - j0;
@@ -77,12 +69,14 @@ void paged_attention(const PagedAttentionParams& p, ThreadPool* pool) {
         inv_sums[g] = 1.0f / sum;
       }
       std::fill(out, out + group * head_dim, 0.0f);
-      for_each_key([&](int32_t j, int64_t base) {
+      for (int32_t j0 = 0; j0 < num_keys; j0 += p.block_size) {
+        const int64_t block_base = table[j0 / p.block_size] * block_stride + kv_head_offset;
+        const int32_t n = std::min(num_keys, j0 + p.block_size) - j0;
         for (int32_t g = 0; g < group; ++g) {
-          axpy(scores[static_cast<size_t>(g) * num_keys + j], p.v_cache + base, out + g * head_dim,
-               head_dim);
+          axpy_many(scores.data() + static_cast<size_t>(g) * num_keys + j0, p.v_cache + block_base,
+                    n, head_dim, out + g * head_dim);
         }
-      });
+      }
       for (int32_t g = 0; g < group; ++g) {
         for (int64_t d = 0; d < head_dim; ++d) out[g * head_dim + d] *= inv_sums[g];
       }

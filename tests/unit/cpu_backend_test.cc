@@ -357,6 +357,36 @@ TEST(Ops, RopeMatchesDirectFormulaForBothStyles) {
   }
 }
 
+// Attention batches its dot products and V accumulation per KV block; the
+// batched forms must give exactly the single calls' bits, or batching would
+// change tokens.
+TEST(Ops, DotManyAndAxpyManyEqualSingleCallsBitForBit) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t n : {1, 7, 8, 16, 19, 64, 128}) {
+    for (int64_t rows : {1, 3, 4, 5, 16}) {
+      std::vector<float> a(n), m(rows * n), alpha(rows), y0(n);
+      for (float& v : a) v = normal(rng);
+      for (float& v : m) v = normal(rng);
+      for (float& v : alpha) v = normal(rng);
+      for (float& v : y0) v = normal(rng);
+
+      std::vector<float> many(rows);
+      pvllm::cpu::dot_many(a.data(), m.data(), rows, n, many.data());
+      std::vector<float> y_many = y0, y_single = y0;
+      pvllm::cpu::axpy_many(alpha.data(), m.data(), rows, n, y_many.data());
+      for (int64_t t = 0; t < rows; ++t) {
+        const float single = pvllm::cpu::dot(a.data(), m.data() + t * n, n);
+        EXPECT_EQ(std::memcmp(&many[t], &single, sizeof(float)), 0)
+            << "dot row " << t << " of " << rows << ", n " << n;
+        pvllm::cpu::axpy(alpha[t], m.data() + t * n, y_single.data(), n);
+      }
+      EXPECT_EQ(std::memcmp(y_many.data(), y_single.data(), n * sizeof(float)), 0)
+          << "axpy over " << rows << " rows, n " << n;
+    }
+  }
+}
+
 TEST(Ops, RmsnormSiluAndEmbeddingMatchDefinitions) {
   std::mt19937 rng(6);
   const int64_t n = 2, dim = 21;
