@@ -729,6 +729,18 @@ Status CudaBackend::run_model(const StepArgs& a) {
               true);
 }
 
+// The per-token and per-sequence inputs of a step, inside a device buffer
+// laid out by `l` (the eager metadata buffer or a graph's static one).
+StepArgs step_inputs(const unsigned char* dev, const MetaLayout& l) {
+  StepArgs a;
+  a.input_ids = reinterpret_cast<const int32_t*>(dev + l.input_ids);
+  a.positions = reinterpret_cast<const int32_t*>(dev + l.positions);
+  a.slots = reinterpret_cast<const int64_t*>(dev + l.slots);
+  a.context_lens = reinterpret_cast<const int32_t*>(dev + l.context_lens);
+  a.block_tables = reinterpret_cast<const int32_t*>(dev + l.block_tables);
+  return a;
+}
+
 Status CudaBackend::forward(const BatchMetadata& md, float* logits) {
   // The current device is per host thread; step() may run on any thread.
   PVLLM_CUDA_TRY(cudaSetDevice(opt_.device_index), "cudaSetDevice");
@@ -818,12 +830,7 @@ Status CudaBackend::forward_eager(const BatchMetadata& md, int32_t num_decode, f
                  "copying batch metadata");
 
   const auto* dev = meta_dev_.as<unsigned char>();
-  StepArgs a;
-  a.input_ids = reinterpret_cast<const int32_t*>(dev + l.input_ids);
-  a.positions = reinterpret_cast<const int32_t*>(dev + l.positions);
-  a.slots = reinterpret_cast<const int64_t*>(dev + l.slots);
-  a.context_lens = reinterpret_cast<const int32_t*>(dev + l.context_lens);
-  a.block_tables = reinterpret_cast<const int32_t*>(dev + l.block_tables);
+  StepArgs a = step_inputs(dev, l);
   a.max_blocks_per_seq = mb;
   a.num_tokens = t;
   a.num_seqs = s;
@@ -852,12 +859,7 @@ Status CudaBackend::forward_eager(const BatchMetadata& md, int32_t num_decode, f
 Status CudaBackend::capture(int32_t batch, DecodeGraph* g) {
   const auto* dev = graph_dev_.as<unsigned char>();
   const MetaLayout& l = graph_layout_;
-  StepArgs a;
-  a.input_ids = reinterpret_cast<const int32_t*>(dev + l.input_ids);
-  a.positions = reinterpret_cast<const int32_t*>(dev + l.positions);
-  a.slots = reinterpret_cast<const int64_t*>(dev + l.slots);
-  a.context_lens = reinterpret_cast<const int32_t*>(dev + l.context_lens);
-  a.block_tables = reinterpret_cast<const int32_t*>(dev + l.block_tables);
+  StepArgs a = step_inputs(dev, l);
   a.max_blocks_per_seq = max_blocks_;
   a.num_tokens = batch;
   a.num_seqs = batch;

@@ -151,6 +151,35 @@ HostCache make_cache(DType dtype, const PagedLayout& layout, int32_t head_dim,
   return cache;
 }
 
+// The CPU reference over the rounded cache: the attention of every query
+// row of `q` ([num_tokens, num_heads, head_dim]) for the sequences that
+// query_start / context_lens describe.
+std::vector<float> reference_attention(const RoundedValues& q, const HostCache& cache,
+                                       const PagedLayout& layout,
+                                       const std::vector<int32_t>& query_start,
+                                       const std::vector<int32_t>& context_lens, int32_t num_heads,
+                                       int32_t head_dim, float scale) {
+  std::vector<float> expected(q.values.size(), 0.0f);
+  cpu::PagedAttentionParams ref;
+  ref.q = q.values.data();
+  ref.out = expected.data();
+  ref.k_cache = cache.k.values.data();
+  ref.v_cache = cache.v.values.data();
+  ref.query_start = query_start.data();
+  ref.context_lens = context_lens.data();
+  ref.block_tables = layout.block_tables.data();
+  ref.num_tokens = query_start.back();
+  ref.num_seqs = static_cast<int32_t>(context_lens.size());
+  ref.num_heads = num_heads;
+  ref.num_kv_heads = kNumKvHeads;
+  ref.head_dim = head_dim;
+  ref.block_size = layout.block_size;
+  ref.max_blocks_per_seq = layout.max_blocks_per_seq;
+  ref.scale = scale;
+  cpu::paged_attention(ref, &reference_pool());
+  return expected;
+}
+
 // Dtype, head dim, block size, GQA group (query heads per kv head).
 using KernelConfig = std::tuple<DType, int32_t, int32_t, int32_t>;
 
@@ -185,24 +214,8 @@ class DecodeAttentionTest : public testing::TestWithParam<KernelConfig> {
     // Reference: one query row per sequence at the last position.
     std::vector<int32_t> query_start(num_seqs + 1);
     std::iota(query_start.begin(), query_start.end(), 0);
-    std::vector<float> expected(q_elems, 0.0f);
-    cpu::PagedAttentionParams ref;
-    ref.q = q.values.data();
-    ref.out = expected.data();
-    ref.k_cache = cache.k.values.data();
-    ref.v_cache = cache.v.values.data();
-    ref.query_start = query_start.data();
-    ref.context_lens = context_lens.data();
-    ref.block_tables = layout.block_tables.data();
-    ref.num_tokens = num_seqs;
-    ref.num_seqs = num_seqs;
-    ref.num_heads = num_heads;
-    ref.num_kv_heads = kNumKvHeads;
-    ref.head_dim = head_dim;
-    ref.block_size = block_size;
-    ref.max_blocks_per_seq = layout.max_blocks_per_seq;
-    ref.scale = scale;
-    cpu::paged_attention(ref, &reference_pool());
+    std::vector<float> expected = reference_attention(q, cache, layout, query_start, context_lens,
+                                                      num_heads, head_dim, scale);
     // An empty context attends to nothing: the kernel's contract is zeros.
     for (int32_t s = 0; s < num_seqs; ++s) {
       if (context_lens[s] != 0) continue;
@@ -393,24 +406,8 @@ class PrefillAttentionTest : public testing::TestWithParam<KernelConfig> {
     ref_w.head_dim = head_dim;
     ref_w.block_size = block_size;
     cpu::write_kv(ref_w);
-    std::vector<float> expected(q.bits.size(), 0.0f);
-    cpu::PagedAttentionParams ref;
-    ref.q = q.values.data();
-    ref.out = expected.data();
-    ref.k_cache = cache.k.values.data();
-    ref.v_cache = cache.v.values.data();
-    ref.query_start = query_start.data();
-    ref.context_lens = context_lens.data();
-    ref.block_tables = layout.block_tables.data();
-    ref.num_tokens = num_tokens;
-    ref.num_seqs = num_seqs;
-    ref.num_heads = num_heads;
-    ref.num_kv_heads = kNumKvHeads;
-    ref.head_dim = head_dim;
-    ref.block_size = block_size;
-    ref.max_blocks_per_seq = layout.max_blocks_per_seq;
-    ref.scale = scale;
-    cpu::paged_attention(ref, &reference_pool());
+    const std::vector<float> expected = reference_attention(
+        q, cache, layout, query_start, context_lens, num_heads, head_dim, scale);
     expect_close(dtype, got, expected, prefill_tolerance(dtype), "prefill");
   }
 };
