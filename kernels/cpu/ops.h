@@ -34,8 +34,8 @@ void axpy_many(const float* alpha, const float* rows, int64_t num_rows, int64_t 
 void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out);
 
 // x [n, in] fp32 times w^T, w [out, in] (f32, f16 or bf16, converted on the
-// fly) -> y [n, out]. Parallel over output features; each weight row is read
-// once per group of up to 4 tokens.
+// fly) -> y [n, out]. Parallel over output features; tiles of 3 tokens x 2
+// weight rows, so each weight load feeds 3 tokens and each x load 2 rows.
 void matmul(ThreadPool* pool, const float* x, int64_t n, const Tensor& w, float* y);
 
 // cos/sin [n, head_dim / 2] of positions[i] * inv_freq[j] (angles in double,
