@@ -134,7 +134,8 @@ int32_t BlockManager::num_cached_prefix_tokens(std::span<const int32_t> tokens) 
   return num_hit * block_size_;
 }
 
-bool BlockManager::can_allocate(std::span<const int32_t> tokens, int32_t num_tokens) const {
+bool BlockManager::can_allocate(std::span<const int32_t> tokens, int32_t num_tokens,
+                                int32_t num_blocks_to_keep) const {
   PVLLM_CHECK(num_tokens >= 0 && num_tokens <= static_cast<int32_t>(tokens.size()),
               "num_tokens out of range of tokens");
   if (allocator_ == KvAllocator::kContiguous) {
@@ -154,7 +155,7 @@ bool BlockManager::can_allocate(std::span<const int32_t> tokens, int32_t num_tok
     parent = h;
   }
   const int32_t num_new = blocks_for(num_tokens) - num_hit;
-  return num_new + num_revived <= num_available_blocks();
+  return num_new + num_revived + std::max(0, num_blocks_to_keep) <= num_available_blocks();
 }
 
 int32_t BlockManager::allocate(std::span<const int32_t> tokens, int32_t num_tokens,

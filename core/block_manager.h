@@ -101,8 +101,11 @@ class BlockManager {
   // Whether an empty table can be given blocks for the first `num_tokens`
   // of `tokens`, reusing cached leading blocks (see above) and taking new
   // blocks for the rest. Reviving a cached block that sits on the LRU list
-  // costs one available block, as a new block does.
-  bool can_allocate(std::span<const int32_t> tokens, int32_t num_tokens) const;
+  // costs one available block, as a new block does. With
+  // num_blocks_to_keep > 0 (paged only), also that at least that many blocks
+  // stay available afterwards.
+  bool can_allocate(std::span<const int32_t> tokens, int32_t num_tokens,
+                    int32_t num_blocks_to_keep = 0) const;
   // Does it: takes the cached leading blocks (ref + 1; a cached block leaves
   // the LRU list; queries and hits are counted), then new blocks up to
   // `num_tokens`. Returns the number of leading tokens whose K/V came from

@@ -125,8 +125,9 @@ ScheduledBatch Scheduler::schedule() {
           std::min({seq->num_tokens() - num_cached, config_.max_prefill_chunk, budget});
       PVLLM_CHECK(num_new > 0, "a waiting sequence with nothing to compute");
       auto fits = [&]() {
+        const int32_t keep = num_seats_used * config_.admission_headroom_blocks;
         return num_seats_used + seq->num_seats <= config_.max_num_seqs &&
-               block_manager_->can_allocate(tokens, num_cached + num_new);
+               block_manager_->can_allocate(tokens, num_cached + num_new, keep);
       };
       // A strictly better priority may push out running sequences of worse
       // priority, worst first.

@@ -23,6 +23,12 @@ struct SchedulerConfig {
   // Longest prefill chunk one sequence may take in a step (<= the above).
   // 0 means max_num_batched_tokens.
   int32_t max_prefill_chunk = 0;
+  // Paged admission keeps this many free blocks per running sequence (per
+  // seat) after the newcomer's blocks, so the running set can grow for
+  // about block_size * this many steps before anyone is preempted. Without
+  // it a newcomer takes the last free blocks and is preempted again a few
+  // steps later, its prefill recomputed each time. 0 turns it off.
+  int32_t admission_headroom_blocks = 1;
 };
 
 struct ScheduledSeq {

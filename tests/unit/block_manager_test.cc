@@ -156,6 +156,17 @@ TEST(BlockManagerTest, ExhaustionIsAValueAndChangesNothing) {
   EXPECT_EQ(a.blocks.size(), 3u);
 }
 
+TEST(BlockManagerTest, CanAllocateCanKeepBlocksInReserve) {
+  BlockManager bm(4, 8, false);
+  BlockTable a;
+  ASSERT_EQ(bm.allocate(iota_tokens(8), 8, &a), 0);            // 3 left
+  EXPECT_TRUE(bm.can_allocate(iota_tokens(16, 100), 16, 1));   // 2 + 1 kept <= 3
+  EXPECT_FALSE(bm.can_allocate(iota_tokens(16, 100), 16, 2));  // 2 + 2 kept > 3
+  EXPECT_TRUE(bm.can_allocate(iota_tokens(16, 100), 16, 0));
+  EXPECT_TRUE(bm.can_allocate(iota_tokens(24, 100), 24));
+  EXPECT_FALSE(bm.can_allocate(iota_tokens(24, 100), 24, 1));
+}
+
 TEST(BlockManagerTest, ForkSharesBlocksAndCountsRefs) {
   BlockManager bm(8, 8, false);
   BlockTable parent, child;

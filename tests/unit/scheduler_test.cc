@@ -229,6 +229,13 @@ SchedulerConfig make_config(int32_t max_num_seqs, int32_t max_num_batched_tokens
   return c;
 }
 
+// For tests of preemption itself: admission fills the pool to the last
+// block, so the running set runs out on its next block.
+SchedulerConfig no_headroom(SchedulerConfig c) {
+  c.admission_headroom_blocks = 0;
+  return c;
+}
+
 const ScheduledSeq* find(const ScheduledBatch& batch, const Sequence* seq) {
   for (const ScheduledSeq& s : batch.seqs) {
     if (s.seq == seq) return &s;
@@ -378,10 +385,46 @@ TEST(SchedulerTest, RequestWaitsUntilBlocksFreeUp) {
   EXPECT_EQ(b->token_ids, reference_tokens(iota_tokens(20, 100), 2));
 }
 
+// Three one-block prompts and a 4-block pool: without headroom all three
+// are admitted and the third is preempted at its first block boundary,
+// its prefill thrown away; with the default headroom of a block per running
+// sequence, the third waits for memory instead and nobody is preempted.
+TEST(SchedulerTest, AdmissionHeadroomAvoidsPreemptingTheNewcomer) {
+  for (const bool headroom : {false, true}) {
+    SchedulerConfig config = make_config(8, 256);
+    if (!headroom) config = no_headroom(config);
+    FakeEngine e(4, 8, false, config);
+    Sequence* a = e.submit(iota_tokens(8), 5);
+    Sequence* b = e.submit(iota_tokens(8, 100), 5);
+    Sequence* c = e.submit(iota_tokens(8, 200), 5);
+    ScheduledBatch first = e.step();
+    EXPECT_NE(find(first, a), nullptr);
+    EXPECT_NE(find(first, b), nullptr);
+    EXPECT_EQ(find(first, c) != nullptr, !headroom) << "headroom " << headroom;
+    EXPECT_EQ(c->queued_for_memory, headroom);
+    e.run_to_completion();
+    EXPECT_EQ(e.sched().num_preemptions(), headroom ? 0 : 1);
+    EXPECT_EQ(c->token_ids, reference_tokens(iota_tokens(8, 200), 5));
+    EXPECT_EQ(a->token_ids, reference_tokens(iota_tokens(8), 5));
+  }
+}
+
+// Headroom is kept for running sequences only: alone, a prompt may take
+// every block.
+TEST(SchedulerTest, HeadroomNeverKeepsOutASequenceThatFitsAlone) {
+  FakeEngine e(4, 8, false, make_config(8, 256));
+  Sequence* a = e.submit(iota_tokens(32), 1);
+  ScheduledBatch batch = e.step();
+  ASSERT_NE(find(batch, a), nullptr);
+  EXPECT_EQ(find(batch, a)->num_new_tokens, 32) << "all four blocks in one step";
+  e.run_to_completion();
+  EXPECT_EQ(a->token_ids, reference_tokens(iota_tokens(32), 1));
+}
+
 // Three one-block prompts fill a 4-block pool; each first decode needs a
 // second block, so the third in service order is pushed out.
 TEST(SchedulerTest, PreemptsLowestPriorityBeforeLatestArrival) {
-  FakeEngine e(4, 8, false, make_config(8, 256));
+  FakeEngine e(4, 8, false, no_headroom(make_config(8, 256)));
   Sequence* a = e.submit(iota_tokens(7), 5, /*priority=*/0);
   Sequence* b = e.submit(iota_tokens(7, 100), 5, /*priority=*/1);
   Sequence* c = e.submit(iota_tokens(7, 200), 5, /*priority=*/0);
@@ -401,7 +444,7 @@ TEST(SchedulerTest, PreemptsLowestPriorityBeforeLatestArrival) {
 }
 
 TEST(SchedulerTest, PreemptsLatestArrivalAmongEqualPriorities) {
-  FakeEngine e(4, 8, false, make_config(8, 256));
+  FakeEngine e(4, 8, false, no_headroom(make_config(8, 256)));
   Sequence* a = e.submit(iota_tokens(8), 5);
   Sequence* b = e.submit(iota_tokens(8, 100), 5);
   Sequence* c = e.submit(iota_tokens(8, 200), 5);
@@ -417,7 +460,7 @@ TEST(SchedulerTest, PreemptsLatestArrivalAmongEqualPriorities) {
 }
 
 TEST(SchedulerTest, SequenceServedLastMayPreemptItselfAndNoneIsAdmitted) {
-  FakeEngine e(3, 8, false, make_config(8, 256));
+  FakeEngine e(3, 8, false, no_headroom(make_config(8, 256)));
   Sequence* a = e.submit(iota_tokens(8), 4, /*priority=*/1);
   Sequence* b = e.submit(iota_tokens(8, 100), 4, /*priority=*/1);
   Sequence* c = e.submit(iota_tokens(8, 200), 4, /*priority=*/1);
@@ -479,7 +522,7 @@ TEST(SchedulerTest, PreemptedSequenceIsRecomputedToTheSameTokensWithPrefixCache)
 }
 
 TEST(SchedulerTest, PreemptedSequenceRecomputesPromptAndGeneratedTokens) {
-  FakeEngine e(4, 8, false, make_config(8, 256));
+  FakeEngine e(4, 8, false, no_headroom(make_config(8, 256)));
   e.submit(iota_tokens(8), 5);
   e.submit(iota_tokens(8, 100), 5);
   Sequence* c = e.submit(iota_tokens(8, 200), 5);
@@ -621,7 +664,7 @@ TEST(SchedulerTest, ForkedSequencesShareThePromptAndCopyOnWrite) {
 
 TEST(SchedulerTest, PriorityPreemptionDropsTheVictimsCopies) {
   const int32_t bs = 8;
-  FakeEngine e(6, bs, false, make_config(8, 256));
+  FakeEngine e(6, bs, false, no_headroom(make_config(8, 256)));
   Sequence* parent = e.submit(iota_tokens(12), 6, /*priority=*/1);
   parent->num_seats = 3;
   e.step();
