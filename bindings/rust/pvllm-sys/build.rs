@@ -69,7 +69,12 @@ fn pkg_config_libs() -> Result<(Vec<String>, Vec<String>), String> {
     if !output.status.success() {
         // cargo:warning takes one line.
         let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(stderr.lines().next().unwrap_or("pkg-config failed").trim().to_string());
+        return Err(stderr
+            .lines()
+            .next()
+            .unwrap_or("pkg-config failed")
+            .trim()
+            .to_string());
     }
     let flags = String::from_utf8_lossy(&output.stdout).into_owned();
     let mut dirs = Vec::new();

@@ -34,6 +34,22 @@ pub struct EngineConfig {
     num_threads: Option<u32>,
     kv_allocator: Option<KvAllocator>,
     random_weights: Option<String>,
+    // f32 bits, so that the config stays `Eq`.
+    gpu_memory_utilization_bits: Option<u32>,
+    dtype: Option<Dtype>,
+    enable_cuda_graphs: Option<bool>,
+}
+
+/// Weight, activation and K/V dtype on a GPU (`pvllm_dtype`); the CPU
+/// computes in f32 whatever this says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dtype {
+    /// bf16, or fp16 for an fp16 checkpoint (the default).
+    Auto,
+    /// bfloat16.
+    Bf16,
+    /// IEEE half.
+    Fp16,
 }
 
 /// How sequences reserve KV slots (`pvllm_kv_allocator`).
@@ -64,6 +80,9 @@ impl EngineConfig {
             num_threads: None,
             kv_allocator: None,
             random_weights: None,
+            gpu_memory_utilization_bits: None,
+            dtype: None,
+            enable_cuda_graphs: None,
         }
     }
 
@@ -81,7 +100,8 @@ impl EngineConfig {
         &self.model_path
     }
 
-    /// `"cpu"` or `"auto"` (the default).
+    /// `"auto"` (the default: the first GPU when the CUDA module and a
+    /// driver are there, else the CPU), `"cpu"`, `"cuda"` or `"cuda:N"`.
     pub fn device(mut self, device: impl Into<String>) -> Self {
         self.device = Some(device.into());
         self
@@ -143,6 +163,31 @@ impl EngineConfig {
         self
     }
 
+    /// On a GPU, the share of free device memory (after weights and
+    /// activations) the KV pool takes, in (0, 1] (default 0.90); a value
+    /// outside that range is an `InvalidArgument` from [`Engine::new`].
+    /// Ignored on the CPU.
+    ///
+    /// [`Engine::new`]: crate::Engine::new
+    pub fn gpu_memory_utilization(mut self, fraction: f32) -> Self {
+        self.gpu_memory_utilization_bits = Some(fraction.to_bits());
+        self
+    }
+
+    /// The dtype weights, activations and K/V take on a GPU (default
+    /// [`Dtype::Auto`]); f32 checkpoints are converted while uploading.
+    pub fn dtype(mut self, dtype: Dtype) -> Self {
+        self.dtype = Some(dtype);
+        self
+    }
+
+    /// Whether pure-decode steps on a GPU replay captured CUDA graphs
+    /// (default true); false launches every kernel eagerly.
+    pub fn enable_cuda_graphs(mut self, enable: bool) -> Self {
+        self.enable_cuda_graphs = Some(enable);
+        self
+    }
+
     /// The C parameter struct, with the strings it points into.
     pub(crate) fn to_raw(&self) -> Result<RawEngineParams> {
         let model_path = path_to_cstring(&self.model_path)?;
@@ -200,6 +245,19 @@ impl EngineConfig {
                 KvAllocator::Paged => sys::pvllm_kv_allocator_PVLLM_KV_ALLOCATOR_PAGED,
                 KvAllocator::Contiguous => sys::pvllm_kv_allocator_PVLLM_KV_ALLOCATOR_CONTIGUOUS,
             } as i32;
+        }
+        if let Some(bits) = self.gpu_memory_utilization_bits {
+            raw.gpu_memory_utilization = f32::from_bits(bits);
+        }
+        if let Some(v) = self.dtype {
+            raw.dtype = match v {
+                Dtype::Auto => sys::pvllm_dtype_PVLLM_DTYPE_AUTO,
+                Dtype::Bf16 => sys::pvllm_dtype_PVLLM_DTYPE_BF16,
+                Dtype::Fp16 => sys::pvllm_dtype_PVLLM_DTYPE_FP16,
+            } as i32;
+        }
+        if let Some(v) = self.enable_cuda_graphs {
+            raw.enable_cuda_graphs = u8::from(v);
         }
         Ok(RawEngineParams {
             raw,

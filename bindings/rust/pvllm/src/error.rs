@@ -94,7 +94,10 @@ impl Error {
     /// An error made on the Rust side, before reaching the library (for
     /// example a string with an interior NUL).
     pub(crate) fn new(status: Status, message: impl Into<String>) -> Error {
-        Error { status, message: message.into() }
+        Error {
+            status,
+            message: message.into(),
+        }
     }
 
     /// The status.
@@ -146,5 +149,8 @@ where
         sys::pvllm_error_free(error);
         text
     };
-    Err(Error { status: Status::from_raw(status), message })
+    Err(Error {
+        status: Status::from_raw(status),
+        message,
+    })
 }

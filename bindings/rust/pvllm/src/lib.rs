@@ -63,7 +63,7 @@ mod output;
 mod request;
 mod stream;
 
-pub use config::{estimate_memory, EngineConfig, KvAllocator, MemoryEstimate};
+pub use config::{estimate_memory, Dtype, EngineConfig, KvAllocator, MemoryEstimate};
 pub use engine::{abi_version, version, version_number, Engine, Stats};
 pub use error::{Error, Result, Status};
 pub use output::{Completion, FinishReason, Logprob, Output, RequestId, TokenLogprobs};

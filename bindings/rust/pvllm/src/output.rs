@@ -120,7 +120,8 @@ impl Output {
     /// `raw` must be an event of a live `pvllm_output_batch`.
     pub(crate) unsafe fn from_raw(raw: &sys::pvllm_output) -> Output {
         let token_ids = slice_or_empty(raw.token_ids, raw.num_token_ids).to_vec();
-        let text = String::from_utf8_lossy(slice_or_empty(raw.text as *const u8, raw.text_len)).into_owned();
+        let text = String::from_utf8_lossy(slice_or_empty(raw.text as *const u8, raw.text_len))
+            .into_owned();
         let logprobs = if raw.logprobs.is_null() {
             None
         } else {
@@ -133,18 +134,26 @@ impl Output {
                         logprob: e.logprob,
                         top: slice_or_empty(e.top, e.num_top)
                             .iter()
-                            .map(|l| Logprob { token_id: l.token_id, logprob: l.logprob })
+                            .map(|l| Logprob {
+                                token_id: l.token_id,
+                                logprob: l.logprob,
+                            })
                             .collect(),
                     })
                     .collect(),
             )
         };
         let finish_reason = FinishReason::from_raw(raw.finish_reason);
-        let error_message = if finish_reason == Some(FinishReason::Error) && !raw.error_message.is_null() {
-            Some(CStr::from_ptr(raw.error_message).to_string_lossy().into_owned())
-        } else {
-            None
-        };
+        let error_message =
+            if finish_reason == Some(FinishReason::Error) && !raw.error_message.is_null() {
+                Some(
+                    CStr::from_ptr(raw.error_message)
+                        .to_string_lossy()
+                        .into_owned(),
+                )
+            } else {
+                None
+            };
         Output {
             request_id: RequestId(raw.request_id),
             sample_index: raw.sample_index.max(0) as u32,

@@ -12,14 +12,28 @@ fn missing_model_is_not_found_and_names_the_path() {
     let err = Engine::new(&EngineConfig::new(&path)).unwrap_err();
     assert_eq!(err.status(), Status::NotFound);
     let shown = path.display().to_string();
-    assert!(err.message().contains(&shown), "{:?} does not name {}", err, shown);
+    assert!(
+        err.message().contains(&shown),
+        "{:?} does not name {}",
+        err,
+        shown
+    );
     // Display: the message and the status name.
     let text = err.to_string();
-    assert!(text.contains(&shown) && text.contains("PVLLM_STATUS_NOT_FOUND"), "{}", text);
+    assert!(
+        text.contains(&shown) && text.contains("PVLLM_STATUS_NOT_FOUND"),
+        "{}",
+        text
+    );
     // It is a std error.
     let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(err);
     assert!(boxed.to_string().contains("NOT_FOUND"));
-    assert_eq!(pvllm::estimate_memory(&EngineConfig::new(&path)).unwrap_err().status(), Status::NotFound);
+    assert_eq!(
+        pvllm::estimate_memory(&EngineConfig::new(&path))
+            .unwrap_err()
+            .status(),
+        Status::NotFound
+    );
 }
 
 #[test]
@@ -29,7 +43,20 @@ fn bad_engine_settings_are_invalid_arguments() {
     assert_eq!(err.status(), Status::InvalidArgument);
     assert!(err.message().contains("block_size"), "{:?}", err);
     let err = Engine::new(&model.config().device("tpu")).unwrap_err();
-    assert!(matches!(err.status(), Status::Unsupported | Status::InvalidArgument), "{:?}", err);
+    assert!(
+        matches!(err.status(), Status::Unsupported | Status::InvalidArgument),
+        "{:?}",
+        err
+    );
+    for bad in [0.0f32, 1.5, f32::NAN] {
+        let err = Engine::new(&model.config().gpu_memory_utilization(bad)).unwrap_err();
+        assert_eq!(err.status(), Status::InvalidArgument, "{}: {:?}", bad, err);
+        assert!(
+            err.message().contains("gpu_memory_utilization"),
+            "{:?}",
+            err
+        );
+    }
     // Rejected before reaching the library: it would not fit in int32_t.
     let err = Engine::new(&model.config().max_num_seqs(u32::MAX)).unwrap_err();
     assert_eq!(err.status(), Status::InvalidArgument);
@@ -44,20 +71,49 @@ fn bad_requests_are_invalid_arguments_and_change_nothing() {
         (Request::text(""), "empty"),
         (Request::tokens(vec![]), "empty token prompt"),
         (Request::tokens(vec![1, 100000]), "100000"),
-        (Request::text("hi").with_sampling(SamplingParams { top_p: 0.0, ..Default::default() }), "top_p"),
-        (Request::text("hi").with_sampling(SamplingParams { max_tokens: 0, ..Default::default() }), "max_tokens"),
-        (Request::text("hi").with_sampling(SamplingParams { n: 5, ..Default::default() }), "n larger than max_num_seqs"),
-        (Request::text("hi").with_sampling(SamplingParams { logprobs: Some(21), ..Default::default() }), "logprobs"),
+        (
+            Request::text("hi").with_sampling(SamplingParams {
+                top_p: 0.0,
+                ..Default::default()
+            }),
+            "top_p",
+        ),
+        (
+            Request::text("hi").with_sampling(SamplingParams {
+                max_tokens: 0,
+                ..Default::default()
+            }),
+            "max_tokens",
+        ),
+        (
+            Request::text("hi").with_sampling(SamplingParams {
+                n: 5,
+                ..Default::default()
+            }),
+            "n larger than max_num_seqs",
+        ),
+        (
+            Request::text("hi").with_sampling(SamplingParams {
+                logprobs: Some(21),
+                ..Default::default()
+            }),
+            "logprobs",
+        ),
     ];
     for (request, what) in cases {
         let err = engine.submit(&request).unwrap_err();
         assert_eq!(err.status(), Status::InvalidArgument, "{}: {:?}", what, err);
         assert!(!err.message().is_empty(), "{}", what);
     }
-    let err = engine.submit(&Request::tokens(vec![1, 100000])).unwrap_err();
+    let err = engine
+        .submit(&Request::tokens(vec![1, 100000]))
+        .unwrap_err();
     assert!(err.message().contains("100000"), "{:?}", err);
     // A NUL inside a string cannot cross the C boundary.
-    assert_eq!(engine.submit(&Request::text("a\0b")).unwrap_err().status(), Status::InvalidArgument);
+    assert_eq!(
+        engine.submit(&Request::text("a\0b")).unwrap_err().status(),
+        Status::InvalidArgument
+    );
     // Nothing was queued.
     let stats = engine.stats().unwrap();
     assert_eq!((stats.num_waiting, stats.num_running), (0, 0));
@@ -79,7 +135,10 @@ fn unknown_ids_are_reported() {
 
 #[test]
 fn statuses_have_their_c_names() {
-    assert_eq!(Status::InvalidArgument.name(), "PVLLM_STATUS_INVALID_ARGUMENT");
+    assert_eq!(
+        Status::InvalidArgument.name(),
+        "PVLLM_STATUS_INVALID_ARGUMENT"
+    );
     assert_eq!(Status::OutOfMemory.to_raw(), 6);
     assert_eq!(Status::Unknown(4242).name(), "PVLLM_STATUS_UNKNOWN");
 }

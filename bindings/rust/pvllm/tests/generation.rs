@@ -2,7 +2,10 @@
 mod common;
 
 use common::TinyModel;
-use pvllm::{estimate_memory, Completion, FinishReason, Output, Prompt, Request, SamplingParams};
+use pvllm::{
+    estimate_memory, Completion, Dtype, Engine, FinishReason, Output, Prompt, Request,
+    SamplingParams,
+};
 
 const PROMPT: &str = "Once upon a time";
 
@@ -35,6 +38,26 @@ fn greedy_generation_is_deterministic() {
     assert_eq!(
         only(other.generate(PROMPT, &greedy(12)).unwrap()).token_ids,
         first.token_ids
+    );
+}
+
+/// GPU settings pass through the C ABI and do not change what the CPU
+/// computes.
+#[test]
+fn gpu_settings_are_accepted_and_leave_the_cpu_unchanged() {
+    let model = TinyModel::new();
+    let plain = only(model.engine().generate(PROMPT, &greedy(8)).unwrap());
+    let config = model
+        .config()
+        .device("cpu")
+        .gpu_memory_utilization(0.5)
+        .dtype(Dtype::Fp16)
+        .enable_cuda_graphs(false);
+    assert_ne!(config, model.config());
+    let engine = Engine::new(&config).unwrap();
+    assert_eq!(
+        only(engine.generate(PROMPT, &greedy(8)).unwrap()).token_ids,
+        plain.token_ids
     );
 }
 

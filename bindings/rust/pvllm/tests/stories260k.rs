@@ -17,9 +17,20 @@ fn shared_models() -> Option<PathBuf> {
 }
 
 fn greedy_continuation(model: PathBuf) -> String {
-    assert!(model.exists(), "PVLLM_SHARED_DIR is set but {} is missing", model.display());
-    let engine = Engine::new(&EngineConfig::new(&model).num_threads(1).kv_cache_bytes(16 << 20)).unwrap();
-    let completions = engine.generate("Once upon a time", &SamplingParams::greedy(24)).unwrap();
+    assert!(
+        model.exists(),
+        "PVLLM_SHARED_DIR is set but {} is missing",
+        model.display()
+    );
+    let engine = Engine::new(
+        &EngineConfig::new(&model)
+            .num_threads(1)
+            .kv_cache_bytes(16 << 20),
+    )
+    .unwrap();
+    let completions = engine
+        .generate("Once upon a time", &SamplingParams::greedy(24))
+        .unwrap();
     completions[0].text.clone()
 }
 

@@ -12,7 +12,10 @@ use pvllm::{Engine, FinishReason, Request, RequestId, SamplingParams};
 fn assert_send_sync<T: Send + Sync>() {}
 
 fn greedy(max_tokens: u32) -> SamplingParams {
-    SamplingParams { ignore_eos: true, ..SamplingParams::greedy(max_tokens) }
+    SamplingParams {
+        ignore_eos: true,
+        ..SamplingParams::greedy(max_tokens)
+    }
 }
 
 #[test]
@@ -21,9 +24,13 @@ fn engine_is_send_and_sync() {
     // Created on one thread, used and dropped on another.
     let model = TinyModel::new();
     let engine = model.engine();
-    let tokens = thread::spawn(move || engine.generate("moved", &greedy(3)).unwrap()[0].token_ids.len())
-        .join()
-        .unwrap();
+    let tokens = thread::spawn(move || {
+        engine.generate("moved", &greedy(3)).unwrap()[0]
+            .token_ids
+            .len()
+    })
+    .join()
+    .unwrap();
     assert_eq!(tokens, 3);
 }
 
@@ -44,7 +51,8 @@ fn submit_from_many_threads_while_one_steps() {
             thread::spawn(move || {
                 for r in 0..PER_THREAD {
                     let prompt = format!("client {} request {}", t, r);
-                    let request = Request::text(prompt.as_str()).with_sampling(greedy(MAX_TOKENS as u32));
+                    let request =
+                        Request::text(prompt.as_str()).with_sampling(greedy(MAX_TOKENS as u32));
                     let id = engine.submit(&request).unwrap();
                     sent.send((id, prompt)).unwrap();
                     thread::yield_now();
@@ -71,9 +79,15 @@ fn submit_from_many_threads_while_one_steps() {
         let still_submitting = submitting.load(Ordering::SeqCst);
         let unfinished = engine.step().unwrap();
         for event in engine.poll().unwrap() {
-            tokens.entry(event.request_id).or_default().extend(&event.token_ids);
+            tokens
+                .entry(event.request_id)
+                .or_default()
+                .extend(&event.token_ids);
             if let Some(reason) = event.finish_reason {
-                assert!(finished.insert(event.request_id, reason).is_none(), "two final events");
+                assert!(
+                    finished.insert(event.request_id, reason).is_none(),
+                    "two final events"
+                );
             }
         }
         if !still_submitting && unfinished == 0 {
@@ -90,8 +104,14 @@ fn submit_from_many_threads_while_one_steps() {
     let alone = model.engine();
     for (id, prompt) in &submitted {
         assert_eq!(finished[id], FinishReason::Length);
-        let reference = alone.generate(prompt.as_str(), &greedy(MAX_TOKENS as u32)).unwrap();
-        assert_eq!(tokens[id], reference[0].token_ids, "request {} ({:?})", id, prompt);
+        let reference = alone
+            .generate(prompt.as_str(), &greedy(MAX_TOKENS as u32))
+            .unwrap();
+        assert_eq!(
+            tokens[id], reference[0].token_ids,
+            "request {} ({:?})",
+            id, prompt
+        );
     }
 }
 
@@ -99,8 +119,13 @@ fn submit_from_many_threads_while_one_steps() {
 fn pollers_on_other_threads_each_get_distinct_events() {
     let model = TinyModel::new();
     let engine = Arc::new(model.engine());
-    let ids: Vec<RequestId> =
-        (0..4).map(|i| engine.submit(&Request::text(format!("prompt {}", i)).with_sampling(greedy(8))).unwrap()).collect();
+    let ids: Vec<RequestId> = (0..4)
+        .map(|i| {
+            engine
+                .submit(&Request::text(format!("prompt {}", i)).with_sampling(greedy(8)))
+                .unwrap()
+        })
+        .collect();
     let done = Arc::new(AtomicBool::new(false));
     let pollers: Vec<_> = (0..2)
         .map(|_| {
@@ -121,10 +146,23 @@ fn pollers_on_other_threads_each_get_distinct_events() {
         .collect();
     while engine.step().unwrap() > 0 {}
     done.store(true, Ordering::SeqCst);
-    let events: Vec<pvllm::Output> = pollers.into_iter().flat_map(|p| p.join().unwrap()).collect();
+    let events: Vec<pvllm::Output> = pollers
+        .into_iter()
+        .flat_map(|p| p.join().unwrap())
+        .collect();
     for id in &ids {
         let mine: Vec<_> = events.iter().filter(|e| e.request_id == *id).collect();
-        assert_eq!(mine.iter().map(|e| e.token_ids.len()).sum::<usize>(), 8, "request {}", id);
-        assert_eq!(mine.iter().filter(|e| e.is_finished()).count(), 1, "request {}", id);
+        assert_eq!(
+            mine.iter().map(|e| e.token_ids.len()).sum::<usize>(),
+            8,
+            "request {}",
+            id
+        );
+        assert_eq!(
+            mine.iter().filter(|e| e.is_finished()).count(),
+            1,
+            "request {}",
+            id
+        );
     }
 }
