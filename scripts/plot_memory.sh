@@ -79,6 +79,33 @@ if [ -f "$stories" ]; then
     --summary "$out/summary.tsv" --label "stories260K chat"
 fi
 
+# 5. Throughput where a step costs its weights: a 24M-parameter random model
+# (95 MB of f32 weights, past the 32 MiB L3; 16 KiB of K/V per token, so a
+# contiguous reservation of 4096 slots is 64 MiB). First the batch curve
+# (decode tokens/s against sequences per step), then paged vs contiguous at
+# budgets that seat 2, 4 and 8 contiguous sequences.
+big="$out/m24m"
+[ -f "$big/config.json" ] || "$make_model" "$big" --max-position 4096 --hidden 512 \
+  --intermediate 1408 --layers 8 --heads 8 --kv-heads 4 >/dev/null
+big_chat_n=100; big_fixed_n=32; budgets="128 256 512"
+if [ "${QUICK:-0}" = 1 ]; then big_chat_n=20; big_fixed_n=8; budgets="128"; fi
+bigbench() {  # label, args...
+  local label=$1; shift
+  echo "== $label: pvllm bench --model m24m $*"
+  "$pvllm" bench -q --model "$big" --seed 1 --summary "$out/summary.tsv" --label "$label" "$@"
+}
+for c in 1 2 4 8 16 32 64; do
+  bigbench "m24 batch $c" --workload fixed --input-len 16 --output-len 64 --num-requests "$c" \
+    --kv-allocator paged --kv-cache-mb 256
+done
+for mb in $budgets; do
+  bigbench "m24 chat ${mb}" --workload chat --num-requests "$big_chat_n" --kv-allocator both \
+    --kv-cache-mb "$mb" --markdown "$out/m24_chat_${mb}.md"
+  bigbench "m24 fixed ${mb}" --workload fixed --input-len 128 --output-len 512 \
+    --num-requests "$big_fixed_n" --kv-allocator both --kv-cache-mb "$mb" \
+    --markdown "$out/m24_fixed_${mb}.md"
+done
+
 # --- plots -----------------------------------------------------------------
 s="$out/summary.tsv"
 col() { head -1 "$s" | tr '\t' '\n' | grep -nx "$1" | cut -d: -f1; }
@@ -157,6 +184,48 @@ plot "$out/block_size.tsv" skip 1 using 1:2 with linespoints lw 2 title "chat ut
      "" skip 1 using 1:4 with linespoints lw 2 title "nano utilization", \
      "" skip 1 using 1:3 axes x1y2 with linespoints dt 2 title "chat tokens/s", \
      "" skip 1 using 1:5 axes x1y2 with linespoints dt 2 title "nano tokens/s"
+GP
+
+# Throughput on the 24M model: the batch curve, and paged vs contiguous.
+{
+  printf 'sequences\toutput_tps\n'
+  for c in 1 2 4 8 16 32 64; do
+    pick output_tokens_per_s | awk -F'\t' -v l="m24 batch $c" -v c="$c" '$1 == l { print c "\t" $3 }'
+  done
+} > "$out/m24_batch.tsv"
+{
+  printf 'case\tpaged\tcontiguous\n'
+  for w in chat fixed; do
+    for mb in $budgets; do
+      pick output_tokens_per_s | awk -F'\t' -v l="m24 $w $mb" -v name="$w, $mb MiB" '
+        $1 == l { v[$2] = $3 } END { print name "\t" v["paged"] "\t" v["contiguous"] }'
+    done
+  done
+} > "$out/m24_budgets.tsv"
+gnuplot <<GP
+set terminal pngcairo size 1200,500 font ",11"
+set output "$docs/weight_bound_throughput.png"
+set datafile separator "\t"
+set multiplot layout 1,2 title "24M-parameter model (f32 weights past the L3), 2-core CPU"
+set logscale x 2
+set xlabel "sequences per decode step"
+set ylabel "output tokens/s"
+set yrange [0:*]
+set grid
+unset key
+set title "decode throughput vs batch (fixed 16:64, paged)"
+plot "$out/m24_batch.tsv" skip 1 using 1:2 with linespoints lw 2 pt 7
+unset logscale x
+set title "paged vs contiguous on the same KV budget"
+set xlabel ""
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.7 border -1
+set key top left
+set xtics rotate by -20 font ",10"
+plot "$out/m24_budgets.tsv" skip 1 using 2:xtic(1) title "paged" lc rgb "#4477aa", \
+     "" skip 1 using 3 title "contiguous" lc rgb "#cc6677"
+unset multiplot
 GP
 
 echo "data in $out; plots in $docs:"
