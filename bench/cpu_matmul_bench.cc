@@ -31,10 +31,16 @@ Weights make_weights(DType dtype, int64_t out, int64_t in, std::mt19937* rng) {
   Weights w;
   const size_t elem = pvllm::dtype_size(dtype);
   w.bytes.resize(static_cast<size_t>(out * in) * elem);
-  std::uniform_int_distribution<int> bits(0, 0x3fff);  // small finite values
-  for (size_t i = 0; i < w.bytes.size(); i += 2) {
-    const uint16_t v = static_cast<uint16_t>(bits(*rng));
-    std::memcpy(&w.bytes[i], &v, 2);
+  // Normal values of a weight's size (no denormals to slow the FMAs).
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  for (size_t i = 0; i < static_cast<size_t>(out * in); ++i) {
+    const float v = normal(*rng);
+    if (dtype == DType::kF32) {
+      std::memcpy(&w.bytes[i * 4], &v, 4);
+    } else {
+      const uint16_t h = dtype == DType::kBF16 ? pvllm::float_to_bf16(v) : pvllm::float_to_fp16(v);
+      std::memcpy(&w.bytes[i * 2], &h, 2);
+    }
   }
   w.tensor.dtype = dtype;
   w.tensor.shape = {out, in};

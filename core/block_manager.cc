@@ -138,6 +138,7 @@ bool BlockManager::can_allocate(std::span<const int32_t> tokens, int32_t num_tok
                                 int32_t num_blocks_to_keep) const {
   PVLLM_CHECK(num_tokens >= 0 && num_tokens <= static_cast<int32_t>(tokens.size()),
               "num_tokens out of range of tokens");
+  PVLLM_CHECK(num_blocks_to_keep >= 0, "num_blocks_to_keep must be >= 0");
   if (allocator_ == KvAllocator::kContiguous) {
     PVLLM_CHECK(blocks_for(static_cast<int32_t>(tokens.size())) <= num_reserved_blocks_,
                 "a sequence longer than its contiguous reservation");
@@ -155,7 +156,7 @@ bool BlockManager::can_allocate(std::span<const int32_t> tokens, int32_t num_tok
     parent = h;
   }
   const int32_t num_new = blocks_for(num_tokens) - num_hit;
-  return num_new + num_revived + std::max(0, num_blocks_to_keep) <= num_available_blocks();
+  return num_new + num_revived + num_blocks_to_keep <= num_available_blocks();
 }
 
 int32_t BlockManager::allocate(std::span<const int32_t> tokens, int32_t num_tokens,

@@ -33,6 +33,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, BlockManager* block_manager)
   PVLLM_CHECK(config_.max_num_seqs >= 1, "max_num_seqs must be >= 1");
   PVLLM_CHECK(config_.max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1");
   PVLLM_CHECK(config_.max_prefill_chunk >= 0, "max_prefill_chunk must be >= 0");
+  PVLLM_CHECK(config_.admission_headroom_blocks >= 0, "admission_headroom_blocks must be >= 0");
   if (config_.max_prefill_chunk == 0 ||
       config_.max_prefill_chunk > config_.max_num_batched_tokens) {
     config_.max_prefill_chunk = config_.max_num_batched_tokens;

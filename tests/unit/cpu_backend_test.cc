@@ -304,7 +304,9 @@ TEST_P(MatmulTest, MatchesDoubleReference) {
 
 TEST_P(MatmulTest, RowDoesNotDependOnBatchOrThreads) {
   const DType dtype = GetParam();
-  const int64_t in = 100, out = 70, n = 7;
+  // 71 outputs: pairs of weight rows and a last single row; 7 tokens: two
+  // tiles of 3 and one of 1.
+  const int64_t in = 100, out = 71, n = 7;
   std::mt19937 rng(4);
   Model holder;
   const Tensor w =
@@ -318,8 +320,12 @@ TEST_P(MatmulTest, RowDoesNotDependOnBatchOrThreads) {
     cpu::matmul(nullptr, x.data() + r * in, 1, w, alone.data());
     EXPECT_TRUE(bits_equal(alone.data(), batched.data() + r * out, out)) << "row " << r;
     if (dtype == DType::kF32) {
-      // dot() is the same reduction as a matmul row.
-      EXPECT_EQ(cpu::dot(static_cast<const float*>(w.data), x.data() + r * in, in), alone[0]);
+      // dot() is the same reduction as every output of a matmul row.
+      for (int64_t o = 0; o < out; ++o) {
+        EXPECT_EQ(cpu::dot(static_cast<const float*>(w.data) + o * in, x.data() + r * in, in),
+                  alone[o])
+            << "row " << r << " out " << o;
+      }
     }
   }
 }
