@@ -6,10 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/block_manager.h"
+#include "core/sampler.h"
 #include "core/status.h"
 
 namespace pvllm {
@@ -36,9 +38,19 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
-  // Runs the model over `md`: writes K/V of every row at its slot, attends
-  // over each sequence's block table, and writes logits for the rows in
-  // md.logits_rows to `logits` ([num_logits, vocab_size], fp32).
+  // One engine step: runs the model over `md` (writes K/V of every row at its
+  // slot, attends over each sequence's block table) and draws a token for
+  // every sample row, out[i] for rows[i] (out is resized to rows.size()),
+  // with core/sampler.h's rules; logprobs only for rows whose params ask.
+  // Only the results reach the host: logits stay where they were computed.
+  // On failure *out is unspecified; the K/V rows of `md` may be written in
+  // part, and running the same batch again writes the same values.
+  virtual Status forward_sample(const BatchMetadata& md, std::span<const SampleRow> rows,
+                                std::vector<SampleResult>* out) = 0;
+  // Runs the model over `md` as forward_sample does, and writes the raw
+  // logits of the rows in md.logits_rows to `logits` ([num_logits,
+  // vocab_size], fp32, host memory). For callers that need full rows
+  // (prompt logprobs, tests): on a GPU it copies the whole vocabulary.
   virtual Status forward(const BatchMetadata& md, float* logits) = 0;
   // Copies whole blocks (every layer's K and V) for copy-on-write.
   virtual Status copy_blocks(const std::vector<BlockCopy>& copies) = 0;
@@ -82,10 +94,18 @@ struct CudaBackendOptions {
 // graphs, the allocator's slack), in bytes.
 constexpr size_t kCudaReservedBytes = size_t{256} << 20;
 
-// The module's exports, looked up by name with dlsym. Both return a
-// StatusCode value; on failure `err` (err_len bytes, may be 0) gets a
-// NUL-terminated message.
+// The version of the interface between libpvllm and its CUDA module: the
+// Backend class above, CudaBackendOptions and the functions below. A module
+// built from another version is refused at load (it would call into a
+// different vtable). Bump it with any change to them.
+constexpr int32_t kCudaModuleInterfaceVersion = 2;
+
+// The module's exports, looked up by name with dlsym. Those returning int32_t
+// return a StatusCode value; on failure `err` (err_len bytes, may be 0) gets
+// a NUL-terminated message.
 extern "C" {
+// kCudaModuleInterfaceVersion as the module was built.
+typedef int32_t (*pvllm_cuda_module_interface_version_fn)();
 // Number of CUDA devices; 0 with a message when there is no driver.
 typedef int32_t (*pvllm_cuda_device_count_fn)(int32_t* count, char* err, size_t err_len);
 // Free and total bytes on a device (after creating its context).

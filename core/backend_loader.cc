@@ -85,8 +85,19 @@ Status CudaModule::get(const CudaModule** out) {
       m->mem_info_ = reinterpret_cast<pvllm_cuda_mem_info_fn>(dlsym(handle, "pvllm_cuda_mem_info"));
       m->create_ = reinterpret_cast<pvllm_cuda_backend_create_fn>(
           dlsym(handle, "pvllm_cuda_backend_create"));
-      if (m->device_count_ == nullptr || m->mem_info_ == nullptr || m->create_ == nullptr) {
+      const auto version = reinterpret_cast<pvllm_cuda_module_interface_version_fn>(
+          dlsym(handle, "pvllm_cuda_module_interface_version"));
+      if (m->device_count_ == nullptr || m->mem_info_ == nullptr || m->create_ == nullptr ||
+          version == nullptr) {
         tried += "\n  " + path + ": not a pvllm CUDA backend module (missing exports)";
+        dlclose(handle);
+        continue;
+      }
+      // A module from another build would call into another Backend vtable.
+      if (const int32_t v = version(); v != kCudaModuleInterfaceVersion) {
+        tried += "\n  " + path + ": built for module interface " + std::to_string(v) +
+                 ", this library needs " + std::to_string(kCudaModuleInterfaceVersion) +
+                 " (a libpvllm_cuda.so from another pvllm version)";
         dlclose(handle);
         continue;
       }

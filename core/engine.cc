@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/backend_loader.h"
+#include "core/check.h"
 #include "core/model_runner.h"
 #include "core/random_model.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -68,7 +69,7 @@ Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) 
   DeviceSpec device;
   PVLLM_RETURN_IF_ERROR(parse_device(config.device, &device));
   bool use_cuda = false;
-  PVLLM_RETURN_IF_ERROR(resolve_cuda(device, &use_cuda));
+  if (!config.backend_factory) PVLLM_RETURN_IF_ERROR(resolve_cuda(device, &use_cuda));
   auto progress = [&](float f, const char* stage) {
     if (config.progress) config.progress(f, stage);
   };
@@ -164,7 +165,10 @@ Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) 
   bo.num_blocks = static_cast<int32_t>(num_blocks);
   bo.block_size = config.block_size;
   bo.num_threads = config.num_threads;
-  if (!use_cuda) {
+  if (config.backend_factory) {
+    PVLLM_RETURN_IF_ERROR(config.backend_factory(*engine->model_, bo, &engine->backend_));
+    if (!engine->backend_) return Internal("the backend factory returned no backend");
+  } else if (!use_cuda) {
     PVLLM_RETURN_IF_ERROR(create_cpu_backend(*engine->model_, bo, &engine->backend_));
   }
 
@@ -449,6 +453,111 @@ void Engine::finish_sequence(Sequence* seq, FinishReason reason, Output* last,
   if (req.num_finished >= req.params.n) finished_requests_.push_back(req.id);
 }
 
+// Whether `seq` draws every sample of its request this step: the first
+// token of a request with n > 1 is drawn n times from its last prompt row,
+// and the siblings are forked right after.
+bool Engine::draws_all_samples(const Sequence& seq) const {
+  const Request& req = *requests_.at(seq.request_id);
+  return !req.forked && req.params.n > 1;
+}
+
+// The draws of `seqs`, in batch order: n for a request's first token, one for
+// every other sequence that samples. A sequence's draws read its logits row.
+void Engine::plan_draws(std::span<const ScheduledSeq> seqs, std::vector<SampleRow>* rows) const {
+  rows->clear();
+  int32_t logits_index = 0;
+  for (const ScheduledSeq& s : seqs) {
+    if (!s.samples) continue;
+    const Sequence& seq = *s.seq;
+    const Request& req = *requests_.at(seq.request_id);
+    const bool all = draws_all_samples(seq);
+    const std::span<const int32_t> tokens(seq.token_ids);
+    for (int32_t k = 0; k < (all ? req.params.n : 1); ++k) {
+      SampleRow r;
+      r.logits_index = logits_index;
+      r.params = &req.params;
+      r.seed = req.seed;
+      r.sample_index = all ? k : seq.sample_index;
+      r.step = seq.num_generated_tokens();
+      r.prompt_ids = tokens.first(seq.num_prompt_tokens);
+      r.output_ids = tokens.subspan(seq.num_prompt_tokens);
+      rows->push_back(r);
+    }
+    ++logits_index;
+  }
+}
+
+// Runs `seqs` through the backend; outcomes[i] is seqs[i]'s. A batch that
+// runs out of memory is split in halves and each half retried (K/V writes
+// repeat the same values), so only a sequence that cannot run even alone
+// fails and the rest keep their work. Any other failure fails the batch.
+void Engine::execute(std::span<const ScheduledSeq> seqs, std::span<SeqOutcome> outcomes) {
+  ScheduledBatch sub;
+  sub.seqs.assign(seqs.begin(), seqs.end());
+  prepare_batch(sub, *block_manager_, &metadata_);
+  plan_draws(seqs, &sample_rows_);
+  const Status st = backend_->forward_sample(metadata_, sample_rows_, &sample_results_);
+  if (st.ok()) {
+    size_t next = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (!seqs[i].samples) continue;
+      const size_t num_draws =
+          draws_all_samples(*seqs[i].seq)
+              ? static_cast<size_t>(requests_.at(seqs[i].seq->request_id)->params.n)
+              : 1;
+      outcomes[i].samples.assign(sample_results_.begin() + next,
+                                 sample_results_.begin() + next + num_draws);
+      next += num_draws;
+    }
+    return;
+  }
+  if (st.code() == StatusCode::kOutOfMemory && seqs.size() > 1) {
+    const size_t half = seqs.size() / 2;
+    execute(seqs.first(half), outcomes.first(half));
+    execute(seqs.subspan(half), outcomes.subspan(half));
+    return;
+  }
+  for (SeqOutcome& o : outcomes) o.status = st;
+}
+
+// Records what ran (computed tokens, prefix-cache hashes), ends the
+// sequences whose batch failed with kError, forks first tokens of n > 1
+// requests and appends every drawn token. Returns the first failure.
+Status Engine::apply_outcomes(const ScheduledBatch& batch, std::span<SeqOutcome> outcomes,
+                              std::vector<Output>* events, int64_t* num_sampled) {
+  ScheduledBatch ran;
+  Status first_failure = Status::Ok();
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    if (outcomes[i].status.ok()) {
+      ran.seqs.push_back(batch.seqs[i]);
+    } else if (first_failure.ok()) {
+      first_failure = outcomes[i].status;
+    }
+  }
+  scheduler_->on_batch_computed(ran);
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    Sequence* seq = batch.seqs[i].seq;
+    if (!outcomes[i].status.ok()) {
+      step_error_ = outcomes[i].status.message();
+      finish_sequence(seq, FinishReason::kError, nullptr, events);
+      continue;
+    }
+    if (!batch.seqs[i].samples) continue;
+    std::vector<Sequence*> group{seq};
+    if (draws_all_samples(*seq)) {
+      fork_samples(seq, &group);
+    } else {
+      requests_.at(seq->request_id)->forked = true;
+    }
+    PVLLM_CHECK(group.size() == outcomes[i].samples.size(), "one draw per sample");
+    for (size_t k = 0; k < group.size(); ++k) {
+      append_token(group[k], outcomes[i].samples[k], events);
+      ++*num_sampled;
+    }
+  }
+  return first_failure;
+}
+
 Status Engine::step() {
   std::lock_guard<std::mutex> step_lock(step_mu_);
   std::vector<Output> events;
@@ -467,43 +576,14 @@ Status Engine::step() {
         num_prompt_tokens += s.num_new_tokens;
       }
     }
+    std::vector<SeqOutcome> outcomes(batch.seqs.size());
     status = backend_->copy_blocks(batch.copies);
     if (status.ok()) {
-      prepare_batch(batch, *block_manager_, &metadata_);
-      const size_t vocab = static_cast<size_t>(model_->config.vocab_size);
-      logits_.resize(metadata_.logits_rows.size() * vocab);
-      status = backend_->forward(metadata_, logits_.data());
-    }
-    if (!status.ok()) {
-      // Only the requests in this batch fail; everything else keeps its work.
-      step_error_ = status.message();
-      for (const ScheduledSeq& s : batch.seqs) {
-        finish_sequence(s.seq, FinishReason::kError, nullptr, &events);
-      }
+      execute(batch.seqs, outcomes);
     } else {
-      scheduler_->on_batch_computed(batch);
-      const size_t vocab = static_cast<size_t>(model_->config.vocab_size);
-      size_t row = 0;
-      for (const ScheduledSeq& s : batch.seqs) {
-        if (!s.samples) continue;
-        std::span<const float> logits(logits_.data() + row * vocab, vocab);
-        ++row;
-        std::vector<Sequence*> group{s.seq};
-        Request& req = *requests_.at(s.seq->request_id);
-        if (!req.forked && req.params.n > 1)
-          fork_samples(s.seq, &group);
-        else
-          req.forked = true;
-        for (Sequence* seq : group) {
-          std::span<const int32_t> all(seq->token_ids);
-          SampleResult r = sample_token(logits, req.params, all.first(seq->num_prompt_tokens),
-                                        all.subspan(seq->num_prompt_tokens), req.seed,
-                                        seq->sample_index, seq->num_generated_tokens());
-          ++num_sampled;
-          append_token(seq, r, &events);
-        }
-      }
+      for (SeqOutcome& o : outcomes) o.status = status;
     }
+    status = apply_outcomes(batch, outcomes, &events, &num_sampled);
   }
 
   std::lock_guard<std::mutex> lock(mu_);
@@ -536,8 +616,7 @@ Status Engine::step() {
   stats_.num_prompt_tokens_processed += num_prompt_tokens;
   stats_.num_generation_tokens += num_sampled;
   ++stats_.num_steps;
-  if (!status.ok()) return status;
-  return Status::Ok();
+  return status;
 }
 
 }  // namespace pvllm

@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -60,6 +61,11 @@ struct EngineConfig {
   float gpu_memory_utilization = 0.90f;
   int32_t dtype = 0;  // 0 = auto (bf16 unless the checkpoint is f16), 1 = bf16, 2 = fp16
   bool enable_cuda_graphs = true;  // replay captured graphs for pure-decode steps
+  // C++ only: a backend made by the embedder instead of the device's (the
+  // device string is then not resolved). Called once with the loaded model
+  // and the KV pool's shape; custom backends and fault-injecting tests use it.
+  std::function<Status(const Model&, const BackendOptions&, std::unique_ptr<Backend>*)>
+      backend_factory;
   // Called during create() with a fraction in [0, 1] and a stage name.
   std::function<void(float fraction, const char* stage)> progress;
 
@@ -164,8 +170,19 @@ class Engine {
   struct SampleState;
   Engine() = default;
 
+  // What one scheduled sequence got from its forward pass this step.
+  struct SeqOutcome {
+    Status status;                      // ok, or why its batch could not run
+    std::vector<SampleResult> samples;  // its draws (see plan_draws); empty if it does not sample
+  };
+
   void admit_inbox();  // under mu_
   int32_t last_prompt_token(const Request& req) const;
+  bool draws_all_samples(const Sequence& seq) const;
+  void plan_draws(std::span<const ScheduledSeq> seqs, std::vector<SampleRow>* rows) const;
+  void execute(std::span<const ScheduledSeq> seqs, std::span<SeqOutcome> outcomes);
+  Status apply_outcomes(const ScheduledBatch& batch, std::span<SeqOutcome> outcomes,
+                        std::vector<Output>* events, int64_t* num_sampled);
   void append_token(Sequence* seq, const SampleResult& r, std::vector<Output>* events);
   // Ends one sample: its final event (`last`, when this step produced one,
   // else an empty one) carries the reason; frees its blocks.
@@ -185,7 +202,8 @@ class Engine {
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> sequences_;
   BatchMetadata metadata_;
-  std::vector<float> logits_;  // [num_logits, vocab]
+  std::vector<SampleRow> sample_rows_;
+  std::vector<SampleResult> sample_results_;
   uint64_t next_seq_id_ = 1;
   std::vector<Output> pending_events_;       // made while admitting (aborts)
   std::vector<uint64_t> finished_requests_;  // this step's

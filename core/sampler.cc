@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <string>
 
 namespace pvllm {
 
@@ -252,8 +253,29 @@ SampleResult sample_token(std::span<const float> logits, const SamplingParams& p
     result.token_id = draw(x, params, u);
   }
 
-  fill_logprobs(raw, result.token_id, params.logprobs, result);
+  if (params.logprobs >= 0) fill_logprobs(raw, result.token_id, params.logprobs, result);
   return result;
+}
+
+SampleResult sample_row(const float* logits, int32_t vocab_size, const SampleRow& row) {
+  const std::span<const float> x(logits + static_cast<size_t>(row.logits_index) * vocab_size,
+                                 static_cast<size_t>(vocab_size));
+  return sample_token(x, *row.params, row.prompt_ids, row.output_ids, row.seed, row.sample_index,
+                      row.step);
+}
+
+Status validate_sample_rows(std::span<const SampleRow> rows, int32_t num_logits) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SampleRow& r = rows[i];
+    if (r.params == nullptr) {
+      return InvalidArgument("sample row " + std::to_string(i) + " has no sampling params");
+    }
+    if (r.logits_index < 0 || r.logits_index >= num_logits) {
+      return InvalidArgument("sample row " + std::to_string(i) + " reads logits row " +
+                             std::to_string(r.logits_index) + " of " + std::to_string(num_logits));
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace pvllm

@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -106,6 +107,8 @@ class CpuBackend final : public Backend {
   Status init();
 
   std::string name() const override { return "cpu"; }
+  Status forward_sample(const BatchMetadata& md, std::span<const SampleRow> rows,
+                        std::vector<SampleResult>* out) override;
   Status forward(const BatchMetadata& md, float* logits) override;
   Status copy_blocks(const std::vector<BlockCopy>& copies) override;
   int32_t num_blocks() const override { return num_blocks_; }
@@ -133,17 +136,18 @@ class CpuBackend final : public Backend {
   std::vector<std::unique_ptr<float[]>> v_cache_;
 
   // Scratch for one forward, n = md.num_tokens rows each.
-  std::vector<float> x_;      // [n, hidden] residual stream
-  std::vector<float> xb_;     // [n, hidden]
-  std::vector<float> q_;      // [n, num_heads * head_dim]
-  std::vector<float> k_;      // [n, num_kv_heads * head_dim]
-  std::vector<float> v_;      // [n, num_kv_heads * head_dim]
-  std::vector<float> att_;    // [n, num_heads * head_dim]
-  std::vector<float> gate_;   // [n, intermediate]
-  std::vector<float> up_;     // [n, intermediate]
-  std::vector<float> cos_;    // [n, head_dim / 2]
-  std::vector<float> sin_;    // [n, head_dim / 2]
-  std::vector<float> final_;  // [num_logits, hidden]
+  std::vector<float> x_;       // [n, hidden] residual stream
+  std::vector<float> xb_;      // [n, hidden]
+  std::vector<float> q_;       // [n, num_heads * head_dim]
+  std::vector<float> k_;       // [n, num_kv_heads * head_dim]
+  std::vector<float> v_;       // [n, num_kv_heads * head_dim]
+  std::vector<float> att_;     // [n, num_heads * head_dim]
+  std::vector<float> gate_;    // [n, intermediate]
+  std::vector<float> up_;      // [n, intermediate]
+  std::vector<float> cos_;     // [n, head_dim / 2]
+  std::vector<float> sin_;     // [n, head_dim / 2]
+  std::vector<float> final_;   // [num_logits, hidden]
+  std::vector<float> logits_;  // [num_logits, vocab] for forward_sample
 };
 
 Status CpuBackend::init() {
@@ -351,6 +355,40 @@ Status CpuBackend::forward(const BatchMetadata& md, float* logits) {
   cpu::rmsnorm(final_.data(), final_norm_.data(), num_logits, hidden, c.rms_norm_eps,
                final_.data());
   cpu::matmul(&pool_, final_.data(), num_logits, *lm_head_, logits);
+  return Status::Ok();
+}
+
+Status CpuBackend::forward_sample(const BatchMetadata& md, std::span<const SampleRow> rows,
+                                  std::vector<SampleResult>* out) {
+  const auto num_logits = static_cast<int32_t>(md.logits_rows.size());
+  const int32_t vocab = config_.vocab_size;
+  PVLLM_RETURN_IF_ERROR(validate_sample_rows(rows, num_logits));
+  try {
+    logits_.resize(static_cast<size_t>(num_logits) * vocab);
+    out->assign(rows.size(), SampleResult{});
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory("cpu backend: cannot allocate logits for " + std::to_string(num_logits) +
+                       " rows");
+  }
+  PVLLM_RETURN_IF_ERROR(forward(md, logits_.data()));
+  // Rows are independent and a draw depends only on its own row, so they
+  // spread over the pool; a chunk holds about 64k logits so that small
+  // vocabularies stay on the calling thread. A worker must not throw, so an
+  // allocation failure inside the sampler is caught and reported here.
+  std::atomic<bool> out_of_memory{false};
+  pool_.parallel_for(
+      static_cast<int64_t>(rows.size()),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          try {
+            (*out)[i] = sample_row(logits_.data(), vocab, rows[i]);
+          } catch (const std::bad_alloc&) {
+            out_of_memory.store(true, std::memory_order_relaxed);
+          }
+        }
+      },
+      std::max<int64_t>(1, (int64_t{1} << 16) / vocab));
+  if (out_of_memory.load()) return OutOfMemory("cpu backend: out of memory while sampling");
   return Status::Ok();
 }
 

@@ -22,10 +22,14 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <new>
+#include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/backend.h"
+#include "core/log.h"
 #include "core/model.h"
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/block_copy.h"
@@ -35,6 +39,8 @@
 #include "kernels/cuda/prefill_attention.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope.h"
+#include "kernels/cuda/sampling.h"
+#include "kernels/cuda/sampling_plan.h"
 
 namespace pvllm {
 namespace {
@@ -68,6 +74,51 @@ Status cublas_status(cublasStatus_t s, const std::string& what) {
 // A launcher's int result is a cudaError_t value.
 #define PVLLM_KERNEL_TRY(expr, what) PVLLM_CUDA_TRY(static_cast<cudaError_t>(expr), what)
 
+// Names why no device is usable: no driver, or none present.
+Status device_count(int32_t* count) {
+  *count = 0;
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaErrorInsufficientDriver) {
+    int driver = 0;
+    if (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0) {
+      return Unsupported("no CUDA driver is installed (libcuda.so.1 not found)");
+    }
+    return Unsupported("the CUDA driver supports CUDA " + std::to_string(driver / 1000) + "." +
+                       std::to_string(driver % 1000 / 10) + ", older than the CUDA " +
+                       std::to_string(CUDART_VERSION / 1000) + "." +
+                       std::to_string(CUDART_VERSION % 1000 / 10) +
+                       " runtime this module was built with; update the driver");
+  }
+  if (e == cudaErrorNoDevice) return Unsupported("no CUDA device present");
+  if (e != cudaSuccess) return cuda_status(e, "cudaGetDeviceCount");
+  *count = n;
+  return Status::Ok();
+}
+
+// The module holds sm_90 code and compute_90 PTX: devices of compute
+// capability 9.0 and newer run it; older ones would fail at the first launch.
+constexpr int kMinComputeCapability = 90;
+
+// Unsupported, naming the reason, unless `device` exists and can run the
+// kernels.
+Status check_device(int32_t device) {
+  int32_t count = 0;
+  PVLLM_RETURN_IF_ERROR(device_count(&count));
+  if (device < 0 || device >= count) {
+    return Unsupported("CUDA device " + std::to_string(device) + " does not exist (" +
+                       std::to_string(count) + " devices)");
+  }
+  cudaDeviceProp prop{};
+  PVLLM_CUDA_TRY(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  if (prop.major * 10 + prop.minor < kMinComputeCapability) {
+    return Unsupported("CUDA device " + std::to_string(device) + " (" + prop.name +
+                       ") has compute capability " + std::to_string(prop.major) + "." +
+                       std::to_string(prop.minor) + "; the kernels need 9.0 or newer");
+  }
+  return Status::Ok();
+}
+
 // One device allocation, freed on destruction.
 class DeviceBuffer {
  public:
@@ -80,9 +131,25 @@ class DeviceBuffer {
   Status allocate(size_t bytes, const char* what) {
     if (ptr_ != nullptr) cudaFree(ptr_);
     ptr_ = nullptr;
-    bytes_ = std::max<size_t>(bytes, 16);
-    PVLLM_CUDA_TRY(cudaMalloc(&ptr_, bytes_), std::string("allocating ") + what + " (" +
-                                                  std::to_string(bytes_ >> 20) + " MiB)");
+    bytes_ = 0;
+    bytes = std::max<size_t>(bytes, 16);
+    PVLLM_CUDA_TRY(cudaMalloc(&ptr_, bytes), std::string("allocating ") + what + " (" +
+                                                 std::to_string(bytes >> 20) + " MiB)");
+    bytes_ = bytes;
+    return Status::Ok();
+  }
+  // Grows to at least `bytes` (by half again, so a slowly growing need
+  // reallocates rarely); the contents are not kept. When the larger
+  // allocation fails, the buffer keeps the one it had.
+  Status reserve(size_t bytes, const char* what) {
+    if (bytes <= bytes_) return Status::Ok();
+    bytes = std::max(bytes, bytes_ + bytes_ / 2);
+    void* grown = nullptr;
+    PVLLM_CUDA_TRY(cudaMalloc(&grown, bytes),
+                   std::string("growing ") + what + " to " + std::to_string(bytes >> 10) + " KiB");
+    if (ptr_ != nullptr) cudaFree(ptr_);
+    ptr_ = grown;
+    bytes_ = bytes;
     return Status::Ok();
   }
   void* get() const { return ptr_; }
@@ -97,7 +164,8 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// Page-locked host memory for the metadata staged each step.
+// Page-locked host memory for what a step stages: metadata and sampling
+// inputs on the way to the device, sampled tokens on the way back.
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
@@ -107,8 +175,23 @@ class PinnedBuffer {
     if (ptr_ != nullptr) cudaFreeHost(ptr_);
   }
   Status allocate(size_t bytes, const char* what) {
-    bytes_ = std::max<size_t>(bytes, 16);
-    PVLLM_CUDA_TRY(cudaMallocHost(&ptr_, bytes_), std::string("allocating pinned ") + what);
+    if (ptr_ != nullptr) cudaFreeHost(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+    bytes = std::max<size_t>(bytes, 16);
+    PVLLM_CUDA_TRY(cudaMallocHost(&ptr_, bytes), std::string("allocating pinned ") + what);
+    bytes_ = bytes;
+    return Status::Ok();
+  }
+  // As DeviceBuffer::reserve.
+  Status reserve(size_t bytes, const char* what) {
+    if (bytes <= bytes_) return Status::Ok();
+    bytes = std::max(bytes, bytes_ + bytes_ / 2);
+    void* grown = nullptr;
+    PVLLM_CUDA_TRY(cudaMallocHost(&grown, bytes), std::string("growing pinned ") + what);
+    if (ptr_ != nullptr) cudaFreeHost(ptr_);
+    ptr_ = grown;
+    bytes_ = bytes;
     return Status::Ok();
   }
   unsigned char* get() const { return static_cast<unsigned char*>(ptr_); }
@@ -184,8 +267,11 @@ struct DeviceLayer {
   DeviceBuffer w_down;     // [hidden, I]
 };
 
+// A decode batch-size bucket's graph. A bucket whose capture failed runs
+// eagerly from then on.
 struct DecodeGraph {
   cudaGraphExec_t exec = nullptr;
+  bool failed = false;
 };
 
 class CudaBackend final : public Backend {
@@ -197,6 +283,8 @@ class CudaBackend final : public Backend {
   Status init();
 
   std::string name() const override { return "cuda:" + std::to_string(opt_.device_index); }
+  Status forward_sample(const BatchMetadata& md, std::span<const SampleRow> rows,
+                        std::vector<SampleResult>* out) override;
   Status forward(const BatchMetadata& md, float* logits) override;
   Status copy_blocks(const std::vector<BlockCopy>& copies) override;
   int32_t num_blocks() const override { return num_blocks_; }
@@ -211,9 +299,14 @@ class CudaBackend final : public Backend {
   Status allocate_kv();
   Status gemm(const void* x, const void* w, void* y, int32_t m, int32_t n, int32_t k, bool out_f32);
   Status run_model(const StepArgs& a);
-  Status forward_eager(const BatchMetadata& md, int32_t num_decode, float* logits);
-  Status forward_graph(const BatchMetadata& md, float* logits);
+  Status check_batch(const BatchMetadata& md) const;
+  Status enqueue_forward(const BatchMetadata& md);
+  Status enqueue_eager(const BatchMetadata& md, int32_t num_decode);
+  Status stage_graph_inputs(const BatchMetadata& md, int32_t batch);
   Status capture(int32_t batch, DecodeGraph* g);
+  Status sample(std::span<const SampleRow> rows, std::vector<SampleResult>* out);
+  Status copy_logits(const BatchMetadata& md, float* logits);
+  Status finish_step(Status st);
   void* k_layer(int32_t l) const {
     return k_cache_.as<unsigned char>() + static_cast<size_t>(l) * kv_layer_bytes_;
   }
@@ -244,10 +337,9 @@ class CudaBackend final : public Backend {
   DeviceBuffer hidden_;     // [T, hidden] the residual stream
   DeviceBuffer normed_;     // [T, hidden]
   DeviceBuffer tmp_;        // [T, hidden] O and down projections
-  DeviceBuffer qkv_;        // [T, (H + 2 KV) * D]
-  DeviceBuffer q_;          // [T, H * D]
-  DeviceBuffer k_;          // [T, KV * D]
-  DeviceBuffer v_;          // [T, KV * D]
+  // [T, (H + 2 KV) * D]: q, k, v of a token side by side; RoPE, the KV
+  // write and attention read them there, strided.
+  DeviceBuffer qkv_;
   DeviceBuffer attn_;       // [T, H * D]
   DeviceBuffer gate_up_;    // [T, 2 I]
   DeviceBuffer act_;        // [T, I]
@@ -268,6 +360,19 @@ class CudaBackend final : public Backend {
   std::map<int32_t, DecodeGraph> graphs_;
   DeviceBuffer copy_pairs_;  // int32 [max copies, 2]
   size_t max_copies_ = 0;
+
+  // Where this step's logits are: row logits_row_of_[i] of logits_ holds
+  // md.logits_rows[i] (eager steps compute only those rows, graphs every
+  // row of the bucket).
+  std::vector<int32_t> logits_row_of_;
+  // Device sampling: the plan's inputs go over in one copy, the tokens and
+  // asked-for logprobs come back in one.
+  SamplingPlan plan_;
+  PinnedBuffer sample_in_host_;
+  DeviceBuffer sample_in_dev_;
+  DeviceBuffer sample_out_dev_;
+  PinnedBuffer sample_out_host_;
+  DeviceBuffer sample_ws_;  // penalized logits, fp32 [penalized rows, vocab]
 
   // KV pool: [num_layers, num_blocks, num_kv_heads, block_size, head_dim] each.
   int32_t num_blocks_ = 0;
@@ -435,9 +540,6 @@ Status CudaBackend::allocate_buffers() {
   PVLLM_RETURN_IF_ERROR(normed_.allocate(t * hidden * e, "normed"));
   PVLLM_RETURN_IF_ERROR(tmp_.allocate(t * hidden * e, "tmp"));
   PVLLM_RETURN_IF_ERROR(qkv_.allocate(t * (qd + 2 * kvd) * e, "qkv"));
-  PVLLM_RETURN_IF_ERROR(q_.allocate(t * qd * e, "q"));
-  PVLLM_RETURN_IF_ERROR(k_.allocate(t * kvd * e, "k"));
-  PVLLM_RETURN_IF_ERROR(v_.allocate(t * kvd * e, "v"));
   PVLLM_RETURN_IF_ERROR(attn_.allocate(t * qd * e, "attn"));
   PVLLM_RETURN_IF_ERROR(gate_up_.allocate(t * 2 * inter * e, "gate_up"));
   PVLLM_RETURN_IF_ERROR(act_.allocate(t * inter * e, "act"));
@@ -478,6 +580,16 @@ Status CudaBackend::allocate_buffers() {
     PVLLM_RETURN_IF_ERROR(graph_host_.allocate(graph_layout_.total, "graph inputs"));
     PVLLM_RETURN_IF_ERROR(graph_dev_.allocate(graph_layout_.total, "graph inputs"));
   }
+  // Sampling buffers for a full step of plain rows with logprobs; penalty
+  // tokens and the penalized rows' workspace grow on demand.
+  const size_t rows = static_cast<size_t>(max_seqs_);
+  const size_t in_bytes = rows * 96 + 4096;
+  const size_t out_bytes =
+      rows * (sizeof(int32_t) + (kDeviceMaxTopLogprobs + 1) * sizeof(DeviceTokenLogprob)) + 256;
+  PVLLM_RETURN_IF_ERROR(sample_in_host_.allocate(in_bytes, "sampling inputs"));
+  PVLLM_RETURN_IF_ERROR(sample_in_dev_.allocate(in_bytes, "sampling inputs"));
+  PVLLM_RETURN_IF_ERROR(sample_out_dev_.allocate(out_bytes, "sampled tokens"));
+  PVLLM_RETURN_IF_ERROR(sample_out_host_.allocate(out_bytes, "sampled tokens"));
   return Status::Ok();
 }
 
@@ -511,12 +623,7 @@ Status CudaBackend::allocate_kv() {
 
 Status CudaBackend::init() {
   PVLLM_RETURN_IF_ERROR(check_shapes());
-  int32_t count = 0;
-  PVLLM_CUDA_TRY(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
-  if (opt_.device_index < 0 || opt_.device_index >= count) {
-    return Unsupported("CUDA device " + std::to_string(opt_.device_index) + " does not exist (" +
-                       std::to_string(count) + " devices)");
-  }
+  PVLLM_RETURN_IF_ERROR(check_device(opt_.device_index));
   PVLLM_CUDA_TRY(cudaSetDevice(opt_.device_index), "cudaSetDevice");
   if (opt_.dtype == 1) {
     dtype_ = DType::kBF16;
@@ -598,25 +705,17 @@ Status CudaBackend::run_model(const StepArgs& a) {
 
     PVLLM_RETURN_IF_ERROR(
         gemm(normed_.get(), w.wqkv.get(), qkv_.get(), t, qkv_cols, hidden, false));
-    // Split the fused output into packed q, k, v (the attention and
-    // kv_write kernels take packed rows).
-    const size_t pitch = static_cast<size_t>(qkv_cols) * e;
-    const auto* qkv = qkv_.as<unsigned char>();
-    const size_t qbytes = static_cast<size_t>(h) * d * e,
-                 kvbytes = static_cast<size_t>(kvh) * d * e;
-    PVLLM_CUDA_TRY(cudaMemcpy2DAsync(q_.get(), qbytes, qkv, pitch, qbytes, t,
-                                     cudaMemcpyDeviceToDevice, stream_),
-                   "splitting q");
-    PVLLM_CUDA_TRY(cudaMemcpy2DAsync(k_.get(), kvbytes, qkv + qbytes, pitch, kvbytes, t,
-                                     cudaMemcpyDeviceToDevice, stream_),
-                   "splitting k");
-    PVLLM_CUDA_TRY(cudaMemcpy2DAsync(v_.get(), kvbytes, qkv + qbytes + kvbytes, pitch, kvbytes, t,
-                                     cudaMemcpyDeviceToDevice, stream_),
-                   "splitting v");
+    // Row t of qkv_ holds q, k and v of token t side by side; every kernel
+    // below reads them there with the row's stride, nothing is copied.
+    auto* q = qkv_.as<unsigned char>();
+    auto* k = q + static_cast<size_t>(h) * d * e;
+    auto* v = k + static_cast<size_t>(kvh) * d * e;
 
     RopeParams rp;
-    rp.q = q_.get();
-    rp.k = k_.get();
+    rp.q = q;
+    rp.k = k;
+    rp.q_token_stride = qkv_cols;
+    rp.k_token_stride = qkv_cols;
     rp.positions = a.positions;
     rp.inv_freq = inv_freq_.as<float>();
     rp.num_tokens = t;
@@ -628,8 +727,10 @@ Status CudaBackend::run_model(const StepArgs& a) {
     PVLLM_KERNEL_TRY(pvllm_cuda_rope(rp, stream_), "rope");
 
     KvWriteParams kp;
-    kp.k = k_.get();
-    kp.v = v_.get();
+    kp.k = k;
+    kp.v = v;
+    kp.k_token_stride = qkv_cols;
+    kp.v_token_stride = qkv_cols;
     kp.k_cache = k_layer(l);
     kp.v_cache = v_layer(l);
     kp.slot_mapping = a.slots;
@@ -642,7 +743,8 @@ Status CudaBackend::run_model(const StepArgs& a) {
 
     if (a.num_decode > 0) {
       DecodeAttentionParams dp;
-      dp.q = q_.get();
+      dp.q = q;
+      dp.q_token_stride = qkv_cols;
       dp.out = attn_.get();
       dp.k_cache = k_layer(l);
       dp.v_cache = v_layer(l);
@@ -661,10 +763,12 @@ Status CudaBackend::run_model(const StepArgs& a) {
       PVLLM_KERNEL_TRY(pvllm_cuda_decode_attention(dp, stream_), "decode attention");
     }
     if (a.num_seqs > a.num_decode) {
-      const size_t row = static_cast<size_t>(a.num_decode) * qbytes;
+      // The prefill rows follow the decode rows.
+      const size_t first_row = static_cast<size_t>(a.num_decode);
       PrefillAttentionParams pp;
-      pp.q = q_.as<unsigned char>() + row;
-      pp.out = attn_.as<unsigned char>() + row;
+      pp.q = q + first_row * static_cast<size_t>(qkv_cols) * e;
+      pp.q_token_stride = qkv_cols;
+      pp.out = attn_.as<unsigned char>() + first_row * static_cast<size_t>(h) * d * e;
       pp.k_cache = k_layer(l);
       pp.v_cache = v_layer(l);
       pp.query_start = a.prefill_qs;
@@ -741,9 +845,18 @@ StepArgs step_inputs(const unsigned char* dev, const MetaLayout& l) {
   return a;
 }
 
-Status CudaBackend::forward(const BatchMetadata& md, float* logits) {
-  // The current device is per host thread; step() may run on any thread.
-  PVLLM_CUDA_TRY(cudaSetDevice(opt_.device_index), "cudaSetDevice");
+// The decode batch-size bucket of `num_seqs` sequences: the smallest that
+// holds them.
+int32_t graph_bucket(int32_t num_seqs) {
+  for (int32_t b : kGraphBuckets) {
+    if (b >= num_seqs) return b;
+  }
+  return 0;
+}
+
+// What the host copies below rely on: sizes within the buffers, arrays
+// consistent with them, ids inside the vocabulary.
+Status CudaBackend::check_batch(const BatchMetadata& md) const {
   const int32_t t = md.num_tokens, s = md.num_seqs;
   if (t <= 0 || s <= 0) return InvalidArgument("empty batch");
   if (t > max_tokens_ || s > max_seqs_ ||
@@ -758,8 +871,6 @@ Status CudaBackend::forward(const BatchMetadata& md, float* logits) {
     return InvalidArgument("block tables of " + std::to_string(md.max_blocks_per_seq) +
                            " blocks exceed max_model_len's " + std::to_string(max_blocks_));
   }
-  // The host copies below trust these sizes, and the graph path copies
-  // logits rows straight from the device buffer by index.
   const auto ns = static_cast<size_t>(s), nt = static_cast<size_t>(t);
   if (md.input_ids.size() != nt || md.positions.size() != nt || md.slot_mapping.size() != nt ||
       md.query_start.size() != ns + 1 || md.context_lens.size() != ns ||
@@ -779,26 +890,79 @@ Status CudaBackend::forward(const BatchMetadata& md, float* logits) {
       return InvalidArgument("token id " + std::to_string(id) + " outside the vocabulary");
     }
   }
-  // Leading single-row sequences take the decode kernel.
-  int32_t num_decode = 0;
-  while (num_decode < s && md.query_start[num_decode + 1] - md.query_start[num_decode] == 1) {
-    ++num_decode;
+  return Status::Ok();
+}
+
+Status CudaBackend::forward(const BatchMetadata& md, float* logits) {
+  // The current device is per host thread; step() may run on any thread.
+  PVLLM_CUDA_TRY(cudaSetDevice(opt_.device_index), "cudaSetDevice");
+  if (logits == nullptr && !md.logits_rows.empty()) {
+    return InvalidArgument("forward: logits is NULL but logits_rows is not empty");
   }
-  Status st;
-  if (num_decode == s && t == s && s <= graph_max_batch_) {
-    st = forward_graph(md, logits);
-  } else {
-    st = forward_eager(md, num_decode, logits);
-  }
+  Status st = enqueue_forward(md);
+  if (st.ok()) st = copy_logits(md, logits);
+  return finish_step(st);
+}
+
+Status CudaBackend::forward_sample(const BatchMetadata& md, std::span<const SampleRow> rows,
+                                   std::vector<SampleResult>* out) {
+  PVLLM_CUDA_TRY(cudaSetDevice(opt_.device_index), "cudaSetDevice");
+  PVLLM_RETURN_IF_ERROR(validate_sample_rows(rows, static_cast<int32_t>(md.logits_rows.size())));
+  Status st = enqueue_forward(md);
+  if (st.ok()) st = sample(rows, out);
+  return finish_step(st);
+}
+
+// After a failed step, leaves the stream idle and clears a non-sticky error
+// so that the next batch starts clean.
+Status CudaBackend::finish_step(Status st) {
   if (!st.ok()) {
-    // Leave the stream idle and clear a non-sticky error for the next batch.
     cudaStreamSynchronize(stream_);
     cudaGetLastError();
   }
   return st;
 }
 
-Status CudaBackend::forward_eager(const BatchMetadata& md, int32_t num_decode, float* logits) {
+// Enqueues the model over `md` on stream_ without waiting: a pure-decode
+// batch replays its bucket's graph, anything else (and a bucket whose
+// capture failed) runs eagerly. Sets logits_row_of_.
+Status CudaBackend::enqueue_forward(const BatchMetadata& md) {
+  PVLLM_RETURN_IF_ERROR(check_batch(md));
+  const int32_t t = md.num_tokens, s = md.num_seqs;
+  // Leading single-row sequences take the decode kernel.
+  int32_t num_decode = 0;
+  while (num_decode < s && md.query_start[num_decode + 1] - md.query_start[num_decode] == 1) {
+    ++num_decode;
+  }
+  if (num_decode == s && t == s && s <= graph_max_batch_) {
+    const int32_t batch = graph_bucket(s);
+    DecodeGraph& g = graphs_[batch];
+    if (!g.failed) {
+      PVLLM_RETURN_IF_ERROR(stage_graph_inputs(md, batch));
+      if (g.exec == nullptr) {
+        const Status cs = capture(batch, &g);
+        if (!cs.ok()) {
+          // Degrade, never fail: this size runs eagerly from now on.
+          g.failed = true;
+          cudaGetLastError();
+          log_warning("CUDA graph capture for decode batches of " + std::to_string(batch) +
+                      " failed (" + cs.message() + "); they run without a graph from now on");
+        }
+      }
+      if (g.exec != nullptr) {
+        PVLLM_CUDA_TRY(cudaGraphLaunch(g.exec, stream_), "launching the decode graph");
+        logits_row_of_.assign(md.logits_rows.begin(), md.logits_rows.end());
+        return Status::Ok();
+      }
+    }
+  }
+  PVLLM_RETURN_IF_ERROR(enqueue_eager(md, num_decode));
+  logits_row_of_.resize(md.logits_rows.size());
+  std::iota(logits_row_of_.begin(), logits_row_of_.end(), 0);
+  return Status::Ok();
+}
+
+Status CudaBackend::enqueue_eager(const BatchMetadata& md, int32_t num_decode) {
   const int32_t t = md.num_tokens, s = md.num_seqs;
   const int32_t mb = std::max(md.max_blocks_per_seq, 1);
   std::vector<int32_t> work;
@@ -844,16 +1008,7 @@ Status CudaBackend::forward_eager(const BatchMetadata& md, int32_t num_decode, f
   a.logits_rows = reinterpret_cast<const int32_t*>(dev + l.logits_rows);
   a.num_logits = num_logits;
   // With num_logits == 0 (a middle prompt chunk) there is still K/V to write.
-  PVLLM_RETURN_IF_ERROR(run_model(a));
-  if (num_logits > 0) {
-    PVLLM_CUDA_TRY(
-        cudaMemcpyAsync(logits, logits_.get(),
-                        static_cast<size_t>(num_logits) * cfg_.vocab_size * sizeof(float),
-                        cudaMemcpyDeviceToHost, stream_),
-        "copying logits");
-  }
-  PVLLM_CUDA_TRY(cudaStreamSynchronize(stream_), "forward");
-  return Status::Ok();
+  return run_model(a);
 }
 
 Status CudaBackend::capture(int32_t batch, DecodeGraph* g) {
@@ -866,7 +1021,7 @@ Status CudaBackend::capture(int32_t batch, DecodeGraph* g) {
   a.num_decode = batch;
   // The split plan is fixed at capture, so it is made for the longest context.
   a.decode_max_context = max_blocks_ * opt_.block_size;
-  a.num_logits = batch;  // every row; the host copies back the wanted ones
+  a.num_logits = batch;  // every row; sampling reads the wanted ones
 
   // One eager run first, on the same static inputs: it loads every kernel
   // module (lazy loading) and lets cuBLAS pick and initialise its kernels
@@ -885,67 +1040,105 @@ Status CudaBackend::capture(int32_t batch, DecodeGraph* g) {
   PVLLM_CUDA_TRY(end, "capturing the decode graph for batch " + std::to_string(batch));
   const cudaError_t inst = cudaGraphInstantiate(&g->exec, graph, 0);
   cudaGraphDestroy(graph);
+  if (inst != cudaSuccess) g->exec = nullptr;
   PVLLM_CUDA_TRY(inst, "instantiating the decode graph for batch " + std::to_string(batch));
   return Status::Ok();
 }
 
-Status CudaBackend::forward_graph(const BatchMetadata& md, float* logits) {
+// Writes the graph's static inputs for `md`, padded to `batch` rows: padding
+// rows write no K/V (slot -1) and attend to nothing (context 0). The block
+// tables go over at the width of the longest scheduled table, not
+// max_model_len's: one 2-D copy into rows of the graph's [batch, max_blocks_]
+// table (entries past a row's width are never read: its context ends before).
+Status CudaBackend::stage_graph_inputs(const BatchMetadata& md, int32_t batch) {
   const int32_t s = md.num_seqs;
-  int32_t batch = 0;
-  for (int32_t b : kGraphBuckets) {
-    if (b >= s) {
-      batch = b;
-      break;
-    }
-  }
-  // Static inputs, padded: padding rows write no K/V (slot -1), attend to
-  // nothing (context 0) and read block 0 if anything.
   const MetaLayout& l = graph_layout_;
   unsigned char* h = graph_host_.get();
   auto* ids = reinterpret_cast<int32_t*>(h + l.input_ids);
   auto* pos = reinterpret_cast<int32_t*>(h + l.positions);
   auto* slots = reinterpret_cast<int64_t*>(h + l.slots);
   auto* ctx = reinterpret_cast<int32_t*>(h + l.context_lens);
-  auto* bt = reinterpret_cast<int32_t*>(h + l.block_tables);
   for (int32_t i = 0; i < batch; ++i) {
     const bool real = i < s;
     ids[i] = real ? md.input_ids[i] : 0;
     pos[i] = real ? md.positions[i] : 0;
     slots[i] = real ? md.slot_mapping[i] : -1;
     ctx[i] = real ? md.context_lens[i] : 0;
-    int32_t* row = bt + static_cast<size_t>(i) * max_blocks_;
-    std::fill(row, row + max_blocks_, 0);
-    for (int32_t j = 0; real && j < md.max_blocks_per_seq; ++j) {
-      const int32_t b = md.block_tables[static_cast<size_t>(i) * md.max_blocks_per_seq + j];
-      row[j] = b < 0 ? 0 : b;
+  }
+  const int32_t width = std::max(md.max_blocks_per_seq, 1);
+  auto* tables = reinterpret_cast<int32_t*>(h + l.block_tables);  // [s, width] packed
+  for (int32_t i = 0; i < s; ++i) {
+    for (int32_t j = 0; j < width; ++j) {
+      const int32_t b = j < md.max_blocks_per_seq
+                            ? md.block_tables[static_cast<size_t>(i) * md.max_blocks_per_seq + j]
+                            : 0;
+      tables[static_cast<size_t>(i) * width + j] = b < 0 ? 0 : b;
     }
   }
-  const size_t bytes = l.block_tables + static_cast<size_t>(batch) * max_blocks_ * 4;
-  PVLLM_CUDA_TRY(cudaMemcpyAsync(graph_dev_.get(), h, bytes, cudaMemcpyHostToDevice, stream_),
-                 "copying graph inputs");
+  PVLLM_CUDA_TRY(
+      cudaMemcpyAsync(graph_dev_.get(), h, l.block_tables, cudaMemcpyHostToDevice, stream_),
+      "copying graph inputs");
+  const size_t row_bytes = static_cast<size_t>(width) * sizeof(int32_t);
+  PVLLM_CUDA_TRY(
+      cudaMemcpy2DAsync(graph_dev_.as<unsigned char>() + l.block_tables,
+                        static_cast<size_t>(max_blocks_) * sizeof(int32_t), tables, row_bytes,
+                        row_bytes, static_cast<size_t>(s), cudaMemcpyHostToDevice, stream_),
+      "copying graph block tables");
+  return Status::Ok();
+}
 
-  DecodeGraph& g = graphs_[batch];
-  if (g.exec == nullptr) {
-    const Status st = capture(batch, &g);
-    if (!st.ok()) {
-      graphs_.erase(batch);
-      return st;
-    }
-  }
-  PVLLM_CUDA_TRY(cudaGraphLaunch(g.exec, stream_), "launching the decode graph");
+// Copies the logits of md.logits_rows from where this step left them to
+// host memory and waits for the step.
+Status CudaBackend::copy_logits(const BatchMetadata& md, float* logits) {
   const size_t row_bytes = static_cast<size_t>(cfg_.vocab_size) * sizeof(float);
   const auto* dev_logits = logits_.as<unsigned char>();
-  for (size_t i = 0; i < md.logits_rows.size(); ++i) {
+  for (size_t i = 0; i < logits_row_of_.size(); ++i) {
     // Runs of consecutive rows go in one copy (usually all of them).
     size_t j = i + 1;
-    while (j < md.logits_rows.size() && md.logits_rows[j] == md.logits_rows[j - 1] + 1) ++j;
+    while (j < logits_row_of_.size() && logits_row_of_[j] == logits_row_of_[j - 1] + 1) ++j;
     PVLLM_CUDA_TRY(cudaMemcpyAsync(reinterpret_cast<unsigned char*>(logits) + i * row_bytes,
-                                   dev_logits + static_cast<size_t>(md.logits_rows[i]) * row_bytes,
+                                   dev_logits + static_cast<size_t>(logits_row_of_[i]) * row_bytes,
                                    (j - i) * row_bytes, cudaMemcpyDeviceToHost, stream_),
                    "copying logits");
     i = j - 1;
   }
-  PVLLM_CUDA_TRY(cudaStreamSynchronize(stream_), "decode graph");
+  PVLLM_CUDA_TRY(cudaStreamSynchronize(stream_), "forward");
+  return Status::Ok();
+}
+
+// Draws `rows` from this step's logits on the device: the plan's inputs go
+// over in one copy, the tokens and asked-for logprobs come back in one, and
+// nothing else crosses. Waits for the step.
+Status CudaBackend::sample(std::span<const SampleRow> rows, std::vector<SampleResult>* out) {
+  if (rows.empty()) {
+    out->clear();
+    PVLLM_CUDA_TRY(cudaStreamSynchronize(stream_), "forward");
+    return Status::Ok();
+  }
+  const int32_t vocab = cfg_.vocab_size;
+  plan_.build(rows, logits_row_of_, vocab);
+  const std::vector<unsigned char>& in = plan_.inputs();
+  const size_t out_bytes = plan_.output_bytes();
+  const size_t ws_bytes = pvllm_cuda_sampling_workspace_bytes(plan_.num_penalty_slots(), vocab);
+  PVLLM_RETURN_IF_ERROR(sample_in_host_.reserve(in.size(), "sampling inputs"));
+  PVLLM_RETURN_IF_ERROR(sample_in_dev_.reserve(in.size(), "sampling inputs"));
+  PVLLM_RETURN_IF_ERROR(sample_out_dev_.reserve(out_bytes, "sampled tokens"));
+  PVLLM_RETURN_IF_ERROR(sample_out_host_.reserve(out_bytes, "sampled tokens"));
+  if (ws_bytes > 0) PVLLM_RETURN_IF_ERROR(sample_ws_.reserve(ws_bytes, "penalized logits"));
+
+  std::memcpy(sample_in_host_.get(), in.data(), in.size());
+  PVLLM_CUDA_TRY(cudaMemcpyAsync(sample_in_dev_.get(), sample_in_host_.get(), in.size(),
+                                 cudaMemcpyHostToDevice, stream_),
+                 "copying sampling inputs");
+  DeviceSamplingParams p;
+  plan_.bind(sample_in_dev_.get(), sample_out_dev_.get(), logits_.as<float>(), sample_ws_.get(),
+             sample_ws_.bytes(), &p);
+  PVLLM_KERNEL_TRY(pvllm_cuda_sample(p, stream_), "sampling");
+  PVLLM_CUDA_TRY(cudaMemcpyAsync(sample_out_host_.get(), sample_out_dev_.get(), out_bytes,
+                                 cudaMemcpyDeviceToHost, stream_),
+                 "copying sampled tokens");
+  PVLLM_CUDA_TRY(cudaStreamSynchronize(stream_), "forward and sampling");
+  plan_.read_results(rows, sample_out_host_.get(), out);
   return Status::Ok();
 }
 
@@ -987,24 +1180,14 @@ int32_t fail(const Status& s, char* err, size_t err_len) {
   return static_cast<int32_t>(s.code());
 }
 
-// Names why no device is usable: no driver, or none present.
-Status device_count(int32_t* count) {
-  *count = 0;
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e == cudaErrorInsufficientDriver) {
-    return Unsupported("no CUDA driver (or one older than this build's CUDA runtime)");
-  }
-  if (e == cudaErrorNoDevice) return Unsupported("no CUDA device present");
-  if (e != cudaSuccess) return cuda_status(e, "cudaGetDeviceCount");
-  *count = n;
-  return Status::Ok();
-}
-
 }  // namespace
 }  // namespace pvllm
 
 #define PVLLM_CUDA_EXPORT extern "C" __attribute__((visibility("default")))
+
+PVLLM_CUDA_EXPORT int32_t pvllm_cuda_module_interface_version() {
+  return pvllm::kCudaModuleInterfaceVersion;
+}
 
 PVLLM_CUDA_EXPORT int32_t pvllm_cuda_device_count(int32_t* count, char* err, size_t err_len) {
   return pvllm::fail(pvllm::device_count(count), err, err_len);
@@ -1034,15 +1217,15 @@ PVLLM_CUDA_EXPORT int32_t pvllm_cuda_backend_create(const pvllm::Model* model,
     return pvllm::fail(pvllm::InvalidArgument("null argument"), err, err_len);
   }
   *out = nullptr;
-  int32_t n = 0;
-  pvllm::Status s = pvllm::device_count(&n);
-  if (!s.ok()) return pvllm::fail(s, err, err_len);
   // No exception may cross the C boundary (host allocations can throw).
   try {
     auto backend = std::make_unique<pvllm::CudaBackend>(*model, *options);
-    s = backend->init();
+    const pvllm::Status s = backend->init();
     if (!s.ok()) return pvllm::fail(s, err, err_len);
     *out = backend.release();
+  } catch (const std::bad_alloc&) {
+    return pvllm::fail(pvllm::OutOfMemory("creating the CUDA backend: out of host memory"), err,
+                       err_len);
   } catch (const std::exception& e) {
     return pvllm::fail(pvllm::Internal(std::string("creating the CUDA backend: ") + e.what()), err,
                        err_len);

@@ -156,7 +156,8 @@ __global__ void __launch_bounds__(kThreads)
   const int num_tiles = (end - begin + kTile - 1) / kTile;
 
   for (int i = tid; i < group * HEAD_DIM; i += kThreads) {
-    q_smem[i] = to_float(q[(static_cast<int64_t>(seq) * p.num_heads + first_head) * HEAD_DIM + i]) *
+    q_smem[i] = to_float(q[static_cast<int64_t>(seq) * p.q_token_stride +
+                           static_cast<int64_t>(first_head) * HEAD_DIM + i]) *
                 p.scale;
   }
   if (tid < group) {
@@ -435,7 +436,10 @@ bool valid_sizes(const DecodeAttentionParams& p) {
   return p.num_seqs >= 0 && p.num_seqs <= 65535 && p.num_heads > 0 && p.num_kv_heads > 0 &&
          p.num_kv_heads <= 65535 && p.num_heads % p.num_kv_heads == 0 &&
          p.num_heads / p.num_kv_heads <= kDecodeMaxGroupSize && p.max_blocks_per_seq > 0 &&
-         p.max_context_len >= 0 && p.num_splits_override >= 0;
+         p.max_context_len >= 0 && p.num_splits_override >= 0 &&
+         (p.q_token_stride == 0 ||
+          (p.q_token_stride >= static_cast<int64_t>(p.num_heads) * p.head_dim &&
+           p.q_token_stride % 8 == 0));
 }
 
 bool valid_pointers(const DecodeAttentionParams& p) {
@@ -501,7 +505,9 @@ int pvllm_cuda_decode_attention(const DecodeAttentionParams& p, void* stream) {
   if (num_splits > 1 && (p.workspace == nullptr || !aligned16(p.workspace))) {
     return cudaErrorInvalidValue;
   }
-  return launch(p, num_splits, static_cast<cudaStream_t>(stream));
+  DecodeAttentionParams kp = p;  // the kernels read an explicit stride
+  if (kp.q_token_stride == 0) kp.q_token_stride = static_cast<int64_t>(p.num_heads) * p.head_dim;
+  return launch(kp, num_splits, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace pvllm

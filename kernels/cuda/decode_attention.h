@@ -32,7 +32,10 @@ constexpr int32_t kDecodeMinTokensPerSplit = 256;
 constexpr int32_t kDecodeMaxGroupSize = 16;
 
 struct DecodeAttentionParams {
-  const void* q = nullptr;                // [num_seqs, num_heads, head_dim]
+  // [num_seqs, num_heads, head_dim]; sequence s's row starts at
+  // s * q_token_stride elements, so q may be a view into the fused QKV GEMM
+  // output.
+  const void* q = nullptr;
   void* out = nullptr;                    // [num_seqs, num_heads, head_dim]
   const void* k_cache = nullptr;          // [num_blocks, num_kv_heads, block_size, head_dim]
   const void* v_cache = nullptr;          // [num_blocks, num_kv_heads, block_size, head_dim]
@@ -53,6 +56,9 @@ struct DecodeAttentionParams {
   int32_t max_blocks_per_seq = 0;
   int32_t max_context_len = 0;  // bound on context_lens, for planning the split count
   float scale = 0.0f;           // applied to q.k; the model uses 1 / sqrt(head_dim)
+  // Elements between two sequences' q rows: 0 = packed (num_heads *
+  // head_dim); else at least that and a multiple of 8 (16-byte rows).
+  int64_t q_token_stride = 0;
   // 0: choose the split count from the SM count and the sizes. n > 0: use
   // min(n, kDecodeMaxSplits) splits (1 = the single-pass path); tests use it
   // to force both paths.
@@ -73,8 +79,8 @@ size_t pvllm_cuda_decode_attention_workspace_bytes(const DecodeAttentionParams& 
 // Online softmax in fp32. Asynchronous on `stream` (a cudaStream_t; nullptr
 // is the default stream). Returns a cudaError_t value: cudaSuccess (0);
 // cudaErrorInvalidValue for an unsupported dtype / head_dim / block_size /
-// group size, a null or misaligned pointer, or a missing workspace on the
-// split path (the shape checks happen before any CUDA call; nothing is
+// group size or q stride, a null or misaligned pointer, or a missing
+// workspace on the split path (the shape checks happen before any CUDA call; nothing is
 // launched); or the launch error.
 int pvllm_cuda_decode_attention(const DecodeAttentionParams& params, void* stream);
 

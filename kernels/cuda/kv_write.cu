@@ -16,12 +16,13 @@ constexpr int kElemsPerVector = 8;  // 16 bytes of fp16 / bf16
 // head), looping when the row is longer than the block. The dtype does not
 // matter: both are 2-byte elements copied bit for bit.
 __global__ void write_kv_kernel(
-    const int4* __restrict__ k,  // [num_tokens, row_vectors]
-    const int4* __restrict__ v,  // [num_tokens, row_vectors]
+    const int4* __restrict__ k,  // [num_tokens, k_stride] of which row_vectors are read
+    const int4* __restrict__ v,  // [num_tokens, v_stride] of which row_vectors are read
     int4* __restrict__ k_cache,  // [num_blocks, num_kv_heads, block_size, head_vectors]
     int4* __restrict__ v_cache,  // same as k_cache
     const int64_t* __restrict__ slot_mapping,  // [num_tokens]
-    int32_t num_kv_heads, int32_t head_vectors, int32_t block_size) {
+    int32_t num_kv_heads, int32_t head_vectors, int32_t block_size, int64_t k_stride,
+    int64_t v_stride) {
   const int64_t token = blockIdx.x;
   const int64_t slot = slot_mapping[token];
   if (slot < 0) return;  // padding row
@@ -33,9 +34,8 @@ __global__ void write_kv_kernel(
     const int32_t chunk = i % head_vectors;
     const int64_t dst =
         ((block * num_kv_heads + kv_head) * block_size + offset) * head_vectors + chunk;
-    const int64_t src = token * row_vectors + i;
-    k_cache[dst] = k[src];
-    v_cache[dst] = v[src];
+    k_cache[dst] = k[token * k_stride + i];
+    v_cache[dst] = v[token * v_stride + i];
   }
 }
 
@@ -46,9 +46,11 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 int pvllm_cuda_write_kv(const KvWriteParams& p, void* stream) {
   // Shape checks first, before any CUDA call, so bad input is reported the
   // same way with or without a device.
+  const int64_t row = static_cast<int64_t>(p.num_kv_heads) * p.head_dim;
+  auto stride_ok = [&](int64_t s) { return s == 0 || (s >= row && s % kElemsPerVector == 0); };
   const bool valid = (p.dtype == DType::kF16 || p.dtype == DType::kBF16) && p.num_tokens >= 0 &&
                      p.num_kv_heads > 0 && p.head_dim > 0 && p.head_dim % kElemsPerVector == 0 &&
-                     p.block_size > 0;
+                     p.block_size > 0 && stride_ok(p.k_token_stride) && stride_ok(p.v_token_stride);
   if (!valid) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
   const bool pointers_ok = p.k != nullptr && p.v != nullptr && p.k_cache != nullptr &&
@@ -57,10 +59,13 @@ int pvllm_cuda_write_kv(const KvWriteParams& p, void* stream) {
   if (!pointers_ok) return cudaErrorInvalidValue;
 
   const int32_t head_vectors = p.head_dim / kElemsPerVector;
+  const int64_t k_stride = (p.k_token_stride == 0 ? row : p.k_token_stride) / kElemsPerVector;
+  const int64_t v_stride = (p.v_token_stride == 0 ? row : p.v_token_stride) / kElemsPerVector;
   write_kv_kernel<<<static_cast<unsigned>(p.num_tokens), kThreadsPerBlock, 0,
                     static_cast<cudaStream_t>(stream)>>>(
       static_cast<const int4*>(p.k), static_cast<const int4*>(p.v), static_cast<int4*>(p.k_cache),
-      static_cast<int4*>(p.v_cache), p.slot_mapping, p.num_kv_heads, head_vectors, p.block_size);
+      static_cast<int4*>(p.v_cache), p.slot_mapping, p.num_kv_heads, head_vectors, p.block_size,
+      k_stride, v_stride);
   return cudaGetLastError();
 }
 

@@ -10,8 +10,11 @@
 namespace pvllm {
 
 struct KvWriteParams {
-  const void* k = nullptr;                // [num_tokens, num_kv_heads, head_dim]
-  const void* v = nullptr;                // [num_tokens, num_kv_heads, head_dim]
+  // [num_tokens, num_kv_heads, head_dim] each; token t's row starts at
+  // t * k_token_stride (v_token_stride) elements, so both may be views into
+  // the fused QKV GEMM output.
+  const void* k = nullptr;
+  const void* v = nullptr;
   void* k_cache = nullptr;                // [num_blocks, num_kv_heads, block_size, head_dim]
   void* v_cache = nullptr;                // [num_blocks, num_kv_heads, block_size, head_dim]
   const int64_t* slot_mapping = nullptr;  // [num_tokens] block * block_size + offset; < 0 skips
@@ -20,14 +23,18 @@ struct KvWriteParams {
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;    // a multiple of 8: one row is a whole number of 16-byte vectors
   int32_t block_size = 0;  // any positive size; the slot arithmetic does not care
+  // Elements between two tokens' rows: 0 = packed (num_kv_heads * head_dim);
+  // else at least that and a multiple of 8 (16-byte rows).
+  int64_t k_token_stride = 0;
+  int64_t v_token_stride = 0;
 };
 
 // Writes row t's K and V to slot slot_mapping[t] for every kv head; rows with
 // a negative slot (padding) are skipped. Slots must lie inside the pool (the
 // caller's block manager guarantees it). Asynchronous on `stream` (a
 // cudaStream_t; nullptr is the default stream). Returns a cudaError_t value:
-// cudaSuccess (0); cudaErrorInvalidValue for an unsupported dtype or shape, a
-// null or misaligned pointer (checked before any CUDA call, nothing
+// cudaSuccess (0); cudaErrorInvalidValue for an unsupported dtype, shape or
+// stride, a null or misaligned pointer (checked before any CUDA call, nothing
 // launched); or the launch error.
 int pvllm_cuda_write_kv(const KvWriteParams& params, void* stream);
 

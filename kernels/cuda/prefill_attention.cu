@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(kThreads)
     T* dst = q_smem + r * kStride + col;
     if (r < num_rows) {
       const int64_t token = first_token + q_row0 + r;
-      cp_async16(dst, q + (token * p.num_heads + head) * HEAD_DIM + col);
+      cp_async16(dst, q + token * p.q_token_stride + static_cast<int64_t>(head) * HEAD_DIM + col);
     } else {
       *reinterpret_cast<int4*>(dst) = make_int4(0, 0, 0, 0);
     }
@@ -346,7 +346,10 @@ int pvllm_cuda_prefill_attention(const PrefillAttentionParams& p, void* stream) 
   const PrefillLaunchFn launch = select_prefill_kernel(p.dtype, p.head_dim, p.block_size);
   const bool sizes_ok = p.num_work_items >= 0 && p.num_seqs >= 0 && p.num_heads > 0 &&
                         p.num_heads <= 65535 && p.num_kv_heads > 0 &&
-                        p.num_heads % p.num_kv_heads == 0 && p.max_blocks_per_seq > 0;
+                        p.num_heads % p.num_kv_heads == 0 && p.max_blocks_per_seq > 0 &&
+                        (p.q_token_stride == 0 ||
+                         (p.q_token_stride >= static_cast<int64_t>(p.num_heads) * p.head_dim &&
+                          p.q_token_stride % 8 == 0));
   if (launch == nullptr || !sizes_ok) return cudaErrorInvalidValue;
   if (p.num_work_items == 0) return cudaSuccess;
   const bool pointers_ok = p.q != nullptr && p.out != nullptr && p.k_cache != nullptr &&
@@ -355,7 +358,9 @@ int pvllm_cuda_prefill_attention(const PrefillAttentionParams& p, void* stream) 
                            p.work_items != nullptr && aligned16(p.q) && aligned16(p.out) &&
                            aligned16(p.k_cache) && aligned16(p.v_cache);
   if (!pointers_ok) return cudaErrorInvalidValue;
-  return launch(p, static_cast<cudaStream_t>(stream));
+  PrefillAttentionParams kp = p;  // the kernel reads an explicit stride
+  if (kp.q_token_stride == 0) kp.q_token_stride = static_cast<int64_t>(p.num_heads) * p.head_dim;
+  return launch(kp, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace pvllm

@@ -29,7 +29,9 @@ std::vector<int32_t> plan_prefill_attention(const int32_t* query_start, const in
                                             int32_t num_seqs);
 
 struct PrefillAttentionParams {
-  const void* q = nullptr;                // [num_tokens, num_heads, head_dim]
+  // [num_tokens, num_heads, head_dim]; token t's row starts at
+  // t * q_token_stride elements (a view into the fused QKV output works).
+  const void* q = nullptr;
   void* out = nullptr;                    // [num_tokens, num_heads, head_dim]
   const void* k_cache = nullptr;          // [num_blocks, num_kv_heads, block_size, head_dim]
   const void* v_cache = nullptr;          // [num_blocks, num_kv_heads, block_size, head_dim]
@@ -47,6 +49,9 @@ struct PrefillAttentionParams {
   int32_t block_size = 0;  // 16, 32 or 256
   int32_t max_blocks_per_seq = 0;
   float scale = 0.0f;  // applied to q.k; the model uses 1 / sqrt(head_dim)
+  // Elements between two tokens' q rows: 0 = packed (num_heads * head_dim);
+  // else at least that and a multiple of 8 (16-byte rows).
+  int64_t q_token_stride = 0;
 };
 
 // Query row j of sequence i's chunk (q_len rows) has position
@@ -55,7 +60,8 @@ struct PrefillAttentionParams {
 // chunk's own rows were written by pvllm_cuda_write_kv first). Asynchronous
 // on `stream` (a cudaStream_t; nullptr is the default stream). Returns a
 // cudaError_t value: cudaSuccess (0); cudaErrorInvalidValue for an
-// unsupported dtype / head_dim / block_size, or a null or misaligned pointer
+// unsupported dtype / head_dim / block_size or q stride, or a null or
+// misaligned pointer
 // (checked before any CUDA call; nothing launched); or the launch error.
 int pvllm_cuda_prefill_attention(const PrefillAttentionParams& params, void* stream);
 

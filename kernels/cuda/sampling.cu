@@ -66,14 +66,21 @@ __device__ __forceinline__ bool selected(Threshold t, uint64_t key) {
   return t.shift >= 64 || (key >> t.shift) >= t.prefix;
 }
 
-// One row's logits shaped for the draw: x = sanitize(sanitize(raw) / T),
-// exactly the host's sequence, and its weight exp(x - max_x) in double.
+// One row's logits shaped for the draw, exactly the host's sequence:
+// v = sanitize(raw), or the penalized values built from it; then
+// x = sanitize(v / T) (sanitize(v) for the greedy view, T = 0); and its
+// weight exp(x - max_x) in double.
 struct RowView {
-  const float* raw;  // [vocab]
+  const float* src;  // [vocab] raw logits, or the row's penalized values
+  bool penalized;    // src already holds sanitized, penalized values
   int32_t vocab;
-  float temperature;
+  float temperature;  // 0: the greedy view, no division
   float max_x;
-  __device__ float x(int32_t i) const { return sanitize(sanitize(raw[i]) / temperature); }
+  __device__ float v(int32_t i) const { return penalized ? src[i] : sanitize(src[i]); }
+  __device__ float x(int32_t i) const {
+    const float u = v(i);
+    return sanitize(temperature == 0.0f ? u : u / temperature);
+  }
   __device__ double weight(float x) const {
     return exp(static_cast<double>(x) - static_cast<double>(max_x));
   }
@@ -110,9 +117,10 @@ struct Shared {
   int32_t winner;           // thread whose id range holds the draw
   int32_t last_possible;    // highest id with a positive weight
   int32_t token;
-  float max_raw;
-  int32_t argmax;
+  ArgBest best;  // of the latest view_argmax
   double lse;
+  unsigned long long top_keys[kDeviceMaxTopLogprobs];  // the top-k logprob keys found
+  int32_t num_top;
 };
 
 // Radix walk over the keys of the candidates, from the top 8 bits down.
@@ -240,43 +248,132 @@ __device__ int32_t draw_token(const RowView& row, Threshold top_k, Threshold nuc
   return sh.last_possible >= 0 ? sh.last_possible : 0;
 }
 
+// The best (x, id) of a view, lowest id on ties; called by every thread.
+__device__ ArgBest view_argmax(const RowView& row, Shared& sh) {
+  ArgBest best{-INFINITY, INT_MAX};
+  for (int32_t i = threadIdx.x; i < row.vocab; i += blockDim.x) {
+    best = BetterOf{}(best, ArgBest{row.x(i), i});
+  }
+  best = ReduceArg(sh.cub.reduce_arg).Reduce(best, BetterOf{});
+  if (threadIdx.x == 0) sh.best = best;
+  __syncthreads();
+  const ArgBest result = sh.best;
+  __syncthreads();  // all have read sh.best and the reduce storage is free again
+  return result;
+}
+
+// log-sum-exp of the raw logits in double, as the host's log_sum_exp: all
+// -inf (or a non-finite maximum) gives the maximum itself.
+__device__ double raw_log_sum_exp(const float* raw, int32_t vocab, float max_raw, Shared& sh) {
+  if (!isfinite(max_raw)) return max_raw;
+  double sum = 0.0;
+  for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+    sum += exp(static_cast<double>(sanitize(raw[i])) - static_cast<double>(max_raw));
+  }
+  sum = ReduceF64(sh.cub.reduce_f64).Sum(sum);
+  if (threadIdx.x == 0) sh.lse = static_cast<double>(max_raw) + log(sum);
+  __syncthreads();
+  const double lse = sh.lse;
+  __syncthreads();
+  return lse;
+}
+
+// Builds the row's penalized values in `out` ([vocab]): sanitize(raw), then
+// for every entry the host's apply_penalties, one fp32 rounding per step
+// (the _rn intrinsics keep the compiler from fusing them).
+__device__ void build_penalized(const DeviceSamplingParams& p, int64_t r, const float* raw,
+                                float* out) {
+  for (int32_t i = threadIdx.x; i < p.vocab; i += blockDim.x) out[i] = sanitize(raw[i]);
+  __syncthreads();  // the entries below read values other threads wrote
+  const float rep = p.repetition_penalty[r];
+  const float presence = p.presence_penalty[r];
+  const float frequency = p.frequency_penalty[r];
+  const bool additive = presence != 0.0f || frequency != 0.0f;
+  for (int32_t e = p.penalty_offsets[r] + threadIdx.x; e < p.penalty_offsets[r + 1];
+       e += blockDim.x) {
+    const int32_t id = p.penalty_token_ids[e];
+    if (id < 0 || id >= p.vocab) continue;
+    float x = out[id];
+    if (rep != 1.0f) x = x > 0.0f ? __fdiv_rn(x, rep) : __fmul_rn(x, rep);
+    const int32_t count = p.penalty_output_counts[e];
+    if (additive && count > 0) {
+      x = __fsub_rn(x, __fadd_rn(presence, __fmul_rn(static_cast<float>(count), frequency)));
+    }
+    out[id] = x;  // entries are distinct: one writer per id
+  }
+  __syncthreads();
+}
+
+// Writes the chosen token's logprob and, for k > 0, the k best raw logits'
+// (best first) to `out` ([k + 1]).
+__device__ void write_logprobs(const float* raw, int32_t vocab, int32_t token, int32_t k,
+                               double lse, DeviceTokenLogprob* out, Shared& sh) {
+  auto logprob = [&](int32_t id) {
+    return static_cast<float>(static_cast<double>(sanitize(raw[id])) - lse);
+  };
+  if (threadIdx.x == 0) {
+    out[0] = DeviceTokenLogprob{token, logprob(token)};
+    sh.num_top = 0;
+  }
+  if (k <= 0) return;
+  const RowView row{raw, false, vocab, 1.0f, 0.0f};  // sanitize(raw): the host's ranking
+  const Threshold top =
+      k < vocab ? radix_select<true>(row, kAllKeys, static_cast<double>(k), sh) : kAllKeys;
+  __syncthreads();  // sh.num_top is reset
+  for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+    const uint64_t key = rank_key(row.x(i), i);
+    if (!selected(top, key)) continue;
+    const int32_t slot = atomicAdd(&sh.num_top, 1);
+    if (slot < kDeviceMaxTopLogprobs) sh.top_keys[slot] = key;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    // Exactly min(k, vocab) keys are selected (keys are distinct); at most
+    // kDeviceMaxTopLogprobs, so an insertion sort is enough.
+    const int32_t n = min(sh.num_top, kDeviceMaxTopLogprobs);
+    for (int32_t a = 1; a < n; ++a) {
+      const unsigned long long key = sh.top_keys[a];
+      int32_t b = a;
+      for (; b > 0 && sh.top_keys[b - 1] < key; --b) sh.top_keys[b] = sh.top_keys[b - 1];
+      sh.top_keys[b] = key;
+    }
+    for (int32_t a = 0; a < n; ++a) {
+      const auto id = static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(sh.top_keys[a]));
+      out[1 + a] = DeviceTokenLogprob{id, logprob(id)};
+    }
+  }
+}
+
 // grid: (num_rows), block: kThreads. See sampling.h for the passes.
 __global__ void __launch_bounds__(kThreads) sampling_kernel(const DeviceSamplingParams p) {
   __shared__ Shared sh;
   const int64_t r = blockIdx.x;
-  const float* raw = p.logits + r * p.vocab;  // [vocab]
+  const int64_t logits_row = p.logits_row != nullptr ? p.logits_row[r] : r;
+  const float* raw = p.logits + logits_row * p.vocab;  // [vocab]
+  const int32_t num_logprobs = p.num_logprobs != nullptr ? p.num_logprobs[r] : -1;
+  const int32_t slot = p.penalty_slot != nullptr ? p.penalty_slot[r] : -1;
 
-  ArgBest best{-INFINITY, INT_MAX};
-  for (int32_t i = threadIdx.x; i < p.vocab; i += blockDim.x) {
-    best = BetterOf{}(best, ArgBest{sanitize(raw[i]), i});
-  }
-  best = ReduceArg(sh.cub.reduce_arg).Reduce(best, BetterOf{});
-  if (threadIdx.x == 0) {
-    sh.max_raw = best.value;
-    sh.argmax = best.id;
-  }
-  __syncthreads();
-  const float max_raw = sh.max_raw;
+  const ArgBest raw_best = view_argmax(RowView{raw, false, p.vocab, 0.0f, 0.0f}, sh);
+  const double lse = num_logprobs >= 0 ? raw_log_sum_exp(raw, p.vocab, raw_best.value, sh) : 0.0;
 
-  // log-sum-exp of the raw logits in double; all -inf leaves it -inf (the
-  // logprob is then NaN, as on the host).
-  if (isfinite(max_raw)) {
-    double sum = 0.0;
-    for (int32_t i = threadIdx.x; i < p.vocab; i += blockDim.x) {
-      sum += exp(static_cast<double>(sanitize(raw[i])) - static_cast<double>(max_raw));
-    }
-    sum = ReduceF64(sh.cub.reduce_f64).Sum(sum);
-    if (threadIdx.x == 0) sh.lse = static_cast<double>(max_raw) + log(sum);
-  } else if (threadIdx.x == 0) {
-    sh.lse = max_raw;
+  // v: the values the host shapes, sanitize(raw) or the penalized copy.
+  const float* src = raw;
+  if (slot >= 0) {
+    float* penalized = static_cast<float*>(p.workspace) + static_cast<int64_t>(slot) * p.vocab;
+    build_penalized(p, r, raw, penalized);
+    src = penalized;
   }
-  __syncthreads();
+  const bool penalized = slot >= 0;
 
   const float temperature = p.temperature[r];
-  int32_t token = sh.argmax;
-  if (temperature != 0.0f) {
-    // Division is monotonic, so the shaped maximum is the shaped max_raw.
-    const RowView row{raw, p.vocab, temperature, sanitize(max_raw / temperature)};
+  int32_t token = raw_best.id;
+  if (temperature == 0.0f) {
+    if (penalized) token = view_argmax(RowView{src, true, p.vocab, 0.0f, 0.0f}, sh).id;
+  } else {
+    RowView row{src, penalized, p.vocab, temperature, 0.0f};
+    // Division is monotonic, so without penalties the shaped maximum is the
+    // shaped raw maximum.
+    row.max_x = penalized ? view_argmax(row, sh).value : sanitize(raw_best.value / temperature);
     if (row.max_x == -INFINITY) {
       token = 0;  // nothing is possible
     } else {
@@ -293,28 +390,47 @@ __global__ void __launch_bounds__(kThreads) sampling_kernel(const DeviceSampling
       token = draw_token(row, k_set, p_set, p.min_p[r], u, sh);
     }
   }
-  if (threadIdx.x == 0) {
-    p.token_ids[r] = token;
-    p.logprobs[r] = static_cast<float>(static_cast<double>(sanitize(raw[token])) - sh.lse);
+  if (threadIdx.x == 0) p.token_ids[r] = token;
+  if (num_logprobs >= 0) {
+    write_logprobs(raw, p.vocab, token, num_logprobs, lse, p.logprobs_out + p.logprob_offsets[r],
+                   sh);
   }
 }
 
 }  // namespace
 
-size_t pvllm_cuda_sampling_workspace_bytes(int32_t /*num_rows*/, int32_t /*vocab*/) { return 0; }
+size_t pvllm_cuda_sampling_workspace_bytes(int32_t num_penalty_slots, int32_t vocab) {
+  if (num_penalty_slots <= 0 || vocab <= 0) return 0;
+  return static_cast<size_t>(num_penalty_slots) * static_cast<size_t>(vocab) * sizeof(float);
+}
 
 int pvllm_cuda_sample(const DeviceSamplingParams& params, void* stream) {
+  const DeviceSamplingParams& p = params;
+  // Penalty and logprob arrays come as a set or not at all.
+  const bool any_penalty = p.repetition_penalty != nullptr || p.presence_penalty != nullptr ||
+                           p.frequency_penalty != nullptr || p.penalty_offsets != nullptr ||
+                           p.penalty_token_ids != nullptr || p.penalty_output_counts != nullptr ||
+                           p.penalty_slot != nullptr;
+  const bool all_penalty = p.repetition_penalty != nullptr && p.presence_penalty != nullptr &&
+                           p.frequency_penalty != nullptr && p.penalty_offsets != nullptr &&
+                           p.penalty_token_ids != nullptr && p.penalty_output_counts != nullptr &&
+                           p.penalty_slot != nullptr;
+  const bool any_logprob =
+      p.num_logprobs != nullptr || p.logprob_offsets != nullptr || p.logprobs_out != nullptr;
+  const bool all_logprob =
+      p.num_logprobs != nullptr && p.logprob_offsets != nullptr && p.logprobs_out != nullptr;
   const bool valid =
-      params.logits != nullptr && params.temperature != nullptr && params.top_k != nullptr &&
-      params.top_p != nullptr && params.min_p != nullptr && params.seed != nullptr &&
-      params.sample_index != nullptr && params.step != nullptr && params.token_ids != nullptr &&
-      params.logprobs != nullptr && params.num_rows >= 0 && params.vocab > 0 &&
-      params.vocab <= kMaxVocab &&
-      params.workspace_bytes >= pvllm_cuda_sampling_workspace_bytes(params.num_rows, params.vocab);
+      p.logits != nullptr && p.temperature != nullptr && p.top_k != nullptr && p.top_p != nullptr &&
+      p.min_p != nullptr && p.seed != nullptr && p.sample_index != nullptr && p.step != nullptr &&
+      p.token_ids != nullptr && any_penalty == all_penalty && any_logprob == all_logprob &&
+      p.num_rows >= 0 && p.vocab > 0 && p.vocab <= kMaxVocab && p.num_penalty_slots >= 0 &&
+      (p.num_penalty_slots == 0 || all_penalty) &&
+      p.workspace_bytes >= pvllm_cuda_sampling_workspace_bytes(p.num_penalty_slots, p.vocab) &&
+      (p.workspace != nullptr || p.num_penalty_slots == 0);
   if (!valid) return cudaErrorInvalidValue;
-  if (params.num_rows == 0) return cudaSuccess;
-  sampling_kernel<<<static_cast<unsigned>(params.num_rows), kThreads, 0,
-                    static_cast<cudaStream_t>(stream)>>>(params);
+  if (p.num_rows == 0) return cudaSuccess;
+  sampling_kernel<<<static_cast<unsigned>(p.num_rows), kThreads, 0,
+                    static_cast<cudaStream_t>(stream)>>>(p);
   return cudaGetLastError();
 }
 

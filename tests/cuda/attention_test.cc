@@ -180,6 +180,17 @@ std::vector<float> reference_attention(const RoundedValues& q, const HostCache& 
   return expected;
 }
 
+// Rows of `row` elements laid `stride` apart, as a view into a fused QKV
+// GEMM output; the gaps hold NaN, so a kernel that reads them cannot pass.
+std::vector<uint16_t> widen_rows(const std::vector<uint16_t>& bits, size_t row, size_t stride) {
+  const size_t num_rows = bits.size() / row;
+  std::vector<uint16_t> wide(num_rows * stride, 0x7FFF);  // NaN in fp16 and bf16
+  for (size_t r = 0; r < num_rows; ++r) {
+    std::copy_n(bits.begin() + r * row, row, wide.begin() + r * stride);
+  }
+  return wide;
+}
+
 // Dtype, head dim, block size, GQA group (query heads per kv head).
 using KernelConfig = std::tuple<DType, int32_t, int32_t, int32_t>;
 
@@ -195,7 +206,10 @@ class DecodeAttentionTest : public testing::TestWithParam<KernelConfig> {
  protected:
   // Runs decode over sequences of the given context lengths once per split
   // override and compares each run with the CPU reference.
-  void check(const std::vector<int32_t>& context_lens, const std::vector<int32_t>& overrides) {
+  // With q_pad > 0, q rows are q_pad elements apart beyond their length (a
+  // view into the fused QKV output).
+  void check(const std::vector<int32_t>& context_lens, const std::vector<int32_t>& overrides,
+             int64_t q_pad = 0) {
     const auto [dtype, head_dim, block_size, group] = GetParam();
     const int32_t num_heads = kNumKvHeads * group;
     const int32_t num_seqs = static_cast<int32_t>(context_lens.size());
@@ -223,10 +237,12 @@ class DecodeAttentionTest : public testing::TestWithParam<KernelConfig> {
                   num_heads * head_dim, 0.0f);
     }
 
-    DeviceBuffer d_q(q.bits.size() * 2), d_out(q_elems * 2), d_k(cache.k.bits.size() * 2),
+    const size_t q_row = static_cast<size_t>(num_heads) * head_dim;
+    const std::vector<uint16_t> q_bits = widen_rows(q.bits, q_row, q_row + q_pad);
+    DeviceBuffer d_q(q_bits.size() * 2), d_out(q_elems * 2), d_k(cache.k.bits.size() * 2),
         d_v(cache.v.bits.size() * 2), d_tables(layout.block_tables.size() * 4),
         d_lens(context_lens.size() * 4);
-    PVLLM_ATTN_CUDA_OK(copy_to_device(d_q, q.bits));
+    PVLLM_ATTN_CUDA_OK(copy_to_device(d_q, q_bits));
     PVLLM_ATTN_CUDA_OK(copy_to_device(d_k, cache.k.bits));
     PVLLM_ATTN_CUDA_OK(copy_to_device(d_v, cache.v.bits));
     PVLLM_ATTN_CUDA_OK(copy_to_device(d_tables, layout.block_tables));
@@ -250,6 +266,7 @@ class DecodeAttentionTest : public testing::TestWithParam<KernelConfig> {
       p.max_context_len = max_context_len;
       p.scale = scale;
       p.num_splits_override = override_splits;
+      p.q_token_stride = q_pad > 0 ? static_cast<int64_t>(q_row) + q_pad : 0;
       const int32_t num_splits = pvllm_cuda_decode_attention_num_splits(p);
       if (override_splits > 0) {
         EXPECT_EQ(num_splits, override_splits);
@@ -288,6 +305,13 @@ TEST_P(DecodeAttentionTest, SingleTokenContexts) {
   check({1, 1, 1}, {1, 3, 0});
 }
 
+TEST_P(DecodeAttentionTest, QViewIntoFusedQkvMatchesReference) {
+  PVLLM_ATTN_REQUIRE_DEVICE();
+  const int32_t head_dim = std::get<1>(GetParam());
+  // The stride of a fused QKV row: q, then k and v of every kv head.
+  check({300, 1, 45}, {1, 4}, 2 * kNumKvHeads * head_dim);
+}
+
 // Groups: 1 (MHA), 3 (P.V items not a divisor of the thread count), 8, and
 // kDecodeMaxGroupSize (every P.V unit slot in use at head_dim 128).
 INSTANTIATE_TEST_SUITE_P(AllSupported, DecodeAttentionTest,
@@ -310,7 +334,8 @@ class PrefillAttentionTest : public testing::TestWithParam<KernelConfig> {
   // Writes each chunk's new K/V with the KV-write kernel, runs prefill
   // attention over the paged cache and compares with CPU write_kv +
   // paged_attention on the same values.
-  void check(const std::vector<ChunkSpec>& chunks, int32_t num_shared_blocks) {
+  // With q_pad > 0, q rows are q_pad elements apart beyond their length.
+  void check(const std::vector<ChunkSpec>& chunks, int32_t num_shared_blocks, int64_t q_pad = 0) {
     const auto [dtype, head_dim, block_size, group] = GetParam();
     const int32_t num_heads = kNumKvHeads * group;
     const int32_t num_seqs = static_cast<int32_t>(chunks.size());
@@ -339,12 +364,14 @@ class PrefillAttentionTest : public testing::TestWithParam<KernelConfig> {
     const RoundedValues v_new = random_rounded(dtype, row_elems * kNumKvHeads, -1.0f, 1.0f, rng);
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
 
-    DeviceBuffer d_q(q.bits.size() * 2), d_out(q.bits.size() * 2), d_k(cache.k.bits.size() * 2),
+    const size_t q_row = static_cast<size_t>(num_heads) * head_dim;
+    const std::vector<uint16_t> q_bits = widen_rows(q.bits, q_row, q_row + q_pad);
+    DeviceBuffer d_q(q_bits.size() * 2), d_out(q.bits.size() * 2), d_k(cache.k.bits.size() * 2),
         d_v(cache.v.bits.size() * 2), d_k_new(k_new.bits.size() * 2),
         d_v_new(v_new.bits.size() * 2), d_slots(slot_mapping.size() * 8),
         d_tables(layout.block_tables.size() * 4), d_lens(context_lens.size() * 4),
         d_query_start(query_start.size() * 4);
-    PVLLM_ATTN_CUDA_OK(copy_to_device(d_q, q.bits));
+    PVLLM_ATTN_CUDA_OK(copy_to_device(d_q, q_bits));
     PVLLM_ATTN_CUDA_OK(copy_to_device(d_k, cache.k.bits));
     PVLLM_ATTN_CUDA_OK(copy_to_device(d_v, cache.v.bits));
     PVLLM_ATTN_CUDA_OK(copy_to_device(d_k_new, k_new.bits));
@@ -389,6 +416,7 @@ class PrefillAttentionTest : public testing::TestWithParam<KernelConfig> {
     p.block_size = block_size;
     p.max_blocks_per_seq = layout.max_blocks_per_seq;
     p.scale = scale;
+    p.q_token_stride = q_pad > 0 ? static_cast<int64_t>(q_row) + q_pad : 0;
     PVLLM_ATTN_CUDA_OK(cudaMemset(d_out.get(), 0x7F, q.bits.size() * 2));
     PVLLM_ATTN_CUDA_OK(pvllm_cuda_prefill_attention(p, nullptr));
     PVLLM_ATTN_CUDA_OK(cudaDeviceSynchronize());
@@ -436,6 +464,12 @@ TEST_P(PrefillAttentionTest, LongContextWithShortNeighbourMatchesReference) {
   check({{2900, 100}, {0, 5}}, 0);
 }
 
+TEST_P(PrefillAttentionTest, QViewIntoFusedQkvMatchesReference) {
+  PVLLM_ATTN_REQUIRE_DEVICE();
+  const int32_t head_dim = std::get<1>(GetParam());
+  check({{0, 70}, {100, 77}, {300, 1}}, 0, 2 * kNumKvHeads * head_dim);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllSupported, PrefillAttentionTest,
                          testing::Combine(testing::Values(DType::kBF16, DType::kF16),
                                           testing::Values(64, 128), testing::Values(16, 32, 256),
@@ -444,10 +478,24 @@ INSTANTIATE_TEST_SUITE_P(AllSupported, PrefillAttentionTest,
 
 // -------------------------------------------------------------- KV write --
 
-class KvWriteTest : public testing::TestWithParam<KernelConfig> {};
+class KvWriteTest : public testing::TestWithParam<KernelConfig> {
+ protected:
+  // With fused, k and v are read as views into rows of a fused QKV output
+  // (q of 2 * kNumKvHeads heads first); the q part holds NaN.
+  void check(bool fused);
+};
 
 TEST_P(KvWriteTest, RowsLandInTheirSlotsAndPaddingIsSkipped) {
   PVLLM_ATTN_REQUIRE_DEVICE();
+  check(false);
+}
+
+TEST_P(KvWriteTest, RowsReadFromAFusedQkvOutputLandInTheirSlots) {
+  PVLLM_ATTN_REQUIRE_DEVICE();
+  check(true);
+}
+
+void KvWriteTest::check(bool fused) {
   const auto [dtype, head_dim, block_size, group] = GetParam();
   (void)group;
   std::mt19937 rng(7 + head_dim + block_size);
@@ -467,16 +515,31 @@ TEST_P(KvWriteTest, RowsLandInTheirSlotsAndPaddingIsSkipped) {
   const RoundedValues k = random_rounded(dtype, row_elems, -1.0f, 1.0f, rng);
   const RoundedValues v = random_rounded(dtype, row_elems, -1.0f, 1.0f, rng);
 
-  DeviceBuffer d_k(row_elems * 2), d_v(row_elems * 2), d_kc(cache_elems * 2), d_vc(cache_elems * 2),
-      d_slots(slots.size() * 8);
+  // The fused layout: per token [q (2 kv-heads' worth) | k | v].
+  const size_t kv_row = static_cast<size_t>(kNumKvHeads) * head_dim;
+  const size_t qkv_row = 4 * kv_row;
+  std::vector<uint16_t> qkv(static_cast<size_t>(num_tokens) * qkv_row, 0x7FFF);
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    std::copy_n(k.bits.begin() + t * kv_row, kv_row, qkv.begin() + t * qkv_row + 2 * kv_row);
+    std::copy_n(v.bits.begin() + t * kv_row, kv_row, qkv.begin() + t * qkv_row + 3 * kv_row);
+  }
+  DeviceBuffer d_k(row_elems * 2), d_v(row_elems * 2), d_qkv(qkv.size() * 2), d_kc(cache_elems * 2),
+      d_vc(cache_elems * 2), d_slots(slots.size() * 8);
   PVLLM_ATTN_CUDA_OK(copy_to_device(d_k, k.bits));
   PVLLM_ATTN_CUDA_OK(copy_to_device(d_v, v.bits));
+  PVLLM_ATTN_CUDA_OK(copy_to_device(d_qkv, qkv));
   PVLLM_ATTN_CUDA_OK(copy_to_device(d_kc, k_cache.bits));
   PVLLM_ATTN_CUDA_OK(copy_to_device(d_vc, v_cache.bits));
   PVLLM_ATTN_CUDA_OK(copy_to_device(d_slots, slots));
   KvWriteParams p;
   p.k = d_k.get();
   p.v = d_v.get();
+  if (fused) {
+    p.k = d_qkv.as<uint16_t>() + 2 * kv_row;
+    p.v = d_qkv.as<uint16_t>() + 3 * kv_row;
+    p.k_token_stride = static_cast<int64_t>(qkv_row);
+    p.v_token_stride = static_cast<int64_t>(qkv_row);
+  }
   p.k_cache = d_kc.get();
   p.v_cache = d_vc.get();
   p.slot_mapping = d_slots.as<int64_t>();
@@ -666,6 +729,25 @@ TEST(KvWriteValidation, RejectsUnsupportedShapes) {
   p.dtype = DType::kF16;
   p.v = g_dummy + 4;  // misaligned
   EXPECT_EQ(pvllm_cuda_write_kv(p, nullptr), cudaErrorInvalidValue);
+  p.v = g_dummy;
+  p.k_token_stride = 32;  // shorter than a row of 64
+  EXPECT_EQ(pvllm_cuda_write_kv(p, nullptr), cudaErrorInvalidValue);
+  p.k_token_stride = 0;
+  p.v_token_stride = 68;  // rows would not be 16-byte aligned
+  EXPECT_EQ(pvllm_cuda_write_kv(p, nullptr), cudaErrorInvalidValue);
+}
+
+// Strides shorter than a row, or leaving rows off 16-byte boundaries, are
+// refused before any CUDA call.
+TEST(AttentionValidation, RejectsBadQStrides) {
+  for (int64_t stride : {int64_t{512}, int64_t{1024 + 4}}) {  // row: 8 heads of 128
+    DecodeAttentionParams d = valid_decode_params();
+    d.q_token_stride = stride;
+    EXPECT_EQ(pvllm_cuda_decode_attention(d, nullptr), cudaErrorInvalidValue) << stride;
+    PrefillAttentionParams p = valid_prefill_params();
+    p.q_token_stride = stride;
+    EXPECT_EQ(pvllm_cuda_prefill_attention(p, nullptr), cudaErrorInvalidValue) << stride;
+  }
 }
 
 TEST(PrefillAttentionPlan, CoversEveryRowOnceLongestFirst) {

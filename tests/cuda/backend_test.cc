@@ -293,6 +293,109 @@ TEST_F(BackendTest, CudaGraphReplayMatchesEager) {
   }
 }
 
+// forward_sample draws on the device what the host sampler draws on the
+// logits forward() returns for the same batches: eager prefill and graph
+// decode (a bucket-4 graph with a padding row, so logits rows are not
+// compact), rows sharing a logits row, penalties and logprobs.
+TEST_F(BackendTest, DeviceSamplingMatchesHostSamplingOfTheSameLogits) {
+  PVLLM_BACKEND_GPU_OR_SKIP();
+  ASSERT_NE(model_, nullptr);
+  auto with_logits = make_cuda(/*graphs=*/true);
+  auto sampling = make_cuda(/*graphs=*/true);
+  ASSERT_TRUE(with_logits && sampling);
+  std::vector<SamplingParams> params(5);
+  params[0].temperature = 0.0f;
+  params[1].temperature = 0.8f;
+  params[1].top_p = 0.9f;
+  params[1].logprobs = 5;
+  params[2].temperature = 0.0f;
+  params[2].repetition_penalty = 1.4f;
+  params[2].logprobs = 0;
+  params[3].temperature = 1.1f;
+  params[3].top_k = 20;
+  params[3].presence_penalty = 0.5f;
+  params[3].frequency_penalty = 0.3f;
+  params[4].min_p = 0.05f;
+  Seq s[3] = {{prompt(20, 8, vocab())}, {prompt(41, 9, vocab())}, {prompt(7, 10, vocab())}};
+  std::vector<int32_t> outputs[3];
+  BatchMetadata md = make_batch({&s[0], &s[1], &s[2]}, {20, 41, 7});
+  const int32_t prompt_lens[3] = {20, 41, 7};
+  int32_t num_penalty_moves = 0;
+  for (int step = 0; step < 6; ++step) {
+    const std::vector<float> logits = run(with_logits.get(), md);
+    std::vector<SampleRow> rows;
+    for (int32_t i = 0; i < 3; ++i) {
+      // Two draws per sequence, as the n samples of a first token would.
+      for (int32_t k = 0; k < 2; ++k) {
+        SampleRow r;
+        r.logits_index = i;
+        r.params = &params[(i + k + step) % params.size()];
+        r.seed = 99;
+        r.sample_index = k;
+        r.step = step;
+        r.prompt_ids = std::span<const int32_t>(s[i].tokens).first(prompt_lens[i]);
+        r.output_ids = outputs[i];
+        rows.push_back(r);
+      }
+    }
+    std::vector<SampleResult> got;
+    const Status st = sampling->forward_sample(md, rows, &got);
+    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_EQ(got.size(), rows.size());
+    for (size_t j = 0; j < rows.size(); ++j) {
+      const SampleResult want = sample_row(logits.data(), vocab(), rows[j]);
+      EXPECT_EQ(got[j].token_id, want.token_id) << "step " << step << " row " << j;
+      if (rows[j].params->logprobs >= 0) {
+        EXPECT_NEAR(got[j].logprob, want.logprob, 1e-5) << "step " << step << " row " << j;
+      }
+      ASSERT_EQ(got[j].top_logprobs.size(), want.top_logprobs.size());
+      for (size_t t = 0; t < want.top_logprobs.size(); ++t) {
+        EXPECT_EQ(got[j].top_logprobs[t].token_id, want.top_logprobs[t].token_id);
+      }
+      if (rows[j].params->repetition_penalty != 1.0f &&
+          want.token_id != top(logits, static_cast<size_t>(rows[j].logits_index)).first) {
+        ++num_penalty_moves;
+      }
+    }
+    // Teacher-force each sequence's first draw into both backends.
+    std::vector<Seq*> seqs;
+    for (int32_t i = 0; i < 3; ++i) {
+      s[i].tokens.push_back(got[2 * i].token_id);
+      outputs[i].push_back(got[2 * i].token_id);
+      seqs.push_back(&s[i]);
+    }
+    md = make_batch(seqs, {1, 1, 1});
+  }
+  EXPECT_GT(num_penalty_moves, 0) << "the repetition penalty never changed a greedy pick";
+}
+
+// A graph bucket first replayed with long block tables, then with short
+// ones: only the scheduled width goes over, and entries left from the
+// longer tables must never be read.
+TEST_F(BackendTest, GraphReplayWithNarrowerBlockTablesMatchesEager) {
+  PVLLM_BACKEND_GPU_OR_SKIP();
+  ASSERT_NE(model_, nullptr);
+  auto eager = make_cuda(/*graphs=*/false);
+  auto graphs = make_cuda(/*graphs=*/true);
+  ASSERT_TRUE(eager && graphs);
+  Seq long_a{prompt(90, 11, vocab())}, long_b{prompt(70, 12, vocab())};
+  Seq short_a{prompt(3, 13, vocab())}, short_b{prompt(12, 14, vocab())};
+  BatchMetadata md = make_batch({&long_a, &long_b, &short_a, &short_b}, {90, 70, 3, 12});
+  std::vector<float> e = run(eager.get(), md), g = run(graphs.get(), md);
+  for (int step = 0; step < 4; ++step) {
+    // Alternate: the long pair (6 blocks wide), then the short pair (1).
+    Seq* x = step % 2 == 0 ? &long_a : &short_a;
+    Seq* y = step % 2 == 0 ? &long_b : &short_b;
+    x->tokens.push_back(1 + step);
+    y->tokens.push_back(2 + step);
+    md = make_batch({x, y}, {1, 1});
+    EXPECT_EQ(md.max_blocks_per_seq, step % 2 == 0 ? 6 : 1);
+    e = run(eager.get(), md);
+    g = run(graphs.get(), md);
+    EXPECT_LE(max_rel_error(e, g), kRelTol / 3) << "step " << step;
+  }
+}
+
 TEST_F(BackendTest, CopiedBlocksDecodeLikeTheOriginal) {
   PVLLM_BACKEND_GPU_OR_SKIP();
   ASSERT_NE(model_, nullptr);

@@ -1,8 +1,10 @@
-// Device sampling against the host sampler (core/sampler.h): the same token
-// for greedy and for seeded draws with temperature / top-k / top-p / min-p,
-// the chosen token inside the filtered set computed independently here, and
-// the logprob within 1e-4 of the host's (both are log-softmax in double of
-// the same fp32 logits; only summation order differs, ~1e-12).
+// Device sampling against the host sampler (core/sampler.h), through the
+// same SamplingPlan the CUDA backend packs its steps with: the same token
+// for greedy and for seeded draws with temperature / top-k / top-p / min-p
+// and repetition / presence / frequency penalties, the chosen token inside
+// the filtered set computed independently here, and logprobs (the chosen
+// token's and the top k) within 1e-5 of the host's (both are log-softmax in
+// double of the same fp32 logits; only summation order differs, ~1e-12).
 //
 // Random normal logits have well-separated probabilities: a mismatch by
 // rounding needs a probability mass within ~1e-9 of a top-p boundary or the
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <random>
 #include <set>
@@ -21,6 +24,7 @@
 
 #include "core/sampler.h"
 #include "core/sampling_params.h"
+#include "kernels/cuda/sampling_plan.h"
 #include "tests/cuda/ops_test_util.h"
 
 namespace pvllm {
@@ -38,70 +42,72 @@ struct RowSpec {
   int32_t step = 0;
 };
 
-struct DeviceResult {
-  std::vector<int32_t> token_ids;
-  std::vector<float> logprobs;
+// Sample rows over a logits matrix, owning their params and token lists.
+struct Rows {
+  std::deque<SamplingParams> params;  // a deque keeps addresses stable
+  std::deque<std::vector<int32_t>> tokens;
+  std::vector<SampleRow> rows;
+
+  SampleRow& add(int32_t logits_index, const SamplingParams& p, uint64_t seed, int32_t sample_index,
+                 int32_t step, std::vector<int32_t> prompt = {}, std::vector<int32_t> output = {}) {
+    params.push_back(p);
+    tokens.push_back(std::move(prompt));
+    const std::vector<int32_t>& pr = tokens.back();
+    tokens.push_back(std::move(output));
+    const std::vector<int32_t>& out = tokens.back();
+    SampleRow r;
+    r.logits_index = logits_index;
+    r.params = &params.back();
+    r.seed = seed;
+    r.sample_index = sample_index;
+    r.step = step;
+    r.prompt_ids = pr;
+    r.output_ids = out;
+    rows.push_back(r);
+    return rows.back();
+  }
+  SampleRow& add(int32_t logits_index, const RowSpec& s, int32_t logprobs = 0) {
+    SamplingParams p;
+    p.temperature = s.temperature;
+    p.top_k = s.top_k;
+    p.top_p = s.top_p;
+    p.min_p = s.min_p;
+    p.logprobs = logprobs;
+    return add(logits_index, p, s.seed, s.sample_index, s.step);
+  }
 };
 
-DeviceResult sample_on_device(const std::vector<float>& logits, int32_t vocab,
-                              const std::vector<RowSpec>& rows) {
-  const auto num_rows = static_cast<int32_t>(rows.size());
-  std::vector<float> temperature, top_p, min_p;
-  std::vector<int32_t> top_k, sample_index, step;
-  std::vector<uint64_t> seed;
-  for (const RowSpec& r : rows) {
-    temperature.push_back(r.temperature);
-    top_k.push_back(r.top_k);
-    top_p.push_back(r.top_p);
-    min_p.push_back(r.min_p);
-    seed.push_back(r.seed);
-    sample_index.push_back(r.sample_index);
-    step.push_back(r.step);
-  }
-  DeviceBuffer<float> d_logits(logits), d_temp(temperature), d_top_p(top_p), d_min_p(min_p);
-  DeviceBuffer<int32_t> d_top_k(top_k), d_index(sample_index), d_step(step);
-  DeviceBuffer<uint64_t> d_seed(seed);
-  DeviceBuffer<int32_t> d_tokens(rows.size());
-  DeviceBuffer<float> d_logprobs(rows.size());
-  const size_t ws_bytes = pvllm_cuda_sampling_workspace_bytes(num_rows, vocab);
-  DeviceBuffer<char> d_ws(ws_bytes + 1);
+// Packs `rows` with SamplingPlan (logits entry i is device row i), runs the
+// kernel and reads the results back as the backend does.
+std::vector<SampleResult> sample_on_device(const std::vector<float>& logits, int32_t vocab,
+                                           const std::vector<SampleRow>& rows) {
+  const auto num_logits = static_cast<int32_t>(logits.size() / vocab);
+  EXPECT_TRUE(validate_sample_rows(rows, num_logits).ok());
+  std::vector<int32_t> device_row(static_cast<size_t>(num_logits));
+  for (int32_t i = 0; i < num_logits; ++i) device_row[i] = i;
+  SamplingPlan plan;
+  plan.build(rows, device_row, vocab);
 
+  DeviceBuffer<float> d_logits(logits);
+  DeviceBuffer<unsigned char> d_in(plan.inputs());
+  DeviceBuffer<unsigned char> d_out(plan.output_bytes());
+  const size_t ws_bytes = pvllm_cuda_sampling_workspace_bytes(plan.num_penalty_slots(), vocab);
+  DeviceBuffer<unsigned char> d_ws(ws_bytes + 16);
   DeviceSamplingParams p;
-  p.logits = d_logits.get();
-  p.temperature = d_temp.get();
-  p.top_k = d_top_k.get();
-  p.top_p = d_top_p.get();
-  p.min_p = d_min_p.get();
-  p.seed = d_seed.get();
-  p.sample_index = d_index.get();
-  p.step = d_step.get();
-  p.token_ids = d_tokens.get();
-  p.logprobs = d_logprobs.get();
-  p.workspace = d_ws.get();
-  p.workspace_bytes = ws_bytes;
-  p.num_rows = num_rows;
-  p.vocab = vocab;
+  plan.bind(d_in.get(), d_out.get(), d_logits.get(), d_ws.get(), ws_bytes, &p);
   EXPECT_EQ(pvllm_cuda_sample(p, nullptr), cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  return {d_tokens.download(), d_logprobs.download()};
-}
-
-SampleResult sample_on_host(const float* row, int32_t vocab, const RowSpec& r) {
-  SamplingParams params;
-  params.temperature = r.temperature;
-  params.top_k = r.top_k;
-  params.top_p = r.top_p;
-  params.min_p = r.min_p;
-  params.logprobs = 0;
-  return sample_token(std::span<const float>(row, vocab), params, {}, {}, r.seed, r.sample_index,
-                      r.step);
+  const std::vector<unsigned char> out = d_out.download();
+  std::vector<SampleResult> results;
+  plan.read_results(rows, out.data(), &results);
+  return results;
 }
 
 // The tokens a draw may return, straight from the definitions: rank by
 // (logit / T desc, id asc); keep the top k; keep the shortest prefix whose
 // probability (renormalised over the top k) reaches top_p; drop tokens with
 // p < min_p * p_max.
-std::set<int32_t> allowed_tokens(const float* row, int32_t vocab, const RowSpec& r) {
+std::set<int32_t> allowed_tokens(const float* row, int32_t vocab, const SamplingParams& r) {
   std::vector<double> x(vocab);
   for (int32_t i = 0; i < vocab; ++i) {
     // The float division of the host, so equal-after-rounding logits tie.
@@ -136,27 +142,38 @@ std::vector<float> random_logits(int32_t num_rows, int32_t vocab, uint32_t seed,
   return logits;
 }
 
+// Every row's device result equals the host sampler's on the same logits:
+// token, and the logprobs the row asked for.
 void expect_matches_host(const std::vector<float>& logits, int32_t vocab,
-                         const std::vector<RowSpec>& rows, bool check_allowed_set) {
-  const DeviceResult dev = sample_on_device(logits, vocab, rows);
-  ASSERT_EQ(dev.token_ids.size(), rows.size());
+                         const std::vector<SampleRow>& rows, bool check_allowed_set) {
+  const std::vector<SampleResult> dev = sample_on_device(logits, vocab, rows);
+  ASSERT_EQ(dev.size(), rows.size());
   int num_bad = 0;
   for (size_t r = 0; r < rows.size() && num_bad < 10; ++r) {
-    const float* row = logits.data() + r * vocab;
-    const SampleResult host = sample_on_host(row, vocab, rows[r]);
-    const RowSpec& s = rows[r];
+    const SampleRow& row = rows[r];
+    const SamplingParams& s = *row.params;
+    const SampleResult host = sample_row(logits.data(), vocab, row);
     const std::string what = "row " + std::to_string(r) + " T=" + std::to_string(s.temperature) +
                              " k=" + std::to_string(s.top_k) + " p=" + std::to_string(s.top_p) +
                              " min_p=" + std::to_string(s.min_p) +
-                             " seed=" + std::to_string(s.seed);
-    if (dev.token_ids[r] != host.token_id) ++num_bad;
-    EXPECT_EQ(dev.token_ids[r], host.token_id) << what;
-    if (std::isfinite(host.logprob)) {
-      EXPECT_NEAR(dev.logprobs[r], host.logprob, 1e-4) << what;
+                             " rep=" + std::to_string(s.repetition_penalty) +
+                             " seed=" + std::to_string(row.seed);
+    if (dev[r].token_id != host.token_id) ++num_bad;
+    EXPECT_EQ(dev[r].token_id, host.token_id) << what;
+    if (s.logprobs >= 0 && std::isfinite(host.logprob)) {
+      EXPECT_NEAR(dev[r].logprob, host.logprob, 1e-5) << what;
     }
-    if (check_allowed_set && s.temperature > 0.0f) {
-      EXPECT_TRUE(allowed_tokens(row, vocab, s).count(dev.token_ids[r]))
-          << what << ": token " << dev.token_ids[r] << " is outside the filtered set";
+    ASSERT_EQ(dev[r].top_logprobs.size(), host.top_logprobs.size()) << what;
+    for (size_t j = 0; j < host.top_logprobs.size(); ++j) {
+      EXPECT_EQ(dev[r].top_logprobs[j].token_id, host.top_logprobs[j].token_id) << what;
+      EXPECT_NEAR(dev[r].top_logprobs[j].logprob, host.top_logprobs[j].logprob, 1e-5) << what;
+    }
+    const bool unpenalized =
+        s.repetition_penalty == 1.0f && s.presence_penalty == 0.0f && s.frequency_penalty == 0.0f;
+    if (check_allowed_set && unpenalized && s.temperature > 0.0f) {
+      const float* logits_row = logits.data() + static_cast<size_t>(row.logits_index) * vocab;
+      EXPECT_TRUE(allowed_tokens(logits_row, vocab, s).count(dev[r].token_id))
+          << what << ": token " << dev[r].token_id << " is outside the filtered set";
     }
   }
 }
@@ -176,7 +193,6 @@ TEST(CudaSamplingValidation, BadSizesAreRejectedBeforeAnyCudaCall) {
   p.sample_index = i;
   p.step = i;
   p.token_ids = reinterpret_cast<int32_t*>(uintptr_t{256});
-  p.logprobs = reinterpret_cast<float*>(uintptr_t{256});
   p.num_rows = 2;
   p.vocab = 0;
   EXPECT_EQ(pvllm_cuda_sample(p, nullptr), cudaErrorInvalidValue);
@@ -189,8 +205,24 @@ TEST(CudaSamplingValidation, BadSizesAreRejectedBeforeAnyCudaCall) {
   p.top_p = nullptr;
   EXPECT_EQ(pvllm_cuda_sample(p, nullptr), cudaErrorInvalidValue);
   p.top_p = f;
+  // Penalty and logprob arrays come as a set.
+  p.repetition_penalty = f;
+  EXPECT_EQ(pvllm_cuda_sample(p, nullptr), cudaErrorInvalidValue);
+  p.repetition_penalty = nullptr;
+  p.num_logprobs = i;
+  EXPECT_EQ(pvllm_cuda_sample(p, nullptr), cudaErrorInvalidValue);
+  p.num_logprobs = nullptr;
+  // Penalized rows need their workspace.
+  p.num_penalty_slots = 1;
+  EXPECT_EQ(pvllm_cuda_sample(p, nullptr), cudaErrorInvalidValue);
+  p.num_penalty_slots = 0;
   p.num_rows = 0;
   EXPECT_EQ(pvllm_cuda_sample(p, nullptr), cudaSuccess);  // nothing to do, nothing launched
+}
+
+TEST(CudaSamplingValidation, WorkspaceHoldsOneRowPerPenaltySlot) {
+  EXPECT_EQ(pvllm_cuda_sampling_workspace_bytes(0, 32000), 0u);
+  EXPECT_EQ(pvllm_cuda_sampling_workspace_bytes(3, 32000), 3u * 32000u * sizeof(float));
 }
 
 // ---- against the host sampler ----------------------------------------------------
@@ -212,26 +244,30 @@ TEST(CudaSampling, GreedyMatchesHostArgmaxIncludingTiesAndNonFinite) {
   for (int32_t i = 0; i < vocab; ++i) logits[4 * vocab + i] = -1.0f;
   logits[4 * vocab + 7] = -0.0f;
   logits[4 * vocab + 3] = 0.0f;
-  std::vector<RowSpec> rows(num_rows);
-  for (RowSpec& r : rows) r.temperature = 0.0f;
-  expect_matches_host(logits, vocab, rows, false);
+  Rows rows;
+  for (int32_t r = 0; r < num_rows; ++r) {
+    RowSpec s;
+    s.temperature = 0.0f;
+    rows.add(r, s, /*logprobs=*/3);
+  }
+  expect_matches_host(logits, vocab, rows.rows, false);
 }
 
-// Every combination of filters, many seeds.
-std::vector<RowSpec> filter_rows(int32_t count, uint64_t seed_base) {
+// Every combination of filters, many seeds; row r reads logits row r.
+Rows filter_rows(int32_t count, uint64_t seed_base, int32_t logprobs = 0) {
   const RowSpec kinds[] = {
       {1.0f, 0, 1.0f, 0.0f},     {0.7f, 50, 1.0f, 0.0f},   {1.3f, 0, 0.9f, 0.0f},
       {1.0f, 0, 1.0f, 0.05f},    {0.8f, 100, 0.8f, 0.02f}, {1.0f, 1, 1.0f, 0.0f},
       {1.1f, 2000, 0.95f, 0.0f}, {0.5f, 0, 0.3f, 0.0f},    {2.0f, 40, 0.7f, 0.1f},
       {1.0f, 0, 0.0f, 0.0f},
   };
-  std::vector<RowSpec> rows;
+  Rows rows;
   for (int32_t r = 0; r < count; ++r) {
     RowSpec s = kinds[r % (sizeof(kinds) / sizeof(kinds[0]))];
     s.seed = seed_base + 7919u * r;
     s.sample_index = r % 3;
     s.step = r * 13;
-    rows.push_back(s);
+    rows.add(r, s, logprobs);
   }
   return rows;
 }
@@ -242,7 +278,7 @@ TEST(CudaSampling, SeededDrawsMatchHostSampler) {
     const int32_t num_rows = vocab >= 32000 ? 100 : 200;
     const std::vector<float> logits = random_logits(num_rows, vocab, 100 + vocab, 3.0f);
     SCOPED_TRACE("vocab " + std::to_string(vocab));
-    expect_matches_host(logits, vocab, filter_rows(num_rows, 12345), true);
+    expect_matches_host(logits, vocab, filter_rows(num_rows, 12345).rows, true);
   }
 }
 
@@ -252,24 +288,25 @@ TEST(CudaSampling, SeededDrawsMatchHostSamplerOnLargeVocab) {
     const int32_t num_rows = 20;
     const std::vector<float> logits = random_logits(num_rows, vocab, 7 + vocab, 4.0f);
     SCOPED_TRACE("vocab " + std::to_string(vocab));
-    expect_matches_host(logits, vocab, filter_rows(num_rows, 999), true);
+    expect_matches_host(logits, vocab, filter_rows(num_rows, 999, 5).rows, true);
   }
 }
 
 TEST(CudaSampling, TiedLogitsRankByLowerIdAsHost) {
   PVLLM_CUDA_DEVICE_OR_SKIP();
   // Logits on a few levels: top-k and top-p boundaries fall inside runs of
-  // equal logits, where only the id decides.
+  // equal logits, where only the id decides; so do the top-k logprobs.
   const int32_t vocab = 5000;
   const int32_t num_rows = 120;
   std::vector<float> logits = random_logits(num_rows, vocab, 5, 1.0f);
   for (float& v : logits) v = std::round(v * 2.0f) / 2.0f;
-  std::vector<RowSpec> rows = filter_rows(num_rows, 4242);
-  for (size_t r = 0; r < rows.size(); ++r) {
-    rows[r].top_k = static_cast<int32_t>(3 + 37 * r % 700);
-    rows[r].top_p = 0.61f + 0.003f * static_cast<float>(r % 100);
+  Rows rows = filter_rows(num_rows, 4242, 7);
+  for (size_t r = 0; r < rows.rows.size(); ++r) {
+    SamplingParams& p = rows.params[r];
+    p.top_k = static_cast<int32_t>(3 + 37 * r % 700);
+    p.top_p = 0.61f + 0.003f * static_cast<float>(r % 100);
   }
-  expect_matches_host(logits, vocab, rows, true);
+  expect_matches_host(logits, vocab, rows.rows, true);
 }
 
 TEST(CudaSampling, SameCounterGivesSameTokenAndDifferentStepsVary) {
@@ -278,21 +315,105 @@ TEST(CudaSampling, SameCounterGivesSameTokenAndDifferentStepsVary) {
   const int32_t vocab = 64;
   const int32_t num_rows = 64;
   const std::vector<float> logits(size_t(num_rows) * vocab, 0.0f);
-  std::vector<RowSpec> rows(num_rows);
+  Rows rows;
   for (int32_t r = 0; r < num_rows; ++r) {
-    rows[r].seed = 77;
-    rows[r].step = r / 2;  // rows 2i and 2i+1 share a counter
+    RowSpec s;
+    s.seed = 77;
+    s.step = r / 2;  // rows 2i and 2i+1 share a counter
+    rows.add(r, s, -1);
   }
-  const DeviceResult dev = sample_on_device(logits, vocab, rows);
+  const std::vector<SampleResult> dev = sample_on_device(logits, vocab, rows.rows);
   std::set<int32_t> distinct;
   for (int32_t r = 0; r < num_rows; r += 2) {
-    EXPECT_EQ(dev.token_ids[r], dev.token_ids[r + 1]) << "row " << r;
+    EXPECT_EQ(dev[r].token_id, dev[r + 1].token_id) << "row " << r;
     // With a flat distribution the token is floor(u * 64), u from the host.
     const double u = sampler_uniform(77, 0, r / 2);
-    EXPECT_EQ(dev.token_ids[r], static_cast<int32_t>(u * 64)) << "row " << r;
-    distinct.insert(dev.token_ids[r]);
+    EXPECT_EQ(dev[r].token_id, static_cast<int32_t>(u * 64)) << "row " << r;
+    distinct.insert(dev[r].token_id);
   }
   EXPECT_GT(distinct.size(), 10u) << "32 draws over 64 tokens should rarely collide this much";
+}
+
+TEST(CudaSampling, PenaltiesMatchHostSampler) {
+  PVLLM_CUDA_DEVICE_OR_SKIP();
+  const int32_t vocab = 1000;
+  const int32_t num_logits = 6;
+  std::vector<float> logits = random_logits(num_logits, vocab, 31, 2.0f);
+  // Row 0's best token is 10, a close second 11: a repetition penalty on 10
+  // must hand the greedy pick to 11.
+  logits[10] = 9.0f;
+  logits[11] = 8.9f;
+  // Row 1: negative logits seen in the prompt are pushed further down.
+  for (int32_t i = 0; i < vocab; ++i) logits[vocab + i] = -std::abs(logits[vocab + i]) - 1.0f;
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int32_t> id(0, vocab - 1);
+  auto random_ids = [&](int32_t n) {
+    std::vector<int32_t> v;
+    for (int32_t i = 0; i < n; ++i) v.push_back(id(rng));
+    return v;
+  };
+  Rows rows;
+  SamplingParams rep;
+  rep.temperature = 0.0f;
+  rep.repetition_penalty = 1.3f;
+  rep.logprobs = 2;  // logprobs stay those of the raw logits
+  rows.add(0, rep, 1, 0, 0, {10, 3, 3, 999}, {});
+  rows.add(1, rep, 1, 0, 2, random_ids(50), random_ids(7));
+  SamplingParams additive;
+  additive.temperature = 0.0f;
+  additive.presence_penalty = 0.7f;
+  additive.frequency_penalty = 0.45f;
+  // Token 10 three times in the output: 9.0 - (0.7 + 3 * 0.45) < 8.9.
+  rows.add(0, additive, 2, 0, 5, {11, 11}, {10, 10, 4, 10, 4});
+  // Out-of-range ids are ignored, as on the host.
+  rows.add(2, additive, 2, 0, 4, {-5, vocab + 3}, {vocab, -1, 7, 7});
+  // Every penalty at once, drawn with filters, n-style rows sharing logits.
+  for (int32_t k = 0; k < 12; ++k) {
+    SamplingParams all;
+    all.temperature = 0.6f + 0.1f * static_cast<float>(k % 4);
+    all.top_k = k % 3 == 0 ? 0 : 30 * k;
+    all.top_p = k % 2 == 0 ? 1.0f : 0.9f;
+    all.min_p = k % 5 == 0 ? 0.02f : 0.0f;
+    all.repetition_penalty = k % 4 == 1 ? 1.0f : 1.1f + 0.05f * static_cast<float>(k);
+    all.presence_penalty = k % 3 == 2 ? 0.0f : -0.2f + 0.1f * static_cast<float>(k);
+    all.frequency_penalty = 0.05f * static_cast<float>(k % 6);
+    all.logprobs = k % 2 == 0 ? -1 : k;
+    rows.add(3 + k % 3, all, 1000 + k, k % 4, 10 + k, random_ids(200), random_ids(40 + k));
+  }
+  // Penalties that act on nothing (no output yet, no repetition penalty).
+  SamplingParams idle;
+  idle.presence_penalty = 1.0f;
+  idle.frequency_penalty = 1.0f;
+  rows.add(5, idle, 9, 1, 0, random_ids(30), {});
+  expect_matches_host(logits, vocab, rows.rows, true);
+
+  const std::vector<SampleResult> dev = sample_on_device(logits, vocab, rows.rows);
+  EXPECT_EQ(dev[0].token_id, 11) << "the repetition penalty must move the greedy pick";
+  EXPECT_EQ(dev[2].token_id, 11) << "presence and frequency must move the greedy pick";
+  ASSERT_EQ(dev[0].top_logprobs.size(), 2u);
+  EXPECT_EQ(dev[0].top_logprobs[0].token_id, 10) << "top logprobs rank the raw logits";
+}
+
+TEST(CudaSampling, LogprobsOfEveryCountMatchHost) {
+  PVLLM_CUDA_DEVICE_OR_SKIP();
+  for (int32_t vocab : {5, 17, 32000}) {
+    SCOPED_TRACE("vocab " + std::to_string(vocab));
+    const int32_t num_logits = 4;
+    const std::vector<float> logits = random_logits(num_logits, vocab, 3 + vocab, 2.5f);
+    Rows rows;
+    int32_t r = 0;
+    for (int32_t k : {-1, 0, 1, 5, 20, 0, 20, -1}) {
+      RowSpec s;
+      s.temperature = r % 2 == 0 ? 0.0f : 0.9f;
+      s.seed = 50 + r;
+      rows.add(r % num_logits, s, k);
+      ++r;
+    }
+    expect_matches_host(logits, vocab, rows.rows, false);
+    const std::vector<SampleResult> dev = sample_on_device(logits, vocab, rows.rows);
+    EXPECT_TRUE(dev[0].top_logprobs.empty());
+    EXPECT_EQ(dev[4].top_logprobs.size(), static_cast<size_t>(std::min(20, vocab)));
+  }
 }
 
 }  // namespace

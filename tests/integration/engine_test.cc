@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <set>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "tests/integration/engine_harness.h"
 #include "tests/util/tiny_model.h"
 
@@ -366,8 +367,162 @@ TEST_F(EngineTest, CreateRejectsBadConfigs) {
   c.num_kv_blocks = 2;  // cannot hold one 256-token sequence
   EXPECT_EQ(Engine::create(c, &engine).code(), StatusCode::kInvalidArgument);
   c = config();
-  c.device = "cuda:0";
+  c.device = "cuda:999";  // no such device, with or without a GPU
   EXPECT_EQ(Engine::create(c, &engine).code(), StatusCode::kUnsupported);
+}
+
+// A CPU backend that fails, with `code`, every batch holding a poisoned
+// prompt: `poison` as its second token (position 1, which generated tokens
+// never take). Counts the batches it was asked to run.
+class FaultInjectingBackend final : public Backend {
+ public:
+  FaultInjectingBackend(std::unique_ptr<Backend> inner, int32_t poison, StatusCode code)
+      : inner_(std::move(inner)), poison_(poison), code_(code) {}
+  std::string name() const override { return "fault-injecting " + inner_->name(); }
+  Status forward_sample(const BatchMetadata& md, std::span<const SampleRow> rows,
+                        std::vector<SampleResult>* out) override {
+    PVLLM_RETURN_IF_ERROR(check(md));
+    return inner_->forward_sample(md, rows, out);
+  }
+  Status forward(const BatchMetadata& md, float* logits) override {
+    PVLLM_RETURN_IF_ERROR(check(md));
+    return inner_->forward(md, logits);
+  }
+  Status copy_blocks(const std::vector<BlockCopy>& copies) override {
+    return inner_->copy_blocks(copies);
+  }
+  int32_t num_blocks() const override { return inner_->num_blocks(); }
+  int32_t block_size() const override { return inner_->block_size(); }
+
+  int32_t num_faults = 0;
+  int32_t max_seqs_in_a_failed_batch = 0;
+
+ private:
+  Status check(const BatchMetadata& md) {
+    for (int32_t i = 0; i < md.num_tokens; ++i) {
+      if (md.positions[i] == 1 && md.input_ids[i] == poison_) {
+        ++num_faults;
+        max_seqs_in_a_failed_batch = std::max(max_seqs_in_a_failed_batch, md.num_seqs);
+        return Status(code_, "injected fault");
+      }
+    }
+    return Status::Ok();
+  }
+
+  std::unique_ptr<Backend> inner_;
+  int32_t poison_;
+  StatusCode code_;
+};
+
+class EngineFaultTest : public EngineTest {
+ protected:
+  static constexpr int32_t kPoison = 4;
+
+  // An engine whose backend fails batches holding a poisoned prompt.
+  std::unique_ptr<Engine> faulty_engine(StatusCode code) {
+    EngineConfig c = config();
+    c.backend_factory = [this, code](const Model& m, const BackendOptions& o,
+                                     std::unique_ptr<Backend>* out) {
+      std::unique_ptr<Backend> cpu;
+      PVLLM_RETURN_IF_ERROR(create_cpu_backend(m, o, &cpu));
+      auto faulty = std::make_unique<FaultInjectingBackend>(std::move(cpu), kPoison, code);
+      backend_ = faulty.get();
+      *out = std::move(faulty);
+      return Status::Ok();
+    };
+    return make_engine(c);
+  }
+
+  // prompts(count) with prompt `poisoned` carrying the poison, and no other.
+  std::vector<std::vector<int32_t>> poisoned_prompts(int count, int poisoned) const {
+    auto ps = prompts(count);
+    for (int i = 0; i < count; ++i) {
+      if (ps[i][1] == kPoison) ps[i][1] = kPoison + 1;
+    }
+    ps[poisoned][1] = kPoison;
+    return ps;
+  }
+
+  // Steps to the end, tolerating failed steps; returns the statuses seen.
+  std::vector<StatusCode> run_all(Engine* engine, Outputs* out) {
+    std::vector<StatusCode> codes;
+    for (int i = 0; i < 10000 && engine->has_unfinished(); ++i) {
+      codes.push_back(engine->step().code());
+      collect(engine, out);
+    }
+    EXPECT_FALSE(engine->has_unfinished());
+    return codes;
+  }
+
+  FaultInjectingBackend* backend_ = nullptr;
+};
+
+TEST_F(EngineFaultTest, OutOfMemoryInAStepEndsOnlyTheRequestThatCannotRun) {
+  const auto ps = poisoned_prompts(6, 2);
+  SamplingParams p = greedy(12);
+  p.ignore_eos = true;
+  std::vector<std::vector<int32_t>> clean = ps;
+  clean.erase(clean.begin() + 2);
+  const auto alone = run_alone(clean, p);
+
+  auto engine = faulty_engine(StatusCode::kOutOfMemory);
+  std::vector<uint64_t> ids(ps.size());
+  for (size_t i = 0; i < ps.size(); ++i) {
+    SamplingParams q = p;
+    if (i == 2) q.n = 2;  // both samples of the failed request end
+    ASSERT_TRUE(engine->submit_tokens(ps[i], q, 0, &ids[i]).ok());
+  }
+  Outputs out;
+  const std::vector<StatusCode> codes = run_all(engine.get(), &out);
+  // All six prompts were scheduled together; the failing batch was split
+  // until the poisoned request ran alone.
+  EXPECT_EQ(backend_->max_seqs_in_a_failed_batch, 6);
+  EXPECT_GT(backend_->num_faults, 1);
+  EXPECT_EQ(codes.front(), StatusCode::kOutOfMemory) << "the step reports the failure";
+  for (int32_t k = 0; k < 2; ++k) {
+    const SampleOutput& failed = out.at({ids[2], k});
+    EXPECT_EQ(failed.finish_reason, FinishReason::kError) << "sample " << k;
+    EXPECT_EQ(failed.num_finish_events, 1);
+    EXPECT_TRUE(failed.token_ids.empty());
+  }
+  size_t next = 0;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    if (i == 2) continue;
+    const SampleOutput& o = out.at({ids[i], 0});
+    EXPECT_EQ(o.finish_reason, FinishReason::kLength) << "request " << i;
+    EXPECT_EQ(o.token_ids, alone[next++]) << "request " << i << " lost or changed its work";
+  }
+}
+
+TEST_F(EngineFaultTest, OutOfMemoryErrorNamesTheCause) {
+  const auto ps = poisoned_prompts(1, 0);
+  auto engine = faulty_engine(StatusCode::kOutOfMemory);
+  uint64_t id = 0;
+  ASSERT_TRUE(engine->submit_tokens(ps[0], greedy(4), 0, &id).ok());
+  ASSERT_EQ(engine->step().code(), StatusCode::kOutOfMemory);
+  std::vector<Output> events;
+  engine->poll(&events);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].finish_reason, FinishReason::kError);
+  EXPECT_NE(events[0].error.find("injected fault"), std::string::npos) << events[0].error;
+  EXPECT_FALSE(engine->has_unfinished());
+  EXPECT_EQ(engine->stats().num_blocks_used, 0) << "the failed request's blocks are freed";
+}
+
+TEST_F(EngineFaultTest, OtherFailuresEndTheWholeBatch) {
+  // An internal error (a broken device) is not the batch's size: retrying
+  // halves would not help, so every request of the batch ends with it.
+  const auto ps = poisoned_prompts(4, 1);
+  auto engine = faulty_engine(StatusCode::kInternal);
+  std::vector<uint64_t> ids(ps.size());
+  for (size_t i = 0; i < ps.size(); ++i) {
+    ASSERT_TRUE(engine->submit_tokens(ps[i], greedy(4), 0, &ids[i]).ok());
+  }
+  Outputs out;
+  const std::vector<StatusCode> codes = run_all(engine.get(), &out);
+  EXPECT_EQ(backend_->num_faults, 1);
+  EXPECT_EQ(codes.front(), StatusCode::kInternal);
+  for (uint64_t id : ids) EXPECT_EQ(out.at({id, 0}).finish_reason, FinishReason::kError);
 }
 
 TEST_F(EngineTest, ContiguousAllocatorGivesSameGreedyTokensAsPaged) {

@@ -553,6 +553,92 @@ TEST(CpuBackend, OnlyRequestedRowsGetLogits) {
   EXPECT_TRUE(bits_equal(some.data() + 64, all.data(), 64));
 }
 
+// forward_sample draws each row from its own logits exactly as the host
+// sampler does on the logits forward() returns for the same batch: rows
+// sharing a logits row, every filter, penalties, and logprobs only where
+// asked.
+TEST(CpuBackend, ForwardSampleDrawsEachRowAsTheHostSamplerOnItsLogits) {
+  const auto model = random_model(tiny_config(RopeStyle::kRotateHalf), DType::kF32, 21);
+  auto with_logits = make_backend(*model, 8, 4);
+  auto sampling = make_backend(*model, 8, 4);
+  TestSeq a1, b1, a2, b2;
+  int32_t next_block = 0;
+  const BatchMetadata md = make_step({{&a1, {3, 1, 4}}, {&b1, {1, 5, 9, 2}}}, 4, &next_block);
+  next_block = 0;
+  ASSERT_EQ(make_step({{&a2, {3, 1, 4}}, {&b2, {1, 5, 9, 2}}}, 4, &next_block).input_ids,
+            md.input_ids);
+  const std::vector<float> logits = run(with_logits.get(), md, 64);
+
+  std::vector<SamplingParams> params(6);
+  params[0].temperature = 0.0f;
+  params[1].temperature = 0.9f;
+  params[1].top_p = 0.8f;
+  params[1].logprobs = 3;
+  params[2].temperature = 0.7f;
+  params[2].top_k = 5;
+  params[2].repetition_penalty = 1.5f;
+  params[2].presence_penalty = 0.3f;
+  params[2].frequency_penalty = 0.2f;
+  params[3].min_p = 0.1f;
+  params[3].logprobs = 0;
+  params[4].temperature = 0.0f;
+  params[4].repetition_penalty = 2.0f;
+  params[5].temperature = 1.2f;
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5};
+  const std::vector<int32_t> output = {9, 2, 6, 9};
+  std::vector<SampleRow> rows;
+  for (int32_t i = 0; i < 8; ++i) {
+    SampleRow r;
+    r.logits_index = (i * 5) % 7;  // 7 logits rows, some read twice
+    r.params = &params[i % params.size()];
+    r.seed = 77;
+    r.sample_index = i;  // rows reading one logits row still differ
+    r.step = i % 3;
+    r.prompt_ids = prompt;
+    r.output_ids = std::span<const int32_t>(output).first(i % 5);
+    rows.push_back(r);
+  }
+  std::vector<SampleResult> out;
+  const Status st = sampling->forward_sample(md, rows, &out);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(out.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SampleResult want = sample_row(logits.data(), 64, rows[i]);
+    EXPECT_EQ(out[i].token_id, want.token_id) << "row " << i;
+    EXPECT_EQ(out[i].logprob, want.logprob) << "row " << i;
+    ASSERT_EQ(out[i].top_logprobs.size(), want.top_logprobs.size()) << "row " << i;
+    for (size_t j = 0; j < want.top_logprobs.size(); ++j) {
+      EXPECT_EQ(out[i].top_logprobs[j].token_id, want.top_logprobs[j].token_id);
+      EXPECT_EQ(out[i].top_logprobs[j].logprob, want.top_logprobs[j].logprob);
+    }
+    if (rows[i].params->logprobs < 0) {
+      EXPECT_EQ(out[i].logprob, 0.0f) << "row " << i << " did not ask for logprobs";
+    }
+  }
+  EXPECT_EQ(out[1].top_logprobs.size(), 3u);
+}
+
+TEST(CpuBackend, ForwardSampleRejectsRowsOutsideTheBatch) {
+  const auto model = random_model(tiny_config(RopeStyle::kRotateHalf), DType::kF32, 22);
+  auto b = make_backend(*model, 4, 4);
+  TestSeq seq;
+  int32_t next_block = 0;
+  BatchMetadata md = make_step({{&seq, {1, 2, 3}}}, 4, &next_block);
+  md.logits_rows = {2};
+  SamplingParams params;
+  SampleRow row;
+  row.params = &params;
+  row.logits_index = 1;  // only one logits row exists
+  std::vector<SampleResult> out;
+  EXPECT_EQ(b->forward_sample(md, {&row, 1}, &out).code(), StatusCode::kInvalidArgument);
+  row.logits_index = 0;
+  row.params = nullptr;
+  EXPECT_EQ(b->forward_sample(md, {&row, 1}, &out).code(), StatusCode::kInvalidArgument);
+  row.params = &params;
+  EXPECT_TRUE(b->forward_sample(md, {&row, 1}, &out).ok());
+  EXPECT_EQ(out.size(), 1u);
+}
+
 TEST(CpuBackend, CopyBlocksCopiesEveryLayer) {
   const auto model = random_model(tiny_config(RopeStyle::kRotateHalf), DType::kF32, 16);
   const int32_t bs = 4;

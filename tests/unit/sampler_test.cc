@@ -386,6 +386,42 @@ TEST_F(SamplerTest, TopLogprobsBreakTiesByLowerId) {
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(r.top_logprobs[i].token_id, expected[i]);
 }
 
+TEST_F(SamplerTest, NoLogprobsAreComputedUnlessAsked) {
+  const std::vector<float> logits = {0.0f, 1.0f, 2.0f};
+  SamplingParams params = greedy();
+  params.logprobs = -1;
+  const SampleResult r = sample(logits, params);
+  EXPECT_EQ(r.token_id, 2);
+  EXPECT_EQ(r.logprob, 0.0f);
+  EXPECT_TRUE(r.top_logprobs.empty());
+}
+
+TEST_F(SamplerTest, SampleRowReadsItsLogitsRow) {
+  const std::vector<float> logits = {5.0f, 0.0f, 0.0f, /* row 1 */ 0.0f, 0.0f, 5.0f};
+  SamplingParams params = greedy();
+  SampleRow row;
+  row.params = &params;
+  row.logits_index = 1;
+  EXPECT_EQ(sample_row(logits.data(), 3, row).token_id, 2);
+  row.logits_index = 0;
+  EXPECT_EQ(sample_row(logits.data(), 3, row).token_id, 0);
+}
+
+TEST_F(SamplerTest, SampleRowsOutsideTheLogitsOrWithoutParamsAreInvalid) {
+  SamplingParams params;
+  std::vector<SampleRow> rows(2);
+  rows[0].params = &params;
+  rows[1].params = &params;
+  rows[1].logits_index = 1;
+  EXPECT_TRUE(validate_sample_rows(rows, 2).ok());
+  EXPECT_EQ(validate_sample_rows(rows, 1).code(), StatusCode::kInvalidArgument);
+  rows[1].logits_index = -1;
+  EXPECT_EQ(validate_sample_rows(rows, 2).code(), StatusCode::kInvalidArgument);
+  rows[1].logits_index = 0;
+  rows[0].params = nullptr;
+  EXPECT_EQ(validate_sample_rows(rows, 2).code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(SamplerTest, ZeroLogprobsGivesOnlyTheChosenToken) {
   const std::vector<float> logits = {0.0f, 1.0f, 2.0f};
   SamplingParams params = greedy();
