@@ -68,7 +68,11 @@ Status CudaModule::get(const CudaModule** out) {
       candidates.push_back(env);
     }
     const std::string dir = own_dir();
-    if (!dir.empty()) candidates.push_back(dir + "/" + kModuleName);
+    if (!dir.empty()) {
+      candidates.push_back(dir + "/" + kModuleName);
+      // The bundle/install layout: programs in bin/, libraries in lib/.
+      candidates.push_back(dir + "/../lib/" + kModuleName);
+    }
     candidates.push_back(kModuleName);
     std::string tried;
     for (const std::string& path : candidates) {

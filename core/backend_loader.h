@@ -34,8 +34,10 @@ class CudaModule {
  public:
   // The module, opened on the first call. Looks at $PVLLM_CUDA_BACKEND (a
   // path to the .so), then next to the library (or executable) holding
-  // this code, then the dynamic loader's search path. Unsupported, naming
-  // the places tried and dlerror, when none opens.
+  // this code, then in ../lib/ from there (programs in bin/ beside lib/, as
+  // in scripts/gpu_bundle.sh's bundle or an install), then the dynamic
+  // loader's search path. Unsupported, naming the places tried and dlerror,
+  // when none opens.
   static Status get(const CudaModule** out);
 
   // Unsupported with the reason (no driver / no device) when there are none.

@@ -18,12 +18,27 @@ Two measurements:
   batch-1  one request, a short prompt, --decode-tokens new tokens: decode
            speed (tokens/s).
 
+transformers through all 256 requests at four batch sizes takes far longer
+than a 10-minute GPU call, so it can be bounded: --subset N runs only the
+first N requests of the workload (pvllm then runs those N as well, besides
+the whole workload, so the two are compared on the same requests), and
+--hf-max-seconds S starts no new group once S seconds of generate() have
+passed (the requests measured are then fewer, and the JSON says how many).
+transformers' output tokens/s = the measured requests' own output tokens /
+the wall time of their groups' generate() calls (prefill included; padding
+and the tokens a group generates past a request's own length not counted).
+
 transformers uses generate() with a static KV cache (and torch.compile with
---compile). Prints one side-by-side table and writes JSON (--json).
+--compile). Prints one side-by-side table and writes JSON (--json), after
+every measurement, so a run stopped at its time limit keeps what it has.
+--skip-hf and --skip-pvllm run one side; --pvllm-results FILE takes pvllm's
+figures from an earlier --skip-hf run's JSON for the table.
 
 Usage:
   python3 scripts/bench_vs_transformers.py [--pvllm build/tools/pvllm]
-      [--batch-sizes 16,32,64,128] [--decode-tokens 256] [--compile] [--json out.json]
+      [--batch-sizes 16,32,64,128] [--subset N] [--hf-max-seconds S]
+      [--decode-tokens 256] [--compile] [--skip-hf | --skip-pvllm]
+      [--pvllm-results pvllm.json] [--json out.json]
 """
 import argparse
 import json
@@ -41,8 +56,9 @@ TINYLLAMA = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
                  tie_word_embeddings=False, bos_token_id=1, eos_token_id=2)
 
 
-def run_pvllm(args, extra, label):
-    """Runs `pvllm bench` with `extra`, returns the paged run's figures."""
+def run_pvllm(args, extra, label, timeout=None):
+    """Runs `pvllm bench` with `extra`, returns the paged run's figures, or
+    None when it ran past `timeout` seconds."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out.json")
         cmd = [args.pvllm, "bench", "--random-weights", SHAPE, "--device", args.device,
@@ -50,7 +66,11 @@ def run_pvllm(args, extra, label):
                "--max-num-seqs", "256", "--max-num-batched-tokens",
                str(args.max_num_batched_tokens), "--json", out, "--quiet"] + extra
         print(f"[pvllm {label}] {' '.join(cmd)}", file=sys.stderr, flush=True)
-        subprocess.run(cmd, check=True, stdout=sys.stderr)
+        try:
+            subprocess.run(cmd, check=True, stdout=sys.stderr, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            print(f"[pvllm {label}] stopped after {timeout:.0f} s", file=sys.stderr)
+            return None
         with open(out) as f:
             return json.load(f)["runs"][0]
 
@@ -101,14 +121,34 @@ def hf_generate(model, prompt_lens, new_tokens, seed):
     return time.perf_counter() - start
 
 
-def hf_nano(model, requests, batch_size):
-    """Output tokens/s on the nano requests in groups of batch_size."""
-    seconds, useful = 0.0, 0
+def hf_nano(model, requests, batch_size, deadline):
+    """Output tokens/s on the nano requests in groups of batch_size, in
+    workload order. No group starts when the last one's time would pass
+    `deadline` (time.perf_counter(); None: no limit); at least one runs."""
+    seconds, useful, generated, measured, last = 0.0, 0, 0, 0, 0.0
     for k in range(0, len(requests), batch_size):
+        if deadline is not None and measured and time.perf_counter() + last > deadline:
+            break
         group = requests[k:k + batch_size]
-        seconds += hf_generate(model, [p for p, _ in group], max(o for _, o in group), k)
+        new_tokens = max(o for _, o in group)
+        last = hf_generate(model, [p for p, _ in group], new_tokens, k)
+        seconds += last
         useful += sum(o for _, o in group)
-    return useful / seconds, seconds
+        generated += new_tokens * len(group)
+        measured += len(group)
+        print(f"[transformers nano] batch {batch_size}: requests {k}..{k + len(group) - 1} "
+              f"in {last:.1f} s", file=sys.stderr, flush=True)
+    return {"output_tokens_per_s": useful / seconds, "seconds": seconds,
+            "num_requests": measured, "num_groups": -(-measured // batch_size),
+            "output_tokens": useful, "generated_tokens_with_padding_rows": generated,
+            "stopped_by_time_limit": measured < len(requests)}
+
+
+def pvllm_figures(run):
+    return {"output_tokens_per_s": run["output_tokens_per_s"],
+            "total_tokens_per_s": run["total_tokens_per_s"],
+            "ttft_p50_ms": run["ttft_p50_ms"], "tpot_p50_ms": run["tpot_p50_ms"],
+            "peak_running": run["peak_running"], "preemptions": run["preemptions"]}
 
 
 def main():
@@ -116,32 +156,68 @@ def main():
     ap.add_argument("--pvllm", default="build/tools/pvllm")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--batch-sizes", default="16,32,64,128")
+    ap.add_argument("--subset", type=int, default=0,
+                    help="transformers runs only the first N nano requests (0: all); pvllm "
+                         "runs them too")
+    ap.add_argument("--hf-max-seconds", type=float, default=0,
+                    help="no new transformers group after this many seconds (0: no limit)")
+    ap.add_argument("--pvllm-max-seconds", type=float, default=0,
+                    help="stop a pvllm run after this many seconds in all (0: no limit)")
     ap.add_argument("--decode-tokens", type=int, default=256)
     ap.add_argument("--prompt-len", type=int, default=16, help="batch-1 prompt length")
     ap.add_argument("--kv-cache-mb", type=int, default=32768)
     ap.add_argument("--max-num-batched-tokens", type=int, default=16384)
     ap.add_argument("--compile", action="store_true", help="torch.compile the HF forward")
     ap.add_argument("--skip-hf", action="store_true", help="only run pvllm")
+    ap.add_argument("--skip-pvllm", action="store_true", help="only run transformers")
+    ap.add_argument("--pvllm-results", help="pvllm's figures from an earlier --skip-hf JSON")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
 
     requests = dump_workload(args)
-    out_tokens = sum(o for _, o in requests)
+    subset = requests[:args.subset] if 0 < args.subset < len(requests) else requests
     results = {"shape": SHAPE, "dtype": "bf16", "num_requests": len(requests),
-               "nano_output_tokens": out_tokens}
+               "nano_output_tokens": sum(o for _, o in requests), "complete": False}
 
-    pv_nano = run_pvllm(args, ["--workload", "nano"], "nano")
-    pv_b1 = run_pvllm(args, ["--workload", "fixed", "--num-requests", "1", "--input-len",
-                             str(args.prompt_len), "--output-len", str(args.decode_tokens)],
-                      "batch-1")
-    results["pvllm"] = {
-        "nano_output_tokens_per_s": pv_nano["output_tokens_per_s"],
-        "nano_total_tokens_per_s": pv_nano["total_tokens_per_s"],
-        "nano_ttft_p50_ms": pv_nano["ttft_p50_ms"], "nano_tpot_p50_ms": pv_nano["tpot_p50_ms"],
-        "nano_peak_running": pv_nano["peak_running"], "nano_preemptions": pv_nano["preemptions"],
-        "batch1_tokens_per_s": pv_b1["output_tokens_per_s"],
-        "batch1_decode_tokens_per_s": 1000.0 / pv_b1["tpot_p50_ms"] if pv_b1["tpot_p50_ms"] else 0,
-    }
+    def save():
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=2)
+
+    if args.pvllm_results:
+        with open(args.pvllm_results) as f:
+            results["pvllm"] = json.load(f)["pvllm"]
+    elif not args.skip_pvllm:
+        start = time.perf_counter()
+
+        def left():  # seconds left of --pvllm-max-seconds, or None
+            if not args.pvllm_max_seconds:
+                return None
+            return max(1.0, args.pvllm_max_seconds - (time.perf_counter() - start))
+
+        pv = results["pvllm"] = {
+            "method": "pvllm bench (paged KV, continuous batching): output tokens / wall time "
+                      "from the first submit to the last token",
+        }
+        b1 = run_pvllm(args, ["--workload", "fixed", "--num-requests", "1", "--input-len",
+                              str(args.prompt_len), "--output-len", str(args.decode_tokens)],
+                       "batch-1", left())
+        if b1:
+            pv["batch1_tokens_per_s"] = b1["output_tokens_per_s"]
+            pv["batch1_decode_tokens_per_s"] = 1000.0 / b1["tpot_p50_ms"] if b1["tpot_p50_ms"] else 0
+        save()
+        if len(subset) < len(requests):
+            run = run_pvllm(args, ["--workload", "nano", "--num-requests", str(len(subset))],
+                            f"nano first {len(subset)}", left())
+            if run:
+                pv["subset_num_requests"] = len(subset)
+                pv["subset"] = pvllm_figures(run)
+                pv["subset_output_tokens_per_s"] = run["output_tokens_per_s"]
+            save()
+        run = run_pvllm(args, ["--workload", "nano"], "nano", left())
+        if run:
+            pv.update({"nano_" + k: v for k, v in pvllm_figures(run).items()})
+        save()
 
     if not args.skip_hf:
         import torch
@@ -149,43 +225,73 @@ def main():
 
         model = make_model(args)
         hf_generate(model, [args.prompt_len], 8, 0)  # warm-up (and compile)
-        sweep = {}
+        hf = results["transformers"] = {
+            "version": transformers.__version__, "torch": torch.__version__,
+            "compile": args.compile,
+            "nano_subset": len(subset) < len(requests),
+            "nano_requests": (f"the first {len(subset)} of the {len(requests)} nano requests"
+                              if len(subset) < len(requests) else
+                              f"all {len(requests)} nano requests"),
+            "tokens_per_s_method": (
+                "groups of B requests in workload order, left-padded, each generating its "
+                "longest request's output (static cache, greedy, min_new_tokens = "
+                "max_new_tokens); output tokens/s = the measured requests' own output tokens "
+                "/ the summed wall time of their groups' generate() calls (prefill included; "
+                "padding and tokens past a request's own length not counted)"),
+        }
+        b1 = hf_generate(model, [args.prompt_len], args.decode_tokens, 1)
+        hf["batch1_tokens_per_s"] = args.decode_tokens / b1
+        save()
+        deadline = time.perf_counter() + args.hf_max_seconds if args.hf_max_seconds else None
+        sweep, details = {}, {}
         for b in [int(x) for x in args.batch_sizes.split(",")]:
+            if deadline is not None and time.perf_counter() >= deadline:
+                print(f"[transformers nano] batch {b}: skipped, past --hf-max-seconds",
+                      file=sys.stderr)
+                continue
             try:
-                tps, secs = hf_nano(model, requests, b)
+                r = hf_nano(model, subset, b, deadline)
             except torch.cuda.OutOfMemoryError:
                 print(f"[transformers nano] batch {b}: out of memory", file=sys.stderr)
                 torch.cuda.empty_cache()
                 continue
-            sweep[b] = tps
-            print(f"[transformers nano] batch {b}: {tps:.0f} output tok/s ({secs:.1f} s)",
-                  file=sys.stderr, flush=True)
+            sweep[b], details[b] = r["output_tokens_per_s"], r
+            print(f"[transformers nano] batch {b}: {sweep[b]:.0f} output tok/s over "
+                  f"{r['num_requests']} requests ({r['seconds']:.1f} s)", file=sys.stderr,
+                  flush=True)
+            hf["nano_sweep_output_tokens_per_s"] = sweep
+            hf["nano_sweep"] = details
+            save()
         best = max(sweep, key=sweep.get) if sweep else None
-        b1 = hf_generate(model, [args.prompt_len], args.decode_tokens, 1)
-        results["transformers"] = {
-            "version": transformers.__version__, "torch": torch.__version__,
-            "compile": args.compile, "nano_sweep_output_tokens_per_s": sweep,
-            "nano_best_batch_size": best,
-            "nano_output_tokens_per_s": sweep[best] if best else None,
-            "batch1_tokens_per_s": args.decode_tokens / b1,
-        }
+        hf["nano_best_batch_size"] = best
+        hf["nano_output_tokens_per_s"] = sweep[best] if best else None
+        hf["nano_num_requests_measured"] = details[best]["num_requests"] if best else 0
 
-    hf = results.get("transformers", {})
-    rows = [("nano: output tokens/s", "nano_output_tokens_per_s"),
-            ("batch-1: output tokens/s", "batch1_tokens_per_s")]
-    print(f"\n{'TinyLlama-1.1B shape, random bf16':36} {'pvllm':>12} {'transformers':>14} "
+    # Side by side, on the same requests where transformers ran a subset.
+    pv, hf = results.get("pvllm", {}), results.get("transformers", {})
+    n_hf = hf.get("nano_num_requests_measured")
+    pv_nano, nano_label = pv.get("nano_output_tokens_per_s"), f"nano ({len(requests)} requests)"
+    if hf.get("nano_subset") or (n_hf and n_hf < len(requests)):
+        same = pv.get("subset_num_requests") == n_hf
+        pv_nano = pv.get("subset_output_tokens_per_s") if same else None
+        nano_label = f"nano, first {n_hf} requests" + ("" if same else " (pvllm: not run)")
+    rows = [(f"{nano_label}: output tok/s", pv_nano, hf.get("nano_output_tokens_per_s")),
+            ("batch-1: output tokens/s", pv.get("batch1_tokens_per_s"),
+             hf.get("batch1_tokens_per_s"))]
+    results["side_by_side"] = [{"row": label, "pvllm": p, "transformers": h,
+                                "ratio": p / h if p and h else None} for label, p, h in rows]
+    print(f"\n{'TinyLlama-1.1B shape, random bf16':44} {'pvllm':>10} {'transformers':>13} "
           f"{'ratio':>7}")
-    for label, key in rows:
-        p, h = results["pvllm"][key], hf.get(key)
-        hs = f"{h:14.1f}" if h else f"{'-':>14}"
-        rs = f"{p / h:6.2f}x" if h else f"{'-':>7}"
-        print(f"{label:36} {p:12.1f} {hs} {rs}")
+    for label, p, h in rows:
+        ps = f"{p:10.1f}" if p else f"{'-':>10}"
+        hs = f"{h:13.1f}" if h else f"{'-':>13}"
+        rs = f"{p / h:6.2f}x" if p and h else f"{'-':>7}"
+        print(f"{label:44} {ps} {hs} {rs}")
     if hf.get("nano_best_batch_size"):
-        print(f"(transformers nano at its best batch size, {hf['nano_best_batch_size']})")
+        print(f"(transformers nano at batch size {hf['nano_best_batch_size']})")
+    results["complete"] = True
     print(json.dumps(results, indent=2))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
+    save()
 
 
 if __name__ == "__main__":

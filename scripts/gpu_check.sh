@@ -1,63 +1,390 @@
 #!/usr/bin/env bash
-# Runs every GPU check and benchmark in one call on the GPU machine and
-# leaves logs and JSON under $OUT (default ./gpu-out):
-#   1. the CUDA kernel tests against their CPU references (cuda_kernels_test)
-#   2. the C ABI and engine suites with the CUDA module present
-#   3. decode/prefill attention bandwidth against copy bandwidth, and the
-#      same shapes through PyTorch SDPA on contiguous K/V
-#   4. CUDA vs transformers logits on a TinyLlama-shaped random model
-#   5. pvllm vs transformers generate throughput (nano-vllm workload, batch 1)
-# Uses gpu-bundle/ when it is there (made here by scripts/gpu_bundle.sh and
-# carried to the device), else builds in build-gpu. STEPS (default
-# "1 2 3 4 5") picks steps, so a 10-minute call can do part of the work.
+# Runs the GPU checks and benchmarks on the bare GPU machine, from the bundle
+# that scripts/gpu_bundle.sh makes (gpu-bundle/, carried there; this script
+# is copied into it): no build, no network, nothing from the repository or
+# ../shared is needed.
+#
+#   STEPS="0 1 2 3" bash gpu-bundle/gpu_check.sh   # one device call (any cwd)
+#   bash gpu-bundle/gpu_check.sh --list-inputs      # "<step> <file>" each step reads
+#   bash gpu-bundle/gpu_check.sh --list-budgets     # "<step> <command> <seconds>"
+#   bash gpu-bundle/gpu_check.sh --list-calls       # the STEPS of each device call
+#
+# Steps, and the time budget of each command in seconds (`timeout` kills it
+# there; the table is plan() below):
+#   0  preflight          30  nvidia-smi -L, the driver version, where cuBLAS is,
+#                             `ldd` of every bundled binary and library with the
+#                             loader path below (any "not found" stops the later
+#                             steps), the bundle's GLIBC_/GLIBCXX_ needs (REQUIRES)
+#                             against this machine's glibc and libstdc++ (warns)
+#   1  cuda_kernels_test 150  every CUDA kernel against its CPU reference, and the
+#                             CUDA backend against the CPU backend
+#   2  capi_test          60  the C ABI suites,
+#      device_test        40  device selection,
+#      engine_test       100  and the engine with goldens, all with the CUDA module
+#   3  attention_bench    80  paged decode/prefill attention against copy bandwidth,
+#      sdpa_reference     80  and PyTorch SDPA on the same shapes
+#   4  hf_compare        240  CUDA logits against transformers (TinyLlama shape,
+#                             random weights)
+#   5  bench_pvllm       270  pvllm bench on CUDA: batch-1 decode, the first 128
+#                             nano requests, the whole nano workload (256)
+#   6  bench_hf          340  transformers generate on the same first 128 nano
+#                             requests at batch 64 (stops starting groups after
+#                             220 s), and batch-1
+#   7  sampling_bench     60  one decode step's sampling, 256 rows at 32k and
+#                             128k vocabularies: logits to the host and host
+#                             sampling against device sampling (ids only)
+# Together 1450 s (at most 1500, each at most 480). Step 0 runs in every call,
+# whatever STEPS says: the others need its checks. One 10-minute device call
+# each: STEPS="0 1 2 3" (520 s), "0 4 5" (540 s), "0 6 7" (430 s); STEPS
+# defaults to all of them (1450 s: more than one call).
+#
+# The environment of every step: LD_LIBRARY_PATH = the bundle's lib/ plus the
+# folders holding libcublas.so.13 / libcublasLt.so.13 (searched: ldconfig -p,
+# /usr/local/cuda/lib64, /usr/local/cuda/targets/x86_64-linux/lib, then
+# nvidia/*/lib and nvidia/*/*/lib under every site-packages of python3, where
+# the nvidia-cublas wheel keeps them); PVLLM_CUDA_BACKEND = the bundle's
+# libpvllm_cuda.so; PVLLM_SHARED_DIR = the bundle's shared/ (real models and
+# goldens; unset when the bundle has none).
+#
+# Output in $OUT (default ./gpu-out; the device tool brings back at most 8
+# files): summary.txt (also printed last), summary.json (per command: step,
+# name, exit code, seconds, JSON file, gtest counts) and results.tar.gz with
+# every command's JSON and log and preflight.json. PACK=0 leaves those as
+# files in $OUT instead of the archive. Exit status 0 when every command ran
+# and passed.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-out="${OUT:-gpu-out}"
-mkdir -p "$out"
-steps="${STEPS:-1 2 3 4 5}"
 
-if [ -d gpu-bundle ]; then
-  bin=gpu-bundle/bin
-  lib=gpu-bundle/lib
-else
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPVLLM_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 > "$out/build.log" 2>&1 &&
-    cmake --build build-gpu -j "$(nproc)" >> "$out/build.log" 2>&1 ||
-    { echo "build failed; see $out/build.log"; tail -30 "$out/build.log"; exit 1; }
-  mkdir -p build-gpu/flat
-  cp build-gpu/tools/pvllm build-gpu/tests/*_test build-gpu/tests/pvllm_make_tiny_model \
-    build-gpu/bench/attention_bench build-gpu/flat/ 2>/dev/null
-  bin=build-gpu/flat
-  lib=build-gpu/capi
-fi
-export LD_LIBRARY_PATH="$PWD/$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PVLLM_CUDA_BACKEND="$PWD/$lib/libpvllm_cuda.so"
-[ -d ../shared ] && export PVLLM_SHARED_DIR="${PVLLM_SHARED_DIR:-$(cd ../shared && pwd)}"
-nvidia-smi -L | tee "$out/gpu.txt"
-cat gpu-bundle/COMMIT 2>/dev/null | sed 's/^/commit: /' | tee -a "$out/gpu.txt"
+# step command budget(s): the one table of what runs and for how long.
+plan() {
+  cat <<'EOF'
+0 preflight 30
+1 cuda_kernels_test 150
+2 capi_test 60
+2 device_test 40
+2 engine_test 100
+3 attention_bench 80
+3 sdpa_reference 80
+4 hf_compare 240
+5 bench_pvllm 270
+6 bench_hf 340
+7 sampling_bench 60
+EOF
+}
+# The device calls that together run every step, each within 10 minutes.
+calls() { printf '%s\n' "0 1 2 3" "0 4 5" "0 6 7"; }
+budget() { plan | awk -v n="$1" '$2 == n { print $3 }'; }
+# transformers' nano measurement: the first HF_SUBSET requests at one batch
+# size, no new group after HF_MAX_SECONDS (inside bench_hf's budget).
+HF_SUBSET=128
+HF_BATCH=64
+HF_MAX_SECONDS=220
+PVLLM_MAX_SECONDS=240  # inside bench_pvllm's budget
 
-summary=()
-run() {  # name, timeout seconds, command...
-  local name=$1 limit=$2; shift 2
-  local start=$SECONDS
-  timeout "$limit" "$@" > "$out/$name.log" 2>&1
-  local rc=$?
-  summary+=("$name: rc=$rc, $((SECONDS - start)) s")
-  tail -15 "$out/$name.log"
+# Every file each step reads, relative to the bundle. shared/ entries are
+# the real models and goldens: a bundle made without them runs the rest.
+step_inputs() {
+  case $1 in
+    0) echo bin lib REQUIRES ;;
+    1) echo bin/cuda_kernels_test lib/libpvllm_cuda.so ;;
+    2) echo bin/capi_test bin/device_test bin/engine_test lib/libpvllm.so.1 lib/libpvllm_cuda.so \
+         shared/golden/stories260K-greedy.json shared/models/stories260K/stories260K.bin \
+         shared/models/stories260K/tok512.model shared/models/stories260K-hf/config.json \
+         shared/models/stories260K-hf/model.safetensors shared/models/stories260K-hf/tokenizer.model ;;
+    3) echo bin/attention_bench scripts/sdpa_reference.py ;;
+    4) echo scripts/hf_compare.py lib/libpvllm.so.1 lib/libpvllm_cuda.so \
+         shared/models/llama2-tokenizer/tokenizer.model ;;
+    5) echo scripts/bench_vs_transformers.py bin/pvllm lib/libpvllm.so.1 lib/libpvllm_cuda.so ;;
+    6) echo scripts/bench_vs_transformers.py bin/pvllm lib/libpvllm.so.1 ;;
+    7) echo bin/sampling_bench ;;
+  esac
 }
 
-for step in $steps; do
+case "${1:-}" in
+  --list-inputs)
+    for s in 0 1 2 3 4 5 6 7; do for f in $(step_inputs "$s"); do echo "$s $f"; done; done
+    exit 0 ;;
+  --list-budgets) plan; exit 0 ;;
+  --list-calls) calls; exit 0 ;;
+  "") ;;
+  *) echo "usage: [STEPS=\"0 1 ...\"] [OUT=dir] [PACK=0] $0 [--list-inputs|--list-budgets|--list-calls]" >&2
+     exit 2 ;;
+esac
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+if [ ! -d "$here/bin" ] && [ -f "$here/../gpu-bundle/gpu_check.sh" ]; then
+  exec bash "$here/../gpu-bundle/gpu_check.sh" "$@"  # the repository's copy: run the bundle's
+fi
+if [ ! -d "$here/bin" ] || [ ! -d "$here/lib" ]; then
+  echo "gpu_check: no bundle beside $0: make one with scripts/gpu_bundle.sh and carry gpu-bundle" >&2
+  exit 2
+fi
+bundle="$here"
+bin="$bundle/bin"
+lib="$bundle/lib"
+scripts="$bundle/scripts"
+
+out="${OUT:-gpu-out}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+if [ "${PACK:-1}" = 0 ]; then work="$out"; else work="$(mktemp -d)"; fi
+steps=" 0 ${STEPS:-1 2 3 4 5 6 7} "
+
+json_str() {  # a bash string as a JSON string
+  local s=$1
+  s=${s//\\/\\\\}; s=${s//\"/\\\"}; s=${s//$'\n'/\\n}; s=${s//$'\t'/\\t}; s=${s//$'\r'/}
+  printf '"%s"' "$s"
+}
+json_list() {  # JSON list of strings from the arguments
+  local first=1 x
+  printf '['
+  for x in "$@"; do [ $first = 1 ] || printf ', '; first=0; json_str "$x"; done
+  printf ']'
+}
+
+# --- the loader path: the bundle's lib/ and cuBLAS, wherever the image keeps it
+cublas_names=(libcublas.so.13 libcublasLt.so.13)
+cublas_searched=()
+declare -A cublas_at=()
+cublas_dirs=()
+find_in_ldconfig() { "$(command -v ldconfig || echo /sbin/ldconfig)" -p 2>/dev/null | awk -v n="$1" '$1 == n && /x86-64/ { print $NF; exit }'; }
+site_dirs=()
+command -v python3 >/dev/null &&
+  mapfile -t site_dirs < <(python3 -c 'import site,sys; print("\n".join(site.getsitepackages()))' 2>/dev/null)
+python_dirs=()
+for sp in "${site_dirs[@]}"; do
+  for d in "$sp"/nvidia/*/lib "$sp"/nvidia/*/*/lib; do [ -d "$d" ] && python_dirs+=("$d"); done
+done
+for name in "${cublas_names[@]}"; do
+  path="$(find_in_ldconfig "$name")"
+  if [ -n "$path" ]; then
+    cublas_at[$name]="$path (ldconfig cache)"
+    continue
+  fi
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib "${python_dirs[@]}"; do
+    if [ -e "$d/$name" ]; then
+      cublas_at[$name]="$d/$name"
+      case " ${cublas_dirs[*]} " in *" $d "*) ;; *) cublas_dirs+=("$d") ;; esac
+      break
+    fi
+  done
+done
+cublas_searched=("ldconfig -p" /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib)
+for sp in "${site_dirs[@]}"; do cublas_searched+=("$sp/nvidia/*/lib" "$sp/nvidia/*/*/lib"); done
+[ ${#site_dirs[@]} != 0 ] || cublas_searched+=("(no python3 site-packages)")
+loader_path="$lib"
+for d in "${cublas_dirs[@]}"; do loader_path+=":$d"; done
+export LD_LIBRARY_PATH="$loader_path"
+export PVLLM_CUDA_BACKEND="$lib/libpvllm_cuda.so"
+if [ -d "$bundle/shared" ]; then
+  export PVLLM_SHARED_DIR="$bundle/shared"
+else
+  unset PVLLM_SHARED_DIR
+fi
+export PYTHONUNBUFFERED=1
+for name in "${cublas_names[@]}"; do
+  if [ -n "${cublas_at[$name]:-}" ]; then
+    echo "gpu_check: $name: ${cublas_at[$name]}"
+  else
+    echo "gpu_check: $name: NOT FOUND (searched: ${cublas_searched[*]}); the CUDA module will not load"
+  fi
+done
+echo "gpu_check: LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+echo "gpu_check: PVLLM_SHARED_DIR=${PVLLM_SHARED_DIR:-<unset: the bundle has no shared/>}"
+
+# --- running commands and recording them
+records=()  # one JSON object per command
+lines=()    # one summary line per command
+failed=0
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+gtest_counts() {  # "tests failures skipped" of a gtest JSON file
+  [ -f "$1" ] && command -v python3 >/dev/null || return 0
+  python3 - "$1" <<'EOF' 2>/dev/null
+import json, sys
+d = json.load(open(sys.argv[1]))
+cases = [t for s in d.get("testsuites", []) for t in s.get("testsuite", [])]
+skipped = sum(1 for t in cases if t.get("result") == "SKIPPED")
+print(d.get("tests", len(cases)), d.get("failures", 0) + d.get("errors", 0), skipped)
+EOF
+}
+record() {  # step name rc seconds json note
+  local step=$1 name=$2 rc=$3 secs=$4 json=$5 note=$6 counts="" extra="" line
+  [ "$rc" = 0 ] || failed=1
+  [ -f "$work/$json" ] || json=""
+  case $json in *_test.json) counts="$(gtest_counts "$work/$json")" ;; esac
+  line="step $step $name: rc=$rc, $secs s"
+  if [ -n "$counts" ]; then
+    read -r t f s <<<"$counts"
+    extra=", \"tests\": $t, \"failures\": $f, \"skipped\": $s"
+    line+=", $t tests, $f failed, $s skipped"
+  fi
+  [ -n "$note" ] && line+=" ($note)"
+  line+=" [${json:-no JSON}]"
+  lines+=("$line")
+  records+=("{\"step\": $step, \"name\": $(json_str "$name"), \"exit_code\": $rc, \"seconds\": $secs, \"json\": $(if [ -n "$json" ]; then json_str "$json"; else echo null; fi), \"note\": $(json_str "$note")$extra}")
+}
+run() {  # step name json command...: runs it within its budget
+  local step=$1 name=$2 json=$3 limit rc start note=""
+  shift 3
+  limit="$(budget "$name")"
+  echo "== step $step: $name (budget $limit s)"
+  start="$(now)"
+  timeout --kill-after=10 "$limit" "$@" > "$work/$name.log" 2>&1
+  rc=$?
+  if [ $rc = 124 ] || [ $rc = 137 ]; then note="killed at its budget of $limit s"; fi
+  tail -n 12 "$work/$name.log"
+  record "$step" "$name" "$rc" "$(since "$start")" "$json" "$note"
+}
+not_run() {  # step name reason
+  failed=1
+  lines+=("step $1 $2: not run ($3)")
+  records+=("{\"step\": $1, \"name\": $(json_str "$2"), \"exit_code\": null, \"seconds\": 0, \"json\": null, \"note\": $(json_str "not run: $3")}")
+}
+gtest() {  # step name: a gtest suite of the bundle with JSON output
+  run "$1" "$2" "$2.json" "$bin/$2" --gtest_brief=1 --gtest_output="json:$work/$2.json"
+}
+
+# --- step 0: preflight
+gpus=""
+driver=""
+warnings=()
+preflight() {
+  local smi_rc=0 f line missing=() inputs_missing=() shared_missing=()
+  # Each command has its own short limit; together they stay within the budget.
+  gpus="$(timeout 10 nvidia-smi -L 2>&1)" || smi_rc=$?
+  driver="$(timeout 10 nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null |
+            head -n 1)"
+  echo "$gpus"
+  [ $smi_rc = 0 ] || warnings+=("nvidia-smi failed: no GPU visible; the CUDA tests will skip")
+  for f in "$bin"/* "$lib"/*; do
+    if [ ! -f "$f" ] || [ -L "$f" ]; then continue; fi
+    while read -r line; do
+      case $line in *"not found"*) missing+=("${f#"$bundle"/}: $line") ;; esac
+    done < <(timeout 5 ldd "$f" 2>&1 || echo "ldd failed or timed out: not found")
+  done
+  for s in $steps; do
+    for f in $(step_inputs "$s"); do
+      [ -e "$bundle/$f" ] && continue
+      case $f in shared/*) shared_missing+=("$f") ;; *) inputs_missing+=("step $s: $f") ;; esac
+    done
+  done
+  [ ${#shared_missing[@]} = 0 ] ||
+    warnings+=("no real models/goldens in the bundle (${#shared_missing[@]} files): their tests skip")
+  local need_glibc need_glibcxx have_glibc have_glibcxx="" stdcxx
+  need_glibc="$(awk '$1 == "GLIBC" { print $2 }' "$bundle/REQUIRES" 2>/dev/null)"
+  need_glibcxx="$(awk '$1 == "GLIBCXX" { print $2 }' "$bundle/REQUIRES" 2>/dev/null)"
+  have_glibc="$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ print $2 }')"
+  stdcxx="$(find_in_ldconfig libstdc++.so.6)"
+  [ -n "$stdcxx" ] && have_glibcxx="$(grep -ao 'GLIBCXX_3\.4\.[0-9]*' "$stdcxx" | sed 's/GLIBCXX_//' |
+                                        sort -uV | tail -n 1)"
+  older() { [ -n "$1" ] && [ -n "$2" ] && [ "$1" != "$2" ] &&
+            [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$1" ]; }
+  if older "$have_glibc" "$need_glibc"; then
+    warnings+=("this glibc is $have_glibc, the bundle needs GLIBC_$need_glibc")
+  fi
+  if older "$have_glibcxx" "$need_glibcxx"; then
+    warnings+=("this libstdc++ has GLIBCXX_$have_glibcxx, the bundle needs GLIBCXX_$need_glibcxx")
+  fi
+  [ -n "${cublas_at[libcublas.so.13]:-}" ] || warnings+=("libcublas.so.13 not found")
+  local ok=true
+  [ ${#missing[@]} = 0 ] && [ ${#inputs_missing[@]} = 0 ] || ok=false
+  local cublas_json="{"
+  for name in "${cublas_names[@]}"; do
+    cublas_json+="$(json_str "$name"): $(if [ -n "${cublas_at[$name]:-}" ]; then json_str "${cublas_at[$name]}"; else echo null; fi), "
+  done
+  cublas_json+="\"searched\": $(json_list "${cublas_searched[@]}")}"
+  cat > "$work/preflight.json" <<EOF
+{
+  "ok": $ok,
+  "commit": $(json_str "$(cat "$bundle/COMMIT" 2>/dev/null)"),
+  "nvidia_smi_exit_code": $smi_rc,
+  "gpus": $(json_str "$gpus"),
+  "driver_version": $(json_str "$driver"),
+  "cublas": $cublas_json,
+  "ld_library_path": $(json_str "$LD_LIBRARY_PATH"),
+  "pvllm_cuda_backend": $(json_str "$PVLLM_CUDA_BACKEND"),
+  "pvllm_shared_dir": $(json_str "${PVLLM_SHARED_DIR:-}"),
+  "libraries_not_found": $(json_list "${missing[@]}"),
+  "inputs_missing": $(json_list "${inputs_missing[@]}"),
+  "shared_inputs_missing": $(json_list "${shared_missing[@]}"),
+  "glibc": {"needed": $(json_str "$need_glibc"), "here": $(json_str "$have_glibc")},
+  "glibcxx": {"needed": $(json_str "$need_glibcxx"), "here": $(json_str "$have_glibcxx"),
+              "libstdcxx": $(json_str "$stdcxx")},
+  "warnings": $(json_list "${warnings[@]}")
+}
+EOF
+  for line in "${missing[@]}" "${inputs_missing[@]}"; do echo "gpu_check: MISSING $line"; done
+  for line in "${warnings[@]}"; do echo "gpu_check: WARNING $line"; done
+  [ "$ok" = true ]
+}
+echo "== step 0: preflight (commit $(cat "$bundle/COMMIT" 2>/dev/null || echo unknown))"
+start="$(now)"
+preflight
+pre_rc=$?
+record 0 preflight "$pre_rc" "$(since "$start")" preflight.json \
+  "$( [ $pre_rc = 0 ] || echo "libraries or inputs missing: see preflight.json" )"
+
+# --- steps 1-7
+for step in 1 2 3 4 5 6 7; do
+  case $steps in *" $step "*) ;; *) continue ;; esac
+  if [ $pre_rc != 0 ]; then
+    for name in $(plan | awk -v s=$step '$1 == s { print $2 }'); do
+      not_run "$step" "$name" "preflight failed"
+    done
+    continue
+  fi
   case $step in
-    1) run cuda_kernels_test 300 "$bin/cuda_kernels_test" --gtest_brief=1 \
-         --gtest_output="json:$out/cuda_kernels_test.json" ;;
-    2) run capi_test 120 "$bin/capi_test" --gtest_brief=1
-       run device_test 120 "$bin/device_test" --gtest_brief=1
-       run engine_test 300 "$bin/engine_test" --gtest_brief=1 ;;
-    3) run attention_bench 300 "$bin/attention_bench" --json "$out/attention_bench.json"
-       run sdpa_reference 300 python3 bench/sdpa_reference.py --json "$out/sdpa_reference.json" ;;
-    4) run hf_compare 400 python3 scripts/hf_compare.py --lib "$lib/libpvllm.so" ;;
-    5) run bench_vs_transformers 550 python3 scripts/bench_vs_transformers.py \
-         --pvllm "$bin/pvllm" --json "$out/bench_vs_transformers.json" ;;
+    1) gtest 1 cuda_kernels_test ;;
+    2) gtest 2 capi_test
+       gtest 2 device_test
+       gtest 2 engine_test ;;
+    3) run 3 attention_bench attention_bench.json \
+         "$bin/attention_bench" --json "$work/attention_bench.json"
+       run 3 sdpa_reference sdpa_reference.json \
+         python3 "$scripts/sdpa_reference.py" --json "$work/sdpa_reference.json" ;;
+    4) run 4 hf_compare hf_compare.json \
+         python3 "$scripts/hf_compare.py" --lib "$lib/libpvllm.so.1" --json "$work/hf_compare.json" ;;
+    5) run 5 bench_pvllm bench_pvllm.json \
+         python3 "$scripts/bench_vs_transformers.py" --pvllm "$bin/pvllm" --skip-hf \
+         --subset "$HF_SUBSET" --pvllm-max-seconds "$PVLLM_MAX_SECONDS" \
+         --json "$work/bench_pvllm.json" ;;
+    6) pv=()  # step 5 in the same call: print the two side by side
+       [ -f "$work/bench_pvllm.json" ] && pv=(--pvllm-results "$work/bench_pvllm.json")
+       run 6 bench_hf bench_hf.json \
+         python3 "$scripts/bench_vs_transformers.py" --pvllm "$bin/pvllm" --skip-pvllm \
+         "${pv[@]}" --subset "$HF_SUBSET" --batch-sizes "$HF_BATCH" \
+         --hf-max-seconds "$HF_MAX_SECONDS" --json "$work/bench_hf.json" ;;
+    7) run 7 sampling_bench sampling_bench.json \
+         "$bin/sampling_bench" --json "$work/sampling_bench.json" ;;
   esac
 done
-printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+
+# --- summary, printed last
+{
+  echo "{"
+  echo "  \"commit\": $(json_str "$(cat "$bundle/COMMIT" 2>/dev/null)"),"
+  echo "  \"steps_asked\": $(json_str "${STEPS:-1 2 3 4 5 6 7}"),"
+  echo "  \"ok\": $([ $failed = 0 ] && echo true || echo false),"
+  echo "  \"archive\": $([ "${PACK:-1}" = 0 ] && echo null || echo '"results.tar.gz"'),"
+  echo "  \"commands\": ["
+  for i in "${!records[@]}"; do
+    sep=","; [ "$i" = $((${#records[@]} - 1)) ] && sep=""
+    echo "    ${records[$i]}$sep"
+  done
+  echo "  ]"
+  echo "}"
+} > "$out/summary.json"
+{
+  echo "gpu_check summary (commit $(head -n 1 "$bundle/COMMIT" 2>/dev/null))"
+  echo "GPU: ${gpus:-none}; driver ${driver:-unknown}"
+  for name in "${cublas_names[@]}"; do echo "$name: ${cublas_at[$name]:-NOT FOUND}"; done
+  for line in "${warnings[@]}"; do echo "WARNING: $line"; done
+  printf '%s\n' "${lines[@]}"
+  [ $failed = 0 ] && echo "ALL PASSED" || echo "SOMETHING FAILED OR DID NOT RUN"
+} > "$out/summary.txt"
+if [ "${PACK:-1}" != 0 ]; then
+  tar -czf "$out/results.tar.gz" -C "$work" . && rm -rf "$work"
+fi
+echo
+cat "$out/summary.txt"
+exit $failed

@@ -17,13 +17,15 @@ tokens, fp32 math over the same bf16 weights):
     that bf16 rounding may flip; they are counted and printed).
 
 Exits 1 past the bound (--rel-tol, default 5e-2: bf16 activations through 22
-layers drift by a few percent of the logit scale), 0 otherwise.
+layers drift by a few percent of the logit scale), 0 otherwise. --json PATH
+writes the figures (and whether they passed) there as well.
 
-Usage: scripts/hf_compare.py --lib build/capi/libpvllm.so [--device cuda]
+Usage: scripts/hf_compare.py --lib build/capi/libpvllm.so [--device cuda] [--json out.json]
 Needs torch and transformers (and a CUDA GPU for the reference, else CPU).
 """
 import argparse
 import ctypes as C
+import json
 import math
 import os
 import shutil
@@ -230,6 +232,7 @@ def main():
     ap.add_argument("--top-k", type=int, default=20)
     ap.add_argument("--rel-tol", type=float, default=5e-2)
     ap.add_argument("--keep", help="save the model here instead of a temp dir")
+    ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
 
     import torch
@@ -278,6 +281,20 @@ def main():
           f"{num_ties} near ties not judged")
     ok = worst_rel <= args.rel_tol and num_mismatch == 0
     print("PASS" if ok else "FAIL")
+    if args.json:
+        import transformers
+
+        with open(args.json, "w") as f:
+            json.dump({
+                "pass": ok, "device": args.device, "reference_device": ref_device,
+                "shape": "TinyLlama-1.1B", "layers": args.layers, "init_range": args.init_range,
+                "num_prompts": len(prompts), "num_steps": n_steps, "top_k": args.top_k,
+                "logprob_max_abs_error": worst_abs,
+                "logprob_max_error_relative_to_logit_scale": worst_rel,
+                "rel_tol": args.rel_tol, "greedy_decisive": num_checked,
+                "greedy_mismatches": num_mismatch, "greedy_near_ties": num_ties,
+                "torch": torch.__version__, "transformers": transformers.__version__,
+            }, f, indent=2)
     return 0 if ok else 1
 
 

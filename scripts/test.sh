@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs, builds (CUDA kernels too when nvcc is present) and runs every
-# test: the C++ suites through ctest, then each SDK's bindings/*/test.sh.
+# test: the C++ suites through ctest, then each SDK's bindings/*/test.sh,
+# then, when nvcc is present, scripts/gpu_bundle.sh --verify (the GPU
+# bundle made from the same build and checked without a GPU).
 # Tests that need the real checkpoints find them through PVLLM_SHARED_DIR
 # (default ../shared) and skip with a reason without it.
 set -euo pipefail
@@ -32,3 +34,13 @@ for sdk_test in bindings/*/test.sh; do
   bash "$sdk_test"
   echo "test: $sdk_test took $(( $(date +%s) - start )) s"
 done
+
+# The GPU bundle: the same build directory, checked here without a GPU.
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  start=$(date +%s)
+  echo "test: scripts/gpu_bundle.sh --verify"
+  bash scripts/gpu_bundle.sh --verify
+  echo "test: scripts/gpu_bundle.sh --verify took $(( $(date +%s) - start )) s"
+else
+  echo "test: no nvcc: the GPU bundle is not checked"
+fi

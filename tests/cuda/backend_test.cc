@@ -56,8 +56,7 @@ class BackendTest : public ::testing::Test {
   static void SetUpTestSuite() {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return;
-    // Open exactly the module this build made.
-    setenv("PVLLM_CUDA_BACKEND", PVLLM_CUDA_MODULE_PATH, 1);
+    // The module is named by $PVLLM_CUDA_BACKEND (ctest and gpu_check.sh set it).
     testing::TinyModelSpec spec;
     spec.hidden_size = 256;
     spec.num_heads = 4;  // head_dim 64: on the attention kernels' list

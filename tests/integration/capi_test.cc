@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/util/loaded_library.h"
 #include "tests/util/tiny_model.h"
 
 extern "C" int pvllm_c_misuse_checks(const char* model_path, char* failure, size_t failure_len);
@@ -697,7 +698,12 @@ TEST_F(CapiTest, ContiguousAllocatorGivesTheSameGreedyTokens) {
 }
 
 TEST(CapiSymbols, OnlyPvllmSymbolsAreExported) {
-  const std::string command = std::string("nm -D --defined-only '") + PVLLM_LIBRARY_PATH + "'";
+  // The libpvllm.so this process loaded (build tree or bundle).
+  const std::string library =
+      pvllm::testing::library_holding(reinterpret_cast<const void*>(&pvllm_version));
+  ASSERT_NE(library.find("libpvllm"), std::string::npos)
+      << "dladdr did not find libpvllm.so: \"" << library << "\"";
+  const std::string command = "nm -D --defined-only '" + library + "'";
   FILE* pipe = popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr) << command;
   char line[1024];
