@@ -20,20 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda_check.h"
 #include "core/tensor.h"
 #include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/prefill_attention.h"
 
 namespace {
-
-#define BENCH_CHECK(expr)                                                                          \
-  do {                                                                                             \
-    const cudaError_t err_ = static_cast<cudaError_t>(expr);                                       \
-    if (err_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 constexpr int kWarmup = 3;
 

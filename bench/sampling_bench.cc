@@ -1,14 +1,15 @@
 // Sampling cost of one decode step, old path against new (run by hand):
 //
 //   old  the logits of every row go to the host (fp32, pageable memory) and
-//        the host sampler draws each row there, one after another;
+//        the host sampler draws each row there, one after another, with the
+//        chosen token's logprob as the old engine always computed it;
 //   new  the host packs the rows' parameters (SamplingPlan), the device
 //        samples, and only the token ids (and asked-for logprobs) come back.
 //
 // For 256 rows at a 32k and a 128k vocabulary (Llama 2 and Llama 3), with
-// two mixes of parameters: "plain" (temperature 0.8, top-p 0.95) and
-// "penalized" (plus repetition 1.1, presence 0.2 and frequency 0.2 over a
-// 1024-token prompt and 256 generated tokens). Prints host milliseconds per
+// three mixes of parameters: "greedy", "top-p" (temperature 0.8, top-p
+// 0.95) and "penalized" (top-p plus repetition 1.1, presence 0.2 and
+// frequency 0.2 over a 1024-token prompt and 256 generated tokens). Prints host milliseconds per
 // step and the bytes that cross the bus per step; --json PATH writes them.
 //
 // Without a GPU only the host side runs: the old path's host sampling, and
@@ -30,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda_check.h"
 #include "core/sampler.h"
 #include "kernels/cuda/sampling.h"
 #include "kernels/cuda/sampling_plan.h"
@@ -41,15 +43,6 @@ using pvllm::SampleRow;
 using pvllm::SamplingParams;
 using pvllm::SamplingPlan;
 using Clock = std::chrono::steady_clock;
-
-#define BENCH_CHECK(expr)                                                                          \
-  do {                                                                                             \
-    const cudaError_t err_ = static_cast<cudaError_t>(expr);                                       \
-    if (err_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -76,7 +69,13 @@ struct Step {
   std::vector<SampleRow> rows;
 };
 
-Step make_step(int32_t num_rows, int32_t vocab, bool penalized) {
+enum class Mix { kGreedy, kTopP, kPenalized };
+const char* mix_name(Mix m) {
+  return m == Mix::kGreedy ? "greedy" : m == Mix::kTopP ? "top-p" : "penalized";
+}
+
+Step make_step(int32_t num_rows, int32_t vocab, Mix mix) {
+  const bool penalized = mix == Mix::kPenalized;
   Step s;
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> id(0, vocab - 1);
@@ -84,8 +83,8 @@ Step make_step(int32_t num_rows, int32_t vocab, bool penalized) {
   s.outputs.resize(num_rows);
   for (int32_t r = 0; r < num_rows; ++r) {
     SamplingParams p;
-    p.temperature = 0.8f;
-    p.top_p = 0.95f;
+    p.temperature = mix == Mix::kGreedy ? 0.0f : 0.8f;
+    p.top_p = mix == Mix::kGreedy ? 1.0f : 0.95f;
     if (penalized) {
       p.repetition_penalty = 1.1f;
       p.presence_penalty = 0.2f;
@@ -121,16 +120,16 @@ struct Result {
   size_t new_bytes_out = 0;    // device to host
 };
 
-Result run_case(int32_t num_rows, int32_t vocab, bool penalized, bool gpu) {
+Result run_case(int32_t num_rows, int32_t vocab, Mix mix, bool gpu) {
   Result res;
   res.vocab = vocab;
-  res.mix = penalized ? "penalized" : "plain";
+  res.mix = mix_name(mix);
   const size_t num_logits = static_cast<size_t>(num_rows) * vocab;
   std::vector<float> logits(num_logits);
   std::mt19937 rng(11);
   std::normal_distribution<float> dist(0.0f, 2.0f);
   for (float& v : logits) v = dist(rng);
-  Step step = make_step(num_rows, vocab, penalized);
+  Step step = make_step(num_rows, vocab, mix);
   std::vector<int32_t> device_rows(static_cast<size_t>(num_rows));
   for (int32_t r = 0; r < num_rows; ++r) device_rows[r] = r;
 
@@ -147,12 +146,20 @@ Result run_case(int32_t num_rows, int32_t vocab, bool penalized, bool gpu) {
   } else {
     host_logits = logits;
   }
+  // The old engine computed the chosen token's logprob for every row,
+  // asked for or not: its rows ask for it here, so the cost is the old one.
+  std::deque<SamplingParams> old_params(step.params.begin(), step.params.end());
+  std::vector<SampleRow> old_rows = step.rows;
+  for (size_t r = 0; r < old_rows.size(); ++r) {
+    old_params[r].logprobs = std::max(old_params[r].logprobs, 0);
+    old_rows[r].params = &old_params[r];
+  }
   std::vector<SampleResult> old_out(step.rows.size());
   res.old_host_ms = median_ms(3,
                               [&] {
                                 for (size_t r = 0; r < step.rows.size(); ++r) {
                                   old_out[r] =
-                                      pvllm::sample_row(host_logits.data(), vocab, step.rows[r]);
+                                      pvllm::sample_row(host_logits.data(), vocab, old_rows[r]);
                                 }
                               }) +
                     res.old_copy_ms;
@@ -292,9 +299,9 @@ int main(int argc, char** argv) {
   std::printf("| ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
   std::vector<Result> results;
   for (int32_t vocab : vocabs) {
-    for (bool penalized : {false, true}) {
-      const Result r = run_case(rows, vocab, penalized, gpu);
-      std::printf("| %d | %s | %.2f | %zu | %.3f | %s | %zu + %zu |\n", r.vocab, r.mix.c_str(),
+    for (Mix mix : {Mix::kGreedy, Mix::kTopP, Mix::kPenalized}) {
+      const Result r = run_case(rows, vocab, mix, gpu);
+      std::printf("| %d | %s | %.2f | %zu | %.4f | %s | %zu + %zu |\n", r.vocab, r.mix.c_str(),
                   r.old_host_ms, r.old_bytes, r.new_host_ms,
                   gpu ? std::to_string(r.new_kernel_ms).c_str() : "-", r.new_bytes_in,
                   r.new_bytes_out);

@@ -119,22 +119,26 @@ Status check_device(int32_t device) {
   return Status::Ok();
 }
 
-// One device allocation, freed on destruction.
-class DeviceBuffer {
+// Where a Buffer lives: device memory, or page-locked host memory for what
+// a step stages (metadata and sampling inputs on the way to the device,
+// sampled tokens on the way back).
+enum class Memory { kDevice, kPinnedHost };
+
+// One allocation, freed on destruction.
+template <Memory kWhere>
+class Buffer {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { release(ptr_); }
   Status allocate(size_t bytes, const char* what) {
-    if (ptr_ != nullptr) cudaFree(ptr_);
+    release(ptr_);
     ptr_ = nullptr;
     bytes_ = 0;
     bytes = std::max<size_t>(bytes, 16);
-    PVLLM_CUDA_TRY(cudaMalloc(&ptr_, bytes), std::string("allocating ") + what + " (" +
-                                                 std::to_string(bytes >> 20) + " MiB)");
+    PVLLM_CUDA_TRY(obtain(&ptr_, bytes), std::string("allocating ") + what + " (" +
+                                             std::to_string(bytes >> 20) + " MiB)");
     bytes_ = bytes;
     return Status::Ok();
   }
@@ -145,9 +149,9 @@ class DeviceBuffer {
     if (bytes <= bytes_) return Status::Ok();
     bytes = std::max(bytes, bytes_ + bytes_ / 2);
     void* grown = nullptr;
-    PVLLM_CUDA_TRY(cudaMalloc(&grown, bytes),
+    PVLLM_CUDA_TRY(obtain(&grown, bytes),
                    std::string("growing ") + what + " to " + std::to_string(bytes >> 10) + " KiB");
-    if (ptr_ != nullptr) cudaFree(ptr_);
+    release(ptr_);
     ptr_ = grown;
     bytes_ = bytes;
     return Status::Ok();
@@ -160,47 +164,23 @@ class DeviceBuffer {
   size_t bytes() const { return bytes_; }
 
  private:
+  static cudaError_t obtain(void** p, size_t bytes) {
+    return kWhere == Memory::kDevice ? cudaMalloc(p, bytes) : cudaMallocHost(p, bytes);
+  }
+  static void release(void* p) {
+    if (p == nullptr) return;
+    if (kWhere == Memory::kDevice) {
+      cudaFree(p);
+    } else {
+      cudaFreeHost(p);
+    }
+  }
+
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
 };
-
-// Page-locked host memory for what a step stages: metadata and sampling
-// inputs on the way to the device, sampled tokens on the way back.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer() {
-    if (ptr_ != nullptr) cudaFreeHost(ptr_);
-  }
-  Status allocate(size_t bytes, const char* what) {
-    if (ptr_ != nullptr) cudaFreeHost(ptr_);
-    ptr_ = nullptr;
-    bytes_ = 0;
-    bytes = std::max<size_t>(bytes, 16);
-    PVLLM_CUDA_TRY(cudaMallocHost(&ptr_, bytes), std::string("allocating pinned ") + what);
-    bytes_ = bytes;
-    return Status::Ok();
-  }
-  // As DeviceBuffer::reserve.
-  Status reserve(size_t bytes, const char* what) {
-    if (bytes <= bytes_) return Status::Ok();
-    bytes = std::max(bytes, bytes_ + bytes_ / 2);
-    void* grown = nullptr;
-    PVLLM_CUDA_TRY(cudaMallocHost(&grown, bytes), std::string("growing pinned ") + what);
-    if (ptr_ != nullptr) cudaFreeHost(ptr_);
-    ptr_ = grown;
-    bytes_ = bytes;
-    return Status::Ok();
-  }
-  unsigned char* get() const { return static_cast<unsigned char*>(ptr_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
+using DeviceBuffer = Buffer<Memory::kDevice>;
+using PinnedBuffer = Buffer<Memory::kPinnedHost>;
 
 // Offsets of the per-step arrays inside the metadata buffers (host staging
 // and device copy share one layout).
@@ -978,7 +958,7 @@ Status CudaBackend::enqueue_eager(const BatchMetadata& md, int32_t num_decode) {
   const MetaLayout l = layout_for(t, s, mb, num_work, num_logits);
   if (l.total > meta_host_.bytes()) return Internal("metadata exceeds its buffer");
 
-  unsigned char* h = meta_host_.get();
+  auto* h = meta_host_.as<unsigned char>();
   std::memcpy(h + l.input_ids, md.input_ids.data(), t * 4);
   std::memcpy(h + l.positions, md.positions.data(), t * 4);
   std::memcpy(h + l.slots, md.slot_mapping.data(), t * 8);
@@ -1053,7 +1033,7 @@ Status CudaBackend::capture(int32_t batch, DecodeGraph* g) {
 Status CudaBackend::stage_graph_inputs(const BatchMetadata& md, int32_t batch) {
   const int32_t s = md.num_seqs;
   const MetaLayout& l = graph_layout_;
-  unsigned char* h = graph_host_.get();
+  auto* h = graph_host_.as<unsigned char>();
   auto* ids = reinterpret_cast<int32_t*>(h + l.input_ids);
   auto* pos = reinterpret_cast<int32_t*>(h + l.positions);
   auto* slots = reinterpret_cast<int64_t*>(h + l.slots);

@@ -17,20 +17,11 @@
 #include "core/backend_loader.h"
 #include "core/model.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/cuda/ops_test_util.h"
 #include "tests/util/tiny_model.h"
 
 namespace pvllm {
 namespace {
-
-#define PVLLM_BACKEND_GPU_OR_SKIP()                                                   \
-  do {                                                                                \
-    int num_devices_ = 0;                                                             \
-    const cudaError_t err_ = cudaGetDeviceCount(&num_devices_);                       \
-    if (err_ != cudaSuccess || num_devices_ == 0) {                                   \
-      GTEST_SKIP() << "no CUDA device: "                                              \
-                   << (err_ != cudaSuccess ? cudaGetErrorString(err_) : "0 devices"); \
-    }                                                                                 \
-  } while (0)
 
 constexpr int32_t kBlockSize = 16;
 constexpr int32_t kNumBlocks = 64;
@@ -199,7 +190,7 @@ std::vector<int32_t> prompt(int32_t n, int32_t seed, int32_t vocab) {
 }
 
 TEST_F(BackendTest, LogitsMatchTheCpuThroughPrefillAndDecode) {
-  PVLLM_BACKEND_GPU_OR_SKIP();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   ASSERT_NE(model_, nullptr);
   auto cpu = make_cpu();
   auto gpu = make_cuda(/*graphs=*/false);
@@ -255,7 +246,7 @@ TEST_F(BackendTest, LogitsMatchTheCpuThroughPrefillAndDecode) {
 }
 
 TEST_F(BackendTest, CudaGraphReplayMatchesEager) {
-  PVLLM_BACKEND_GPU_OR_SKIP();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   ASSERT_NE(model_, nullptr);
   auto eager = make_cuda(/*graphs=*/false);
   auto graphs = make_cuda(/*graphs=*/true);
@@ -297,7 +288,7 @@ TEST_F(BackendTest, CudaGraphReplayMatchesEager) {
 // decode (a bucket-4 graph with a padding row, so logits rows are not
 // compact), rows sharing a logits row, penalties and logprobs.
 TEST_F(BackendTest, DeviceSamplingMatchesHostSamplingOfTheSameLogits) {
-  PVLLM_BACKEND_GPU_OR_SKIP();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   ASSERT_NE(model_, nullptr);
   auto with_logits = make_cuda(/*graphs=*/true);
   auto sampling = make_cuda(/*graphs=*/true);
@@ -372,7 +363,7 @@ TEST_F(BackendTest, DeviceSamplingMatchesHostSamplingOfTheSameLogits) {
 // ones: only the scheduled width goes over, and entries left from the
 // longer tables must never be read.
 TEST_F(BackendTest, GraphReplayWithNarrowerBlockTablesMatchesEager) {
-  PVLLM_BACKEND_GPU_OR_SKIP();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   ASSERT_NE(model_, nullptr);
   auto eager = make_cuda(/*graphs=*/false);
   auto graphs = make_cuda(/*graphs=*/true);
@@ -396,7 +387,7 @@ TEST_F(BackendTest, GraphReplayWithNarrowerBlockTablesMatchesEager) {
 }
 
 TEST_F(BackendTest, CopiedBlocksDecodeLikeTheOriginal) {
-  PVLLM_BACKEND_GPU_OR_SKIP();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   ASSERT_NE(model_, nullptr);
   auto gpu = make_cuda(/*graphs=*/true);
   ASSERT_TRUE(gpu);
@@ -423,7 +414,7 @@ TEST_F(BackendTest, CopiedBlocksDecodeLikeTheOriginal) {
 }
 
 TEST_F(BackendTest, BadTokenIdIsAnErrorNotACrash) {
-  PVLLM_BACKEND_GPU_OR_SKIP();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   ASSERT_NE(model_, nullptr);
   auto gpu = make_cuda(/*graphs=*/false);
   ASSERT_TRUE(gpu);
@@ -438,7 +429,7 @@ TEST_F(BackendTest, BadTokenIdIsAnErrorNotACrash) {
 }
 
 TEST_F(BackendTest, UnsupportedBlockSizeIsUnsupported) {
-  PVLLM_BACKEND_GPU_OR_SKIP();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   ASSERT_NE(model_, nullptr);
   const CudaModule* module = nullptr;
   ASSERT_TRUE(CudaModule::get(&module).ok());

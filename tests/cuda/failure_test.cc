@@ -11,21 +11,12 @@
 #include <vector>
 
 #include "core/engine.h"
+#include "tests/cuda/ops_test_util.h"
 #include "tests/integration/engine_harness.h"
 #include "tests/util/tiny_model.h"
 
 namespace pvllm::testing {
 namespace {
-
-#define PVLLM_FAILURE_GPU_OR_SKIP()                                                   \
-  do {                                                                                \
-    int num_devices_ = 0;                                                             \
-    const cudaError_t err_ = cudaGetDeviceCount(&num_devices_);                       \
-    if (err_ != cudaSuccess || num_devices_ == 0) {                                   \
-      GTEST_SKIP() << "no CUDA device: "                                              \
-                   << (err_ != cudaSuccess ? cudaGetErrorString(err_) : "0 devices"); \
-    }                                                                                 \
-  } while (0)
 
 // Holds (nearly) all free device memory until destroyed: allocations of
 // 256 MiB, then smaller ones down to 64 KiB, until none succeeds.
@@ -77,7 +68,7 @@ class CudaFailureTest : public ::testing::Test {
 std::string* CudaFailureTest::model_dir_ = nullptr;
 
 TEST_F(CudaFailureTest, MissingDeviceIndexIsUnsupported) {
-  PVLLM_FAILURE_GPU_OR_SKIP();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   int count = 0;
   ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
   EngineConfig c = config();
@@ -90,7 +81,7 @@ TEST_F(CudaFailureTest, MissingDeviceIndexIsUnsupported) {
 }
 
 TEST_F(CudaFailureTest, KvPoolLargerThanTheDeviceIsOutOfMemory) {
-  PVLLM_FAILURE_GPU_OR_SKIP();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   EngineConfig c = config();
   c.num_kv_blocks = 1 << 26;  // 2^26 blocks of 16 tokens: far past any GPU
   std::unique_ptr<Engine> engine;
@@ -104,7 +95,7 @@ TEST_F(CudaFailureTest, KvPoolLargerThanTheDeviceIsOutOfMemory) {
 }
 
 TEST_F(CudaFailureTest, NoMemoryLeftForTheKvCacheIsOutOfMemory) {
-  PVLLM_FAILURE_GPU_OR_SKIP();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   EngineConfig c = config();
   c.num_kv_blocks = 0;  // sized from free memory
   c.gpu_memory_utilization = 0.001f;
@@ -115,7 +106,7 @@ TEST_F(CudaFailureTest, NoMemoryLeftForTheKvCacheIsOutOfMemory) {
 }
 
 TEST_F(CudaFailureTest, CreateOnAFullDeviceIsOutOfMemory) {
-  PVLLM_FAILURE_GPU_OR_SKIP();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   MemoryHog hog;
   ASSERT_GT(hog.num_blocks(), 0u);
   std::unique_ptr<Engine> engine;
@@ -130,7 +121,7 @@ TEST_F(CudaFailureTest, CreateOnAFullDeviceIsOutOfMemory) {
 // the same steps goes on with its work intact and, once the memory is back,
 // penalized requests run again.
 TEST_F(CudaFailureTest, OutOfMemoryDuringAStepEndsOnlyTheRequestThatCannotRun) {
-  PVLLM_FAILURE_GPU_OR_SKIP();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   EngineConfig c = config();
   c.max_num_seqs = 256;
   c.num_kv_blocks = 1024;  // the prompt's 19 blocks plus one per sample
