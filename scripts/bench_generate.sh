@@ -5,8 +5,7 @@
 # Usage: scripts/bench_generate.sh [MODEL] [MAX_TOKENS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-shared="${PVLLM_SHARED_DIR:-../shared}"
-model="${1:-$shared/models/stories260K/stories260K.bin}"
+model="${1:-models/stories260K/stories260K.bin}"
 max_tokens="${2:-256}"
 pvllm=./build/tools/pvllm
 
