@@ -116,7 +116,7 @@ TEST_F(CudaFailureTest, CreateOnAFullDeviceIsOutOfMemory) {
 }
 
 // Out of memory in the middle of serving: a request whose sampling needs
-// more device memory (256 penalized samples over a long prompt) cannot run
+// more device memory (128 penalized samples over a long prompt) cannot run
 // while the device is full, and ends with FINISH_ERROR; a plain request in
 // the same steps goes on with its work intact and, once the memory is back,
 // penalized requests run again.
@@ -124,7 +124,7 @@ TEST_F(CudaFailureTest, OutOfMemoryDuringAStepEndsOnlyTheRequestThatCannotRun) {
   PVLLM_CUDA_DEVICE_OR_SKIP();
   EngineConfig c = config();
   c.max_num_seqs = 256;
-  c.num_kv_blocks = 1024;  // the prompt's 19 blocks plus one per sample
+  c.num_kv_blocks = 1024;  // the prompt's 19 blocks plus one or two per sample
   std::unique_ptr<Engine> engine = make_engine(c);
   ASSERT_NE(engine, nullptr);
   std::vector<int32_t> long_prompt = {1};
@@ -132,7 +132,7 @@ TEST_F(CudaFailureTest, OutOfMemoryDuringAStepEndsOnlyTheRequestThatCannotRun) {
   SamplingParams plain = greedy(24);
   plain.ignore_eos = true;
   SamplingParams penalized;
-  penalized.n = 256;
+  penalized.n = 128;  // with the plain request, within max_num_seqs: one batch
   penalized.repetition_penalty = 1.3f;
   penalized.max_tokens = 4;
   penalized.ignore_eos = true;
@@ -162,7 +162,7 @@ TEST_F(CudaFailureTest, OutOfMemoryDuringAStepEndsOnlyTheRequestThatCannotRun) {
   EXPECT_FALSE(engine->has_unfinished());
   EXPECT_EQ(out.at({plain_id, 0}).token_ids, ref.at({ref_id, 0}).token_ids)
       << "the plain request lost or changed its work";
-  for (int32_t k = 0; k < 256; ++k) {
+  for (int32_t k = 0; k < penalized.n; ++k) {
     const SampleOutput& o = out.at({penalized_id, k});
     EXPECT_EQ(o.finish_reason, FinishReason::kError) << "sample " << k;
     EXPECT_EQ(o.num_finish_events, 1) << "sample " << k;
@@ -172,7 +172,7 @@ TEST_F(CudaFailureTest, OutOfMemoryDuringAStepEndsOnlyTheRequestThatCannotRun) {
   uint64_t again_id = 0;
   ASSERT_TRUE(engine->submit_tokens(long_prompt, penalized, 0, &again_id).ok());
   const Outputs again = run_to_completion(engine.get());
-  for (int32_t k = 0; k < 256; ++k) {
+  for (int32_t k = 0; k < penalized.n; ++k) {
     EXPECT_EQ(again.at({again_id, k}).finish_reason, FinishReason::kLength) << "sample " << k;
   }
 }
