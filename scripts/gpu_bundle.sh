@@ -18,6 +18,8 @@
 #             from ${PVLLM_SHARED_DIR:-../shared} (left out, with a note, when
 #             that folder is absent)
 #   scripts/  hf_compare.py, bench_vs_transformers.py, sdpa_reference.py
+#   fallback-lib/  this build's libstdc++ and libgcc_s, used on the GPU
+#             machine only when its own libstdc++ is older than REQUIRES says
 #   gpu_check.sh, COMMIT (git rev-parse HEAD), REQUIRES (the highest
 #   GLIBC_/GLIBCXX_ versions the binaries need) and MANIFEST (every file and
 #   its size). Prints the bundle's size.
@@ -92,6 +94,18 @@ for f in "$bundle"/bin/* "$bundle"/lib/*; do
     cp -L "$path" "$bundle/lib/$name"
   done < <(LD_LIBRARY_PATH="$build/capi" ldd "$f")
 done
+
+# The C++ runtime this build links, kept aside: gpu_check.sh puts it on the
+# loader path only where the machine's libstdc++ is older than the binaries
+# need (a newer one is backwards compatible, so torch keeps working with it).
+mkdir -p "$bundle/fallback-lib"
+while read -r name arrow path _; do
+  case $name in
+    libstdc++.so.* | libgcc_s.so.*) [ "$arrow" = "=>" ] && cp -L "$path" "$bundle/fallback-lib/$name" ;;
+  esac
+done < <(LD_LIBRARY_PATH="$build/capi" ldd "$bundle/bin/pvllm")
+[ -f "$bundle/fallback-lib/libstdc++.so.6" ] ||
+  { echo "gpu_bundle: ldd does not name libstdc++.so.6 for pvllm" >&2; exit 1; }
 
 # The real models and goldens.
 shared="${PVLLM_SHARED_DIR:-../shared}"

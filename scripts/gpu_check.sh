@@ -171,7 +171,19 @@ done
 cublas_searched=("ldconfig -p" /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib)
 for sp in "${site_dirs[@]}"; do cublas_searched+=("$sp/nvidia/*/lib" "$sp/nvidia/*/*/lib"); done
 [ ${#site_dirs[@]} != 0 ] || cublas_searched+=("(no python3 site-packages)")
+# A libstdc++ older than the binaries need (REQUIRES): the bundle's copy
+# (fallback-lib/, newer and backwards compatible) goes on the loader path.
+need_glibcxx="$(awk '$1 == "GLIBCXX" { print $2 }' "$bundle/REQUIRES" 2>/dev/null)"
+stdcxx="$(find_in_ldconfig libstdc++.so.6)"
+have_glibcxx=""
+[ -n "$stdcxx" ] && have_glibcxx="$(grep -ao 'GLIBCXX_3\.4\.[0-9]*' "$stdcxx" | sed 's/GLIBCXX_//' |
+                                      sort -uV | tail -n 1)"
+older() { [ -n "$1" ] && [ -n "$2" ] && [ "$1" != "$2" ] &&
+          [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$1" ]; }
+use_fallback=0
+if [ -z "$have_glibcxx" ] || older "$have_glibcxx" "$need_glibcxx"; then use_fallback=1; fi
 loader_path="$lib"
+[ $use_fallback = 1 ] && loader_path+=":$bundle/fallback-lib"
 for d in "${cublas_dirs[@]}"; do loader_path+=":$d"; done
 export LD_LIBRARY_PATH="$loader_path"
 export PVLLM_CUDA_BACKEND="$lib/libpvllm_cuda.so"
@@ -270,20 +282,14 @@ preflight() {
   done
   [ ${#shared_missing[@]} = 0 ] ||
     warnings+=("no real models/goldens in the bundle (${#shared_missing[@]} files): their tests skip")
-  local need_glibc need_glibcxx have_glibc have_glibcxx="" stdcxx
+  local need_glibc have_glibc
   need_glibc="$(awk '$1 == "GLIBC" { print $2 }' "$bundle/REQUIRES" 2>/dev/null)"
-  need_glibcxx="$(awk '$1 == "GLIBCXX" { print $2 }' "$bundle/REQUIRES" 2>/dev/null)"
   have_glibc="$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ print $2 }')"
-  stdcxx="$(find_in_ldconfig libstdc++.so.6)"
-  [ -n "$stdcxx" ] && have_glibcxx="$(grep -ao 'GLIBCXX_3\.4\.[0-9]*' "$stdcxx" | sed 's/GLIBCXX_//' |
-                                        sort -uV | tail -n 1)"
-  older() { [ -n "$1" ] && [ -n "$2" ] && [ "$1" != "$2" ] &&
-            [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$1" ]; }
   if older "$have_glibc" "$need_glibc"; then
     warnings+=("this glibc is $have_glibc, the bundle needs GLIBC_$need_glibc")
   fi
-  if older "$have_glibcxx" "$need_glibcxx"; then
-    warnings+=("this libstdc++ has GLIBCXX_$have_glibcxx, the bundle needs GLIBCXX_$need_glibcxx")
+  if [ $use_fallback = 1 ]; then
+    warnings+=("this libstdc++ has GLIBCXX_${have_glibcxx:-?}, the bundle needs GLIBCXX_$need_glibcxx: using the bundle's fallback-lib/")
   fi
   [ -n "${cublas_at[libcublas.so.13]:-}" ] || warnings+=("libcublas.so.13 not found")
   local ok=true
