@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "bench/cuda_check.h"
-#include "core/tensor.h"
+#include "core/base/tensor.h"
 #include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/prefill_attention.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "core/base/tensor.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
 

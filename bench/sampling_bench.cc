@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "bench/cuda_check.h"
-#include "core/sampler.h"
+#include "core/sample/sampler.h"
 #include "kernels/cuda/sampling.h"
 #include "kernels/cuda/sampling_plan.h"
 

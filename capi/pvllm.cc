@@ -15,13 +15,13 @@
 #include <utility>
 #include <vector>
 
-#include "core/engine.h"
-#include "core/model.h"
-#include "core/random_model.h"
-#include "core/sampling_params.h"
-#include "core/status.h"
-#include "core/tensor.h"
-#include "core/tokenizer.h"
+#include "core/engine/engine.h"
+#include "core/model/model.h"
+#include "core/model/random_model.h"
+#include "core/sample/sampling_params.h"
+#include "core/base/status.h"
+#include "core/base/tensor.h"
+#include "core/tokenizer/tokenizer.h"
 
 using pvllm::Status;
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #endif
 
+#include "core/backend/registry.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/thread_pool.h"
@@ -436,5 +437,7 @@ Status create_cpu_backend(const Model& model, const BackendOptions& options,
   *out = std::move(backend);
   return Status::Ok();
 }
+
+PVLLM_REGISTER_BACKEND("cpu", create_cpu_backend);
 
 }  // namespace pvllm

@@ -5,13 +5,14 @@
 
 #include <memory>
 
-#include "core/backend.h"
-#include "core/model.h"
+#include "core/backend/backend.h"
+#include "core/model/model.h"
 
 namespace pvllm {
 
 // `model` must outlive the backend. Allocates the K/V pool
-// (options.num_blocks blocks); OutOfMemory if that fails.
+// (options.num_blocks blocks); OutOfMemory if that fails. Registered as
+// "cpu" (core/backend/registry.h): the engine reaches it by that name.
 Status create_cpu_backend(const Model& model, const BackendOptions& options,
                           std::unique_ptr<Backend>* out);
 

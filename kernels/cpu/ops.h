@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "core/model_config.h"
-#include "core/tensor.h"
+#include "core/model/model_config.h"
+#include "core/base/tensor.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace pvllm::cpu {

@@ -28,9 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.h"
-#include "core/log.h"
-#include "core/model.h"
+#include "core/backend/backend.h"
+#include "core/base/log.h"
+#include "core/model/model.h"
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/block_copy.h"
 #include "kernels/cuda/decode_attention.h"

@@ -19,7 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "core/base/tensor.h"
 
 namespace pvllm {
 

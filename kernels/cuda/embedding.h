@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "core/base/tensor.h"
 
 namespace pvllm {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "core/base/tensor.h"
 
 namespace pvllm {
 

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "core/base/tensor.h"
 
 namespace pvllm::cuda_ops {
 

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "core/model_config.h"
-#include "core/tensor.h"
+#include "core/model/model_config.h"
+#include "core/base/tensor.h"
 
 namespace pvllm {
 

@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "core/sampler.h"
+#include "core/sample/sampler.h"
 #include "kernels/cuda/sampling.h"
 
 namespace pvllm {

@@ -14,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include "core/tensor.h"
+#include "core/base/tensor.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda/decode_attention.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "core/base/tensor.h"
 
 namespace pvllm::attn_test {
 

@@ -2,7 +2,7 @@
 // against the CPU backend on one tiny random bf16 model: prefill chunks,
 // decode steps, a mixed batch, copy-on-write copies, and CUDA graph replay
 // against eager launches. Every test skips where no CUDA device is present.
-#include "core/backend.h"
+#include "core/backend/backend.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "core/backend_loader.h"
-#include "core/model.h"
+#include "core/backend/backend_loader.h"
+#include "core/model/model.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/cuda/ops_test_util.h"
 #include "tests/util/tiny_model.h"

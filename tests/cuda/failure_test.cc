@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/engine.h"
+#include "core/engine/engine.h"
 #include "tests/cuda/ops_test_util.h"
 #include "tests/integration/engine_harness.h"
 #include "tests/util/tiny_model.h"

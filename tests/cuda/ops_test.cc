@@ -18,7 +18,7 @@
 #include <random>
 #include <vector>
 
-#include "core/model_config.h"
+#include "core/model/model_config.h"
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/rmsnorm.h"

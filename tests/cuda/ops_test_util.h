@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/tensor.h"
+#include "core/base/tensor.h"
 
 namespace pvllm::cuda_ops_test {
 

@@ -22,8 +22,8 @@
 #include <set>
 #include <vector>
 
-#include "core/sampler.h"
-#include "core/sampling_params.h"
+#include "core/sample/sampler.h"
+#include "core/sample/sampling_params.h"
 #include "kernels/cuda/sampling_plan.h"
 #include "tests/cuda/ops_test_util.h"
 

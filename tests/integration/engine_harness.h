@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/engine.h"
+#include "core/engine/engine.h"
 
 namespace pvllm::testing {
 

@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/engine.h"
-#include "core/random_model.h"
+#include "core/engine/engine.h"
+#include "core/model/random_model.h"
 #include "tests/integration/engine_harness.h"
 
 namespace pvllm {

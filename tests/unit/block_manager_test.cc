@@ -1,5 +1,5 @@
 // BlockManager: growth, slots, ref counts, copy-on-write, prefix cache.
-#include "core/block_manager.h"
+#include "core/kv/block_manager.h"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <vector>
 
-#include "core/block_manager.h"
+#include "core/kv/block_manager.h"
 
 namespace pvllm {
 namespace {

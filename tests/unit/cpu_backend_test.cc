@@ -15,7 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/model.h"
+#include "core/backend/registry.h"
+#include "core/model/model.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
 #include "tests/util/shared_paths.h"
@@ -637,6 +638,22 @@ TEST(CpuBackend, ForwardSampleRejectsRowsOutsideTheBatch) {
   row.params = &params;
   EXPECT_TRUE(b->forward_sample(md, {&row, 1}, &out).ok());
   EXPECT_EQ(out.size(), 1u);
+}
+
+TEST(BackendRegistry, CpuRegistersItselfAndUnknownNamesAreUnsupported) {
+  const std::vector<std::string> names = registered_backends();
+  EXPECT_NE(std::find(names.begin(), names.end(), "cpu"), names.end());
+  const auto model = random_model(tiny_config(RopeStyle::kRotateHalf), DType::kF32, 23);
+  BackendOptions o;
+  o.num_blocks = 4;
+  o.block_size = 4;
+  o.num_threads = 1;
+  std::unique_ptr<Backend> b;
+  ASSERT_TRUE(create_backend("cpu", *model, o, &b).ok());
+  EXPECT_EQ(b->name(), "cpu");
+  const Status s = create_backend("tpu", *model, o, &b);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_NE(s.message().find("cpu"), std::string::npos) << "names the linked ones: " << s.message();
 }
 
 TEST(CpuBackend, CopyBlocksCopiesEveryLayer) {

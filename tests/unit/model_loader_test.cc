@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "core/model.h"
-#include "core/safetensors.h"
+#include "core/model/model.h"
+#include "core/model/safetensors.h"
 #include "tests/util/shared_paths.h"
 #include "tests/util/tiny_model.h"
 

@@ -1,7 +1,7 @@
 // Random-weight models of standard shapes: the configs match the published
 // models, sizes are known without allocating, weights are seeded and have
 // the intended distribution.
-#include "core/random_model.h"
+#include "core/model/random_model.h"
 
 #include <gtest/gtest.h>
 

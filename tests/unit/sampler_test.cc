@@ -1,6 +1,6 @@
 // Sampler and SamplingParams: every expectation is computed independently of
 // the implementation (softmax, nucleus, top-k sets, log-softmax).
-#include "core/sampler.h"
+#include "core/sample/sampler.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // cache of token ids (one per slot), writes each scheduled token at its slot,
 // and samples from the context it reads back through the block table, so any
 // scheduling or block bookkeeping mistake changes the generated tokens.
-#include "core/scheduler.h"
+#include "core/sched/scheduler.h"
 
 #include <gtest/gtest.h>
 

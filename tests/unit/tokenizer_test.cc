@@ -1,7 +1,7 @@
 // Tokenizer and IncrementalDetokenizer: sentencepiece round trips on the
 // tiny trained tokenizer and the shared real ones, byte-fallback characters
 // split over several tokens, the leading-space rule and error paths.
-#include "core/tokenizer.h"
+#include "core/tokenizer/tokenizer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

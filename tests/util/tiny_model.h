@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "core/model_config.h"
-#include "core/tensor.h"
+#include "core/model/model_config.h"
+#include "core/base/tensor.h"
 
 namespace pvllm::testing {
 

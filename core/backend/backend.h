@@ -1,0 +1,120 @@
+// Backend: the only part of pvllm that touches K/V memory and runs the
+// model. Everything above it (scheduler, block manager, sampler, engine) is
+// host C++ that never sees device memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/base/status.h"
+#include "core/kv/block_manager.h"
+#include "core/sample/sampler.h"
+
+namespace pvllm {
+
+struct Model;
+
+// What one forward pass needs, built on the host by the ModelRunner from a
+// ScheduledBatch. Tokens of all sequences are flattened; sequence i owns
+// rows [query_start[i], query_start[i + 1]).
+struct BatchMetadata {
+  int32_t num_tokens = 0;
+  int32_t num_seqs = 0;
+  std::vector<int32_t> input_ids;     // [num_tokens]
+  std::vector<int32_t> positions;     // [num_tokens]
+  std::vector<int64_t> slot_mapping;  // [num_tokens] KV slot each row writes
+  std::vector<int32_t> query_start;   // [num_seqs + 1]
+  std::vector<int32_t> context_lens;  // [num_seqs] tokens in context after this step
+  int32_t max_blocks_per_seq = 0;
+  std::vector<int32_t> block_tables;  // [num_seqs, max_blocks_per_seq], -1 padded
+  std::vector<int32_t> logits_rows;   // [num_logits] rows whose logits are returned
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // One engine step: runs the model over `md` (writes K/V of every row at its
+  // slot, attends over each sequence's block table) and draws a token for
+  // every sample row, out[i] for rows[i] (out is resized to rows.size()),
+  // with core/sampler.h's rules; logprobs only for rows whose params ask.
+  // Only the results reach the host: logits stay where they were computed.
+  // On failure *out is unspecified; the K/V rows of `md` may be written in
+  // part, and running the same batch again writes the same values.
+  virtual Status forward_sample(const BatchMetadata& md, std::span<const SampleRow> rows,
+                                std::vector<SampleResult>* out) = 0;
+  // Runs the model over `md` as forward_sample does, and writes the raw
+  // logits of the rows in md.logits_rows to `logits` ([num_logits,
+  // vocab_size], fp32, host memory). For callers that need full rows
+  // (prompt logprobs, tests): on a GPU it copies the whole vocabulary.
+  virtual Status forward(const BatchMetadata& md, float* logits) = 0;
+  // Copies whole blocks (every layer's K and V) for copy-on-write.
+  virtual Status copy_blocks(const std::vector<BlockCopy>& copies) = 0;
+  virtual int32_t num_blocks() const = 0;
+  virtual int32_t block_size() const = 0;
+};
+
+struct BackendOptions {
+  int32_t num_blocks = 0;
+  int32_t block_size = 16;
+  int32_t num_threads = 0;  // 0 = all cores
+};
+
+// Bytes of K and V one block holds across all layers, with fp32 K/V
+// (the CPU backend's cache dtype).
+size_t kv_bytes_per_block_f32(const struct ModelConfig& config, int32_t block_size);
+
+// Bytes of K and V one block holds across all layers with K/V elements of
+// `elem_bytes` bytes (2 for the CUDA backend's bf16/fp16 cache).
+size_t kv_bytes_per_block(const struct ModelConfig& config, int32_t block_size, size_t elem_bytes);
+
+// What the CUDA backend module (libpvllm_cuda.so, loaded by
+// core/backend_loader.h) is created with. Plain data: it crosses the dlopen
+// boundary, so fields are only ever appended.
+struct CudaBackendOptions {
+  int32_t device_index = 0;
+  int32_t block_size = 16;  // the attention kernels serve 16, 32 and 256
+  // > 0: exactly this many KV blocks; 0: as many as
+  // free memory * gpu_memory_utilization - reserve buys after the weights
+  // and activation buffers are allocated.
+  int32_t num_blocks = 0;
+  float gpu_memory_utilization = 0.90f;
+  int32_t dtype = 0;  // 0 = auto (bf16 unless the checkpoint is f16), 1 = bf16, 2 = fp16
+  int32_t max_num_batched_tokens = 2048;  // activation buffers hold this many rows
+  int32_t max_num_seqs = 256;             // logits rows per step, at most
+  int32_t max_model_len = 0;              // block-table width of the decode graphs
+  int32_t enable_cuda_graphs = 1;         // capture pure-decode steps per batch-size bucket
+};
+
+// Memory the CUDA backend keeps free of the KV pool (cuBLAS workspace, CUDA
+// graphs, the allocator's slack), in bytes.
+constexpr size_t kCudaReservedBytes = size_t{256} << 20;
+
+// The version of the interface between libpvllm and its CUDA module: the
+// Backend class above, CudaBackendOptions and the functions below. A module
+// built from another version is refused at load (it would call into a
+// different vtable). Bump it with any change to them.
+constexpr int32_t kCudaModuleInterfaceVersion = 2;
+
+// The module's exports, looked up by name with dlsym. Those returning int32_t
+// return a StatusCode value; on failure `err` (err_len bytes, may be 0) gets
+// a NUL-terminated message.
+extern "C" {
+// kCudaModuleInterfaceVersion as the module was built.
+typedef int32_t (*pvllm_cuda_module_interface_version_fn)();
+// Number of CUDA devices; 0 with a message when there is no driver.
+typedef int32_t (*pvllm_cuda_device_count_fn)(int32_t* count, char* err, size_t err_len);
+// Free and total bytes on a device (after creating its context).
+typedef int32_t (*pvllm_cuda_mem_info_fn)(int32_t device, size_t* free_bytes, size_t* total_bytes,
+                                          char* err, size_t err_len);
+// Creates the backend; `model` must outlive it; *out is deleted by the caller.
+typedef int32_t (*pvllm_cuda_backend_create_fn)(const Model* model,
+                                                const CudaBackendOptions* options, Backend** out,
+                                                char* err, size_t err_len);
+}
+
+}  // namespace pvllm

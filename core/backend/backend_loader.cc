@@ -1,0 +1,161 @@
+// Device parsing and dlopen of libpvllm_cuda.so.
+#include "core/backend/backend_loader.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+namespace pvllm {
+
+namespace {
+
+constexpr const char* kModuleName = "libpvllm_cuda.so";
+
+Status from_module(int32_t code, const char* err) {
+  if (code == 0) return Status::Ok();
+  if (code < 0 || code > static_cast<int32_t>(StatusCode::kBufferTooSmall)) {
+    return Internal(std::string("CUDA module: ") + err);
+  }
+  return Status(static_cast<StatusCode>(code), err);
+}
+
+// The folder of the shared object (libpvllm.so, or a test executable that
+// links the core statically) that holds this function.
+std::string own_dir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&own_dir), &info) == 0 || info.dli_fname == nullptr) {
+    return "";
+  }
+  const std::string path = info.dli_fname;
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+}  // namespace
+
+Status parse_device(const std::string& device, DeviceSpec* out) {
+  const Status bad = InvalidArgument(
+      "device must be \"cpu\", \"auto\", \"cuda\" or \"cuda:N\", got \"" + device + "\"");
+  if (device == "cpu") {
+    *out = {DeviceSpec::Kind::kCpu, 0};
+  } else if (device == "auto") {
+    *out = {DeviceSpec::Kind::kAuto, 0};
+  } else if (device == "cuda") {
+    *out = {DeviceSpec::Kind::kCuda, 0};
+  } else if (device.rfind("cuda:", 0) == 0) {
+    const std::string digits = device.substr(5);
+    if (digits.empty() || digits.size() > 4 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      return bad;
+    }
+    *out = {DeviceSpec::Kind::kCuda, std::atoi(digits.c_str())};
+  } else {
+    return bad;
+  }
+  return Status::Ok();
+}
+
+Status CudaModule::get(const CudaModule** out) {
+  static std::mutex mu;
+  static std::unique_ptr<CudaModule> module;
+  static std::string failure;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!module && failure.empty()) {
+    std::vector<std::string> candidates;
+    if (const char* env = std::getenv("PVLLM_CUDA_BACKEND"); env != nullptr && *env != '\0') {
+      candidates.push_back(env);
+    }
+    const std::string dir = own_dir();
+    if (!dir.empty()) {
+      candidates.push_back(dir + "/" + kModuleName);
+      // The bundle/install layout: programs in bin/, libraries in lib/.
+      candidates.push_back(dir + "/../lib/" + kModuleName);
+    }
+    candidates.push_back(kModuleName);
+    std::string tried;
+    for (const std::string& path : candidates) {
+      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (handle == nullptr) {
+        const char* e = dlerror();
+        tried += "\n  " + path + ": " + (e != nullptr ? e : "not found");
+        continue;
+      }
+      auto m = std::unique_ptr<CudaModule>(new CudaModule());
+      m->path_ = path;
+      m->device_count_ =
+          reinterpret_cast<pvllm_cuda_device_count_fn>(dlsym(handle, "pvllm_cuda_device_count"));
+      m->mem_info_ = reinterpret_cast<pvllm_cuda_mem_info_fn>(dlsym(handle, "pvllm_cuda_mem_info"));
+      m->create_ = reinterpret_cast<pvllm_cuda_backend_create_fn>(
+          dlsym(handle, "pvllm_cuda_backend_create"));
+      const auto version = reinterpret_cast<pvllm_cuda_module_interface_version_fn>(
+          dlsym(handle, "pvllm_cuda_module_interface_version"));
+      if (m->device_count_ == nullptr || m->mem_info_ == nullptr || m->create_ == nullptr ||
+          version == nullptr) {
+        tried += "\n  " + path + ": not a pvllm CUDA backend module (missing exports)";
+        dlclose(handle);
+        continue;
+      }
+      // A module from another build would call into another Backend vtable.
+      if (const int32_t v = version(); v != kCudaModuleInterfaceVersion) {
+        tried += "\n  " + path + ": built for module interface " + std::to_string(v) +
+                 ", this library needs " + std::to_string(kCudaModuleInterfaceVersion) +
+                 " (a libpvllm_cuda.so from another pvllm version)";
+        dlclose(handle);
+        continue;
+      }
+      module = std::move(m);  // the handle stays open for the process
+      break;
+    }
+    if (!module) {
+      failure = std::string("the CUDA backend module ") + kModuleName +
+                " could not be loaded (set PVLLM_CUDA_BACKEND to its path); tried:" + tried;
+    }
+  }
+  if (!module) return Unsupported(failure);
+  *out = module.get();
+  return Status::Ok();
+}
+
+Status CudaModule::device_count(int32_t* count) const {
+  char err[512] = "";
+  return from_module(device_count_(count, err, sizeof(err)), err);
+}
+
+Status CudaModule::mem_info(int32_t device, size_t* free_bytes, size_t* total_bytes) const {
+  char err[512] = "";
+  return from_module(mem_info_(device, free_bytes, total_bytes, err, sizeof(err)), err);
+}
+
+Status CudaModule::create_backend(const Model& model, const CudaBackendOptions& options,
+                                  std::unique_ptr<Backend>* out) const {
+  char err[1024] = "";
+  Backend* raw = nullptr;
+  PVLLM_RETURN_IF_ERROR(from_module(create_(&model, &options, &raw, err, sizeof(err)), err));
+  out->reset(raw);
+  return Status::Ok();
+}
+
+Status resolve_cuda(const DeviceSpec& spec, bool* use_cuda) {
+  *use_cuda = false;
+  if (spec.kind == DeviceSpec::Kind::kCpu) return Status::Ok();
+  const CudaModule* module = nullptr;
+  Status s = CudaModule::get(&module);
+  int32_t count = 0;
+  if (s.ok()) s = module->device_count(&count);
+  if (s.ok() && spec.kind == DeviceSpec::Kind::kCuda && spec.index >= count) {
+    s = Unsupported("CUDA device " + std::to_string(spec.index) + " does not exist (" +
+                    std::to_string(count) + " devices)");
+  }
+  if (spec.kind == DeviceSpec::Kind::kAuto) {
+    *use_cuda = s.ok() && count > 0;  // otherwise the CPU serves
+    return Status::Ok();
+  }
+  if (!s.ok())
+    return Status(s.code(), "device \"cuda:" + std::to_string(spec.index) + "\": " + s.message());
+  *use_cuda = true;
+  return Status::Ok();
+}
+
+}  // namespace pvllm

@@ -1,0 +1,41 @@
+// The backends compiled into this process, by name. Each registers itself
+// from its own source file (PVLLM_REGISTER_BACKEND), so core/ names none of
+// them and a program has the backends it links. The CUDA backend is not
+// linked but opened as a module (core/backend/backend_loader.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "core/base/status.h"
+
+namespace pvllm {
+
+struct Model;
+
+// Makes a backend for `model` (which must outlive it) with a KV pool of
+// options.num_blocks blocks.
+using BackendFactory = Status (*)(const Model& model, const BackendOptions& options,
+                                  std::unique_ptr<Backend>* out);
+
+// Adds `factory` under `name`; a second registration of a name replaces the
+// first. Returns true, so that it can initialise a static.
+bool register_backend(const std::string& name, BackendFactory factory);
+
+// Unsupported, naming the registered backends, when `name` is not one.
+Status create_backend(const std::string& name, const Model& model, const BackendOptions& options,
+                      std::unique_ptr<Backend>* out);
+
+// The registered names, sorted.
+std::vector<std::string> registered_backends();
+
+}  // namespace pvllm
+
+// At namespace scope in a backend's source file: registers `factory` as
+// `name` when the program starts. Link the backend's objects whole (an
+// OBJECT library), or the linker drops a file nothing else refers to.
+#define PVLLM_REGISTER_BACKEND(name, factory)                    \
+  [[maybe_unused]] static const bool pvllm_backend_registered_ = \
+      ::pvllm::register_backend(name, factory)

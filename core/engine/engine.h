@@ -1,0 +1,177 @@
+// Engine: the data path of DESIGN.md in one object.
+//
+//   submit ──▶ inbox ──step()──▶ Scheduler.schedule ──▶ ModelRunner.prepare
+//     ──▶ Backend.forward ──▶ sample ──▶ append (stop checks, fork, detokenize)
+//     ──▶ outbox ──poll()
+//
+// Threading: submit, poll, abort and stats take a short lock on the inbox,
+// outbox and counters and may be called from any thread while one thread
+// is inside step(). step() calls are serialised by their own lock; the
+// forward pass runs outside the inbox lock.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "core/base/status.h"
+#include "core/engine/engine_config.h"
+#include "core/kv/block_manager.h"
+#include "core/model/model.h"
+#include "core/sample/sampler.h"
+#include "core/sample/sampling_params.h"
+#include "core/sched/scheduler.h"
+#include "core/sched/sequence.h"
+#include "core/tokenizer/tokenizer.h"
+
+namespace pvllm {
+
+enum class FinishReason : int32_t {
+  kNone = 0,    // still running
+  kStop = 1,    // EOS, a stop token or a stop string
+  kLength = 2,  // max_tokens or the model's context
+  kAbort = 3,   // aborted by the caller
+  kError = 4,   // failed; see Output::error
+};
+
+struct OutputLogprobs {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top;
+};
+
+// One event for one sample of one request.
+struct Output {
+  uint64_t request_id = 0;
+  int32_t sample_index = 0;
+  std::vector<int32_t> token_ids;  // new tokens since the last event
+  std::string text;                // their text delta (complete UTF-8)
+  FinishReason finish_reason = FinishReason::kNone;
+  std::vector<OutputLogprobs> logprobs;  // one per new token when requested
+  std::string error;                     // with kError
+};
+
+struct EngineStats {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  int32_t num_blocks_total = 0;
+  int32_t num_blocks_used = 0;
+  int32_t num_blocks_free = 0;
+  int32_t num_blocks_cached = 0;
+  float kv_utilization = 0.0f;
+  int64_t reserved_unused_slots = 0;
+  float prefix_cache_hit_rate = 0.0f;  // hits / queries, in blocks
+  int64_t prefix_cache_hits = 0;
+  int64_t prefix_cache_queries = 0;
+  int64_t num_preemptions = 0;
+  int64_t num_prompt_tokens_processed = 0;
+  int64_t num_generation_tokens = 0;
+  int64_t num_cached_prompt_tokens = 0;  // prefill skipped thanks to the prefix cache
+  int64_t num_steps = 0;
+  int64_t num_requests_finished = 0;
+  // Over distinct blocks of running sequences: slots holding computed K/V
+  // and slots reserved (tokens stored / slots reserved = KV utilization as
+  // the memory benchmarks define it).
+  int64_t num_kv_tokens_stored = 0;
+  int64_t num_kv_slots_reserved = 0;
+  int64_t num_seqs_queued_for_memory = 0;  // admission refused for lack of blocks, once each
+  int64_t num_block_copies = 0;            // copy-on-write and contiguous-fork copies
+};
+
+class Engine {
+ public:
+  static Status create(const EngineConfig& config, std::unique_ptr<Engine>* out);
+  ~Engine();
+
+  // Submits a prompt given as text (tokenized with BOS) or as token ids.
+  Status submit_text(std::string_view prompt, const SamplingParams& params, int32_t priority,
+                     uint64_t* request_id);
+  Status submit_tokens(std::vector<int32_t> prompt_ids, const SamplingParams& params,
+                       int32_t priority, uint64_t* request_id);
+  // Runs one scheduler iteration. Returns a non-ok status only for failures
+  // of the engine itself; requests that fail end with kError outputs.
+  Status step();
+  // Moves up to max_events pending outputs into *out (appends).
+  void poll(std::vector<Output>* out, size_t max_events = SIZE_MAX);
+  // Aborts a request in any state; NotFound if it is unknown or finished.
+  Status abort(uint64_t request_id);
+  EngineStats stats() const;
+  bool has_unfinished() const;
+  // Requests submitted and not yet finished; a request counts once, whatever
+  // its n. (Added for pvllm_step's out_num_unfinished.)
+  int32_t num_unfinished_requests() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int32_t>(live_request_ids_.size());
+  }
+
+  const Model& model() const { return *model_; }
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  const EngineConfig& config() const { return config_; }
+  int32_t max_model_len() const { return max_model_len_; }
+
+ private:
+  struct Request;
+  struct SampleState;
+  Engine() = default;
+
+  // What one scheduled sequence got from its forward pass this step.
+  struct SeqOutcome {
+    Status status;                      // ok, or why its batch could not run
+    std::vector<SampleResult> samples;  // its draws (see plan_draws); empty if it does not sample
+  };
+
+  void admit_inbox();  // under mu_
+  int32_t last_prompt_token(const Request& req) const;
+  bool draws_all_samples(const Sequence& seq) const;
+  void plan_draws(std::span<const ScheduledSeq> seqs, std::vector<SampleRow>* rows) const;
+  void execute(std::span<const ScheduledSeq> seqs, std::span<SeqOutcome> outcomes);
+  Status apply_outcomes(const ScheduledBatch& batch, std::span<SeqOutcome> outcomes,
+                        std::vector<Output>* events, int64_t* num_sampled);
+  void append_token(Sequence* seq, const SampleResult& r, std::vector<Output>* events);
+  // Ends one sample: its final event (`last`, when this step produced one,
+  // else an empty one) carries the reason; frees its blocks.
+  void finish_sequence(Sequence* seq, FinishReason reason, Output* last,
+                       std::vector<Output>* events);
+  void fork_samples(Sequence* parent, std::vector<Sequence*>* children);
+
+  EngineConfig config_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<BlockManager> block_manager_;
+  std::unique_ptr<Scheduler> scheduler_;
+  int32_t max_model_len_ = 0;
+
+  // Only step() touches these.
+  std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;
+  std::unordered_map<uint64_t, std::unique_ptr<Sequence>> sequences_;
+  BatchMetadata metadata_;
+  std::vector<SampleRow> sample_rows_;
+  std::vector<SampleResult> sample_results_;
+  uint64_t next_seq_id_ = 1;
+  std::vector<Output> pending_events_;       // made while admitting (aborts)
+  std::vector<uint64_t> finished_requests_;  // this step's
+  std::string step_error_;                   // why this step's batch failed
+
+  // Shared with submit / poll / abort / stats.
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<Request>> inbox_;
+  std::vector<uint64_t> abort_inbox_;
+  std::deque<Output> outbox_;
+  EngineStats stats_;
+  std::unordered_map<uint64_t, bool> live_request_ids_;  // submitted, not yet finished
+  uint64_t next_request_id_ = 1;
+  uint64_t next_arrival_ = 0;
+
+  std::mutex step_mu_;
+};
+
+}  // namespace pvllm

@@ -1,0 +1,132 @@
+// EngineConfig validation and the memory estimate made before loading.
+#include "core/engine/engine_config.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/backend/backend_loader.h"
+#include "core/model/model.h"
+#include "core/model/random_model.h"
+
+namespace pvllm {
+
+namespace {
+
+bool is_power_of_two(int32_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+// The GPU estimate: weights in 2-byte elements, then the KV pool the CUDA
+// backend would size from the device's free memory now (it measures again
+// after allocating, so the engine's count may differ by the activation
+// buffers and allocator slack, roughly).
+Status estimate_cuda_memory(const EngineConfig& config, const ModelSummary& summary, int32_t device,
+                            MemoryEstimate* out) {
+  const ModelConfig& mc = summary.config;
+  size_t weight_elems = 0;
+  for (const auto& t : summary.tensors) {
+    size_t n = 1;
+    for (int64_t d : t.shape) n *= static_cast<size_t>(d);
+    weight_elems += n;
+  }
+  out->weight_bytes = weight_elems > 0 ? weight_elems * 2 : summary.weight_bytes;
+  out->kv_bytes_per_block = kv_bytes_per_block(mc, config.block_size, 2);
+  if (config.num_kv_blocks > 0) {
+    out->num_blocks = config.num_kv_blocks;
+  } else {
+    const CudaModule* module = nullptr;
+    PVLLM_RETURN_IF_ERROR(CudaModule::get(&module));
+    size_t free_bytes = 0, total_bytes = 0;
+    PVLLM_RETURN_IF_ERROR(module->mem_info(device, &free_bytes, &total_bytes));
+    // Activation buffers: a dozen rows of hidden / q / kv / 3 * intermediate
+    // per batched token, plus fp32 logits for max_num_seqs rows.
+    const size_t t = static_cast<size_t>(std::max(config.max_num_batched_tokens, 256));
+    const size_t row = static_cast<size_t>(mc.hidden_size) * 5 +
+                       static_cast<size_t>(mc.num_heads + 2 * mc.num_kv_heads) * mc.head_dim * 3 +
+                       static_cast<size_t>(mc.intermediate_size) * 3;
+    const size_t activations =
+        t * row * 2 + static_cast<size_t>(std::max(config.max_num_seqs, 256)) * mc.vocab_size * 4;
+    const double budget = static_cast<double>(free_bytes) * config.gpu_memory_utilization -
+                          static_cast<double>(kCudaReservedBytes + out->weight_bytes + activations);
+    const double blocks = budget > 0 ? budget / static_cast<double>(out->kv_bytes_per_block) : 0;
+    out->num_blocks = static_cast<int32_t>(
+        std::min<double>(blocks, static_cast<double>(INT32_MAX / config.block_size)));
+  }
+  out->kv_bytes_total = out->kv_bytes_per_block * static_cast<size_t>(out->num_blocks);
+  out->max_tokens_in_cache = out->num_blocks * config.block_size;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status EngineConfig::validate() const {
+  if (model_path.empty() && random_weights.empty()) {
+    return InvalidArgument("model_path is empty (and no random_weights shape is given)");
+  }
+  DeviceSpec spec;
+  PVLLM_RETURN_IF_ERROR(parse_device(device, &spec));
+  if (!(gpu_memory_utilization > 0.0f && gpu_memory_utilization <= 1.0f)) {
+    return InvalidArgument("gpu_memory_utilization must be in (0, 1], got " +
+                           std::to_string(gpu_memory_utilization));
+  }
+  if (dtype < 0 || dtype > 2) {
+    return InvalidArgument("dtype must be 0 (auto), 1 (bf16) or 2 (fp16), got " +
+                           std::to_string(dtype));
+  }
+  if (!is_power_of_two(block_size) || block_size < 8 || block_size > 256) {
+    return InvalidArgument("block_size must be a power of two from 8 to 256, got " +
+                           std::to_string(block_size));
+  }
+  if (num_kv_blocks < 0) {
+    return InvalidArgument("num_kv_blocks must be >= 0, got " + std::to_string(num_kv_blocks));
+  }
+  if (num_kv_blocks == 0 && kv_cache_bytes <= 0) {
+    return InvalidArgument("kv_cache_bytes must be > 0 when num_kv_blocks is 0, got " +
+                           std::to_string(kv_cache_bytes));
+  }
+  if (max_num_seqs < 1) {
+    return InvalidArgument("max_num_seqs must be >= 1, got " + std::to_string(max_num_seqs));
+  }
+  if (max_num_batched_tokens < 1) {
+    return InvalidArgument("max_num_batched_tokens must be >= 1, got " +
+                           std::to_string(max_num_batched_tokens));
+  }
+  if (max_model_len < 0) {
+    return InvalidArgument("max_model_len must be >= 0, got " + std::to_string(max_model_len));
+  }
+  if (kv_allocator != KvAllocator::kPaged && kv_allocator != KvAllocator::kContiguous) {
+    return InvalidArgument("kv_allocator must be paged (0) or contiguous (1), got " +
+                           std::to_string(static_cast<int32_t>(kv_allocator)));
+  }
+  if (num_threads < 0) {
+    return InvalidArgument("num_threads must be >= 0, got " + std::to_string(num_threads));
+  }
+  return Status::Ok();
+}
+
+Status estimate_memory(const EngineConfig& config, MemoryEstimate* out) {
+  PVLLM_RETURN_IF_ERROR(config.validate());
+  ModelSummary summary;
+  if (!config.random_weights.empty()) {
+    PVLLM_RETURN_IF_ERROR(inspect_random_model(config.random_weights, DType::kBF16, &summary));
+  } else {
+    PVLLM_RETURN_IF_ERROR(inspect_model(config.model_path, &summary));
+  }
+  out->weight_bytes = summary.weight_bytes;
+  DeviceSpec spec;
+  PVLLM_RETURN_IF_ERROR(parse_device(config.device, &spec));
+  bool use_cuda = false;
+  PVLLM_RETURN_IF_ERROR(resolve_cuda(spec, &use_cuda));
+  if (use_cuda) return estimate_cuda_memory(config, summary, spec.index, out);
+  out->kv_bytes_per_block = kv_bytes_per_block_f32(summary.config, config.block_size);
+  if (config.num_kv_blocks > 0) {
+    out->num_blocks = config.num_kv_blocks;
+  } else {
+    const uint64_t blocks = static_cast<uint64_t>(config.kv_cache_bytes) / out->kv_bytes_per_block;
+    out->num_blocks =
+        static_cast<int32_t>(std::min<uint64_t>(blocks, INT32_MAX / config.block_size));
+  }
+  out->kv_bytes_total = out->kv_bytes_per_block * static_cast<size_t>(out->num_blocks);
+  out->max_tokens_in_cache = out->num_blocks * config.block_size;
+  return Status::Ok();
+}
+
+}  // namespace pvllm

@@ -1,0 +1,68 @@
+// What an engine is made with: the model, the device, the KV pool and the
+// batch limits; its checks; and the memory a configuration needs, computed
+// before loading anything.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/backend/backend.h"
+#include "core/base/status.h"
+#include "core/kv/block_manager.h"
+
+namespace pvllm {
+
+struct Model;
+
+struct EngineConfig {
+  std::string model_path;
+  // A shape of random_model_shapes() ("tinyllama-1.1b", ...): the model is
+  // built in memory with random bf16 weights and model_path is ignored.
+  // Empty = load model_path. Such a model has no tokenizer.
+  std::string random_weights;
+  std::string device = "auto";  // "cpu", "cuda", "cuda:N" or "auto" (CUDA when usable)
+  int32_t block_size = 16;      // power of two, 8..256
+  // KV pool: num_kv_blocks when > 0, otherwise as many blocks as
+  // kv_cache_bytes buys (default 256 MiB).
+  int64_t kv_cache_bytes = 256ll << 20;
+  int32_t num_kv_blocks = 0;
+  int32_t max_num_seqs = 256;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t max_model_len = 0;  // 0 = the model's max_position_embeddings
+  bool enable_prefix_caching = true;
+  // kPaged (default) grows each sequence a block at a time; kContiguous is
+  // the measuring baseline: each sequence reserves max_model_len slots as
+  // one run of blocks at admission, prefix caching is off and forks copy.
+  KvAllocator kv_allocator = KvAllocator::kPaged;
+  int32_t num_threads = 0;  // 0 = all cores
+  // CUDA devices only ("cuda", "cuda:N", or "auto" when a GPU is found;
+  // see core/backend_loader.h). The KV pool takes
+  // free memory * gpu_memory_utilization after the weights (num_kv_blocks
+  // > 0 still fixes the count; kv_cache_bytes is ignored on the GPU).
+  float gpu_memory_utilization = 0.90f;
+  int32_t dtype = 0;  // 0 = auto (bf16 unless the checkpoint is f16), 1 = bf16, 2 = fp16
+  bool enable_cuda_graphs = true;  // replay captured graphs for pure-decode steps
+  // C++ only: a backend made by the embedder instead of the device's (the
+  // device string is then not resolved). Called once with the loaded model
+  // and the KV pool's shape; custom backends and fault-injecting tests use it.
+  std::function<Status(const Model&, const BackendOptions&, std::unique_ptr<Backend>*)>
+      backend_factory;
+  // Called during create() with a fraction in [0, 1] and a stage name.
+  std::function<void(float fraction, const char* stage)> progress;
+
+  Status validate() const;
+};
+
+// Memory a configuration needs, computed before loading any weight.
+struct MemoryEstimate {
+  size_t weight_bytes = 0;
+  size_t kv_bytes_per_block = 0;
+  int32_t num_blocks = 0;  // what the KV budget buys
+  size_t kv_bytes_total = 0;
+  int32_t max_tokens_in_cache = 0;
+};
+Status estimate_memory(const EngineConfig& config, MemoryEstimate* out);
+
+}  // namespace pvllm

@@ -1,0 +1,83 @@
+// ModelConfig checks and the RoPE frequency table every backend shares.
+#include "core/model/model_config.h"
+
+#include <cmath>
+
+namespace pvllm {
+
+namespace {
+
+Status bad(const std::string& what) { return InvalidArgument("model config: " + what); }
+
+}  // namespace
+
+Status ModelConfig::validate() const {
+  if (hidden_size <= 0) return bad("hidden_size must be positive");
+  if (intermediate_size <= 0) return bad("intermediate_size must be positive");
+  if (num_layers <= 0) return bad("num_layers must be positive");
+  if (num_heads <= 0) return bad("num_heads must be positive");
+  if (num_kv_heads <= 0) return bad("num_kv_heads must be positive");
+  if (num_heads % num_kv_heads != 0) {
+    return bad("num_heads (" + std::to_string(num_heads) + ") is not a multiple of num_kv_heads (" +
+               std::to_string(num_kv_heads) + ")");
+  }
+  // RoPE rotates pairs of dimensions, so a head needs an even size.
+  if (head_dim <= 0 || head_dim % 2 != 0) {
+    return bad("head_dim must be positive and even, got " + std::to_string(head_dim));
+  }
+  if (vocab_size <= 0) return bad("vocab_size must be positive");
+  if (max_position_embeddings <= 0) return bad("max_position_embeddings must be positive");
+  if (!(rms_norm_eps > 0.0f)) return bad("rms_norm_eps must be positive");
+  if (!(rope_theta > 0.0f)) return bad("rope_theta must be positive");
+  if (rope_scaling.type != RopeScaling::Type::kNone && !(rope_scaling.factor > 0.0f)) {
+    return bad("rope_scaling.factor must be positive");
+  }
+  if (rope_scaling.type == RopeScaling::Type::kLlama3) {
+    // The smoothing interpolates between the two; equal factors divide by zero.
+    if (!(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor) ||
+        !(rope_scaling.low_freq_factor > 0.0f)) {
+      return bad("rope_scaling needs 0 < low_freq_factor < high_freq_factor");
+    }
+    if (rope_scaling.original_max_position_embeddings <= 0) {
+      return bad("rope_scaling.original_max_position_embeddings must be positive");
+    }
+  }
+  if (bos_token_id >= vocab_size) return bad("bos_token_id is outside the vocabulary");
+  if (eos_token_id >= vocab_size) return bad("eos_token_id is outside the vocabulary");
+  for (int32_t id : extra_stop_token_ids) {
+    if (id < 0 || id >= vocab_size) return bad("a stop token id is outside the vocabulary");
+  }
+  return Status::Ok();
+}
+
+std::vector<float> rope_inv_freq(const ModelConfig& config) {
+  const int32_t num_pairs = config.head_dim / 2;
+  const RopeScaling& s = config.rope_scaling;
+  std::vector<float> inv_freq(num_pairs);
+  for (int32_t i = 0; i < num_pairs; ++i) {
+    // Computed in double and rounded once, so backends share the closest float.
+    double f = 1.0 / std::pow(static_cast<double>(config.rope_theta),
+                              2.0 * i / static_cast<double>(config.head_dim));
+    if (s.type == RopeScaling::Type::kLinear) {
+      f /= s.factor;
+    } else if (s.type == RopeScaling::Type::kLlama3) {
+      // transformers' _compute_llama3_parameters: leave high frequencies,
+      // divide low frequencies by factor, blend linearly in between.
+      const double old_context_len = s.original_max_position_embeddings;
+      const double low_freq_wavelen = old_context_len / s.low_freq_factor;
+      const double high_freq_wavelen = old_context_len / s.high_freq_factor;
+      const double wavelen = 2.0 * M_PI / f;
+      if (wavelen > low_freq_wavelen) {
+        f /= s.factor;
+      } else if (!(wavelen < high_freq_wavelen)) {
+        const double smooth = (old_context_len / wavelen - s.low_freq_factor) /
+                              (s.high_freq_factor - s.low_freq_factor);
+        f = (1.0 - smooth) * f / s.factor + smooth * f;
+      }
+    }
+    inv_freq[i] = static_cast<float>(f);
+  }
+  return inv_freq;
+}
+
+}  // namespace pvllm

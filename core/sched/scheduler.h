@@ -1,0 +1,116 @@
+// Scheduler: decides, every step, which sequences run and how many tokens
+// each feeds. Continuous batching under max_num_seqs and
+// max_num_batched_tokens; chunked prefill; prefix-cache hits skip prefill;
+// preemption by recompute when the block pool runs dry.
+//
+// The scheduler sees block ids and counts through BlockManager, never its
+// free list. It does not own sequences: the engine does, and keeps each
+// alive until it has been removed from here (finish / abort).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "core/kv/block_manager.h"
+#include "core/sched/sequence.h"
+
+namespace pvllm {
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 256;
+  int32_t max_num_batched_tokens = 2048;
+  // Longest prefill chunk one sequence may take in a step (<= the above).
+  // 0 means max_num_batched_tokens.
+  int32_t max_prefill_chunk = 0;
+  // Paged admission keeps this many free blocks per running sequence (per
+  // seat) after the newcomer's blocks, so the running set can grow for
+  // about block_size * this many steps before anyone is preempted. Without
+  // it a newcomer takes the last free blocks and is preempted again a few
+  // steps later, its prefill recomputed each time. 0 turns it off.
+  int32_t admission_headroom_blocks = 1;
+};
+
+struct ScheduledSeq {
+  Sequence* seq = nullptr;
+  int32_t num_new_tokens = 0;  // feeds positions [num_computed, num_computed + num_new)
+  // True when this chunk reaches the end of the sequence's tokens, so its
+  // last row's logits are sampled.
+  bool samples = false;
+};
+
+struct ScheduledBatch {
+  std::vector<ScheduledSeq> seqs;    // decodes first, then prefills, each in service order
+  std::vector<BlockCopy> copies;     // copy-on-write, to run before the forward
+  std::vector<Sequence*> preempted;  // sequences sent back to waiting this step
+  int32_t num_batched_tokens = 0;
+  bool empty() const { return seqs.empty(); }
+};
+
+// What the running sequences keep in the KV pool, counting each physical
+// block once however many tables share it.
+struct KvOccupancy {
+  int64_t num_tokens_stored = 0;   // slots holding computed K/V
+  int64_t num_slots_reserved = 0;  // slots of the blocks they hold
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, BlockManager* block_manager);
+
+  // Queues a new sequence (status kWaiting, nothing computed).
+  void add(Sequence* seq);
+  // Adds a sequence forked from a running one straight to the running set
+  // (its blocks are already shared through BlockManager::fork).
+  void add_running(Sequence* seq);
+
+  // One scheduling decision. Order of work:
+  //  1. Running sequences in service order each get their next chunk
+  //     (decode: 1 token; an unfinished prefill: up to the remaining token
+  //     budget and max_prefill_chunk). When one cannot get its blocks, the
+  //     running sequence served last (lowest priority, then latest arrival)
+  //     is preempted — possibly itself — until it fits.
+  //  2. If nothing was preempted, waiting sequences in service order are
+  //     admitted while seats (max_num_seqs, counting num_seats) and token
+  //     budget remain and their blocks can be allocated; prefix-cache hits
+  //     skip their prefill. A waiting sequence of strictly better priority
+  //     than the worst running one may preempt running sequences of worse
+  //     priority to get in.
+  // Every sequence in the batch has the blocks its new tokens need.
+  ScheduledBatch schedule();
+
+  // After the backend ran `batch`: advances num_computed_tokens and
+  // registers newly full blocks with the prefix cache.
+  void on_batch_computed(const ScheduledBatch& batch);
+
+  // Removes a running or waiting sequence for good and frees its blocks.
+  // Sets status kFinished. Safe to call for a sequence in either queue.
+  void finish(Sequence* seq);
+
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  // Slots in running sequences' blocks that hold no token yet.
+  int64_t num_reserved_unused_slots() const;
+  // Sequences that waited at least once behind a head of line that
+  // admission refused for lack of KV blocks (the head included).
+  int64_t num_queued_for_memory() const { return num_queued_for_memory_; }
+  // Tokens stored vs slots reserved, over distinct blocks of running
+  // sequences. O(blocks held) per call.
+  KvOccupancy kv_occupancy() const;
+  const SchedulerConfig& config() const { return config_; }
+
+ private:
+  void preempt(Sequence* seq);
+  void insert_waiting(Sequence* seq);  // keeps waiting_ in service order
+
+  SchedulerConfig config_;
+  BlockManager* block_manager_;
+  std::deque<Sequence*> waiting_;  // service order
+  std::vector<Sequence*> running_;
+  int64_t num_preemptions_ = 0;
+  int64_t num_queued_for_memory_ = 0;
+  mutable std::vector<int32_t> filled_scratch_;  // [num_blocks], kv_occupancy's per-block fill
+};
+
+}  // namespace pvllm

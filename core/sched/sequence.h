@@ -1,0 +1,54 @@
+// Sequence: one stream of tokens being generated. A request with n samples
+// starts as one sequence (its prompt is prefilled once) and is forked into n
+// after the prompt's first token is sampled.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/kv/block_manager.h"
+
+namespace pvllm {
+
+enum class SequenceStatus : uint8_t { kWaiting = 0, kRunning = 1, kFinished = 2 };
+
+struct Sequence {
+  uint64_t seq_id = 0;
+  uint64_t request_id = 0;
+  int32_t sample_index = 0;
+  int32_t priority = 0;  // lower values are served first (as in vLLM)
+  uint64_t arrival = 0;  // submit order of the request; ties broken by seq_id
+  SequenceStatus status = SequenceStatus::kWaiting;
+
+  std::vector<int32_t> token_ids;  // prompt followed by generated tokens
+  int32_t num_prompt_tokens = 0;
+  // K/V exist for positions [0, num_computed_tokens).
+  int32_t num_computed_tokens = 0;
+  // Of those, how many came from the prefix cache at the last admission.
+  int32_t num_cached_tokens = 0;
+  // Scheduler seats this sequence needs when admitted: n for a request's
+  // first sequence before it forks, 1 otherwise.
+  int32_t num_seats = 1;
+  int32_t num_preemptions = 0;
+  // Set the first time it waited while admission was refused for lack of KV
+  // blocks (not seats or token budget); counted once in
+  // Scheduler::num_queued_for_memory.
+  bool queued_for_memory = false;
+
+  BlockTable block_table;
+
+  int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+  int32_t num_generated_tokens() const { return num_tokens() - num_prompt_tokens; }
+  // Tokens still to be fed to the model before the next sample.
+  int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
+};
+
+// True when a should be served before b: lower priority value, then earlier
+// arrival, then lower seq id.
+inline bool served_before(const Sequence& a, const Sequence& b) {
+  if (a.priority != b.priority) return a.priority < b.priority;
+  if (a.arrival != b.arrival) return a.arrival < b.arrival;
+  return a.seq_id < b.seq_id;
+}
+
+}  // namespace pvllm
