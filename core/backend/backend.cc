@@ -1,5 +1,9 @@
 #include "core/backend/backend.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
 #include "core/model/model_config.h"
 
 namespace pvllm {
@@ -13,6 +17,15 @@ size_t kv_bytes_per_block_f32(const ModelConfig& config, int32_t block_size) {
 
 size_t kv_bytes_per_block(const ModelConfig& config, int32_t block_size, size_t elem_bytes) {
   return kv_bytes_per_block_f32(config, block_size) / sizeof(float) * elem_bytes;
+}
+
+int32_t kv_pool_blocks(int32_t num_blocks, double budget_bytes, size_t bytes_per_block,
+                       int32_t block_size) {
+  const int32_t cap = INT32_MAX / std::max(block_size, 1);
+  if (num_blocks > 0) return std::min(num_blocks, cap);
+  if (!(budget_bytes > 0.0) || bytes_per_block == 0) return 0;
+  const double blocks = std::floor(budget_bytes / static_cast<double>(bytes_per_block));
+  return static_cast<int32_t>(std::min(blocks, static_cast<double>(cap)));
 }
 
 }  // namespace pvllm

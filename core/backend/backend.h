@@ -72,6 +72,14 @@ size_t kv_bytes_per_block_f32(const struct ModelConfig& config, int32_t block_si
 // `elem_bytes` bytes (2 for the CUDA backend's bf16/fp16 cache).
 size_t kv_bytes_per_block(const struct ModelConfig& config, int32_t block_size, size_t elem_bytes);
 
+// The one KV sizing rule, for every backend and the memory estimate:
+// `num_blocks` > 0 asks for exactly that many blocks; otherwise the pool is
+// the whole blocks of `bytes_per_block` that `budget_bytes` buys (a budget
+// below one block, or negative, buys 0). Either is clamped to
+// INT32_MAX / block_size, so that every slot id fits an int32.
+int32_t kv_pool_blocks(int32_t num_blocks, double budget_bytes, size_t bytes_per_block,
+                       int32_t block_size);
+
 // What the CUDA backend module (libpvllm_cuda.so, loaded by
 // core/backend_loader.h) is created with. Plain data: it crosses the dlopen
 // boundary, so fields are only ever appended.

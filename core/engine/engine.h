@@ -1,8 +1,9 @@
 // Engine: the data path of DESIGN.md in one object.
 //
-//   submit ──▶ inbox ──step()──▶ Scheduler.schedule ──▶ ModelRunner.prepare
-//     ──▶ Backend.forward ──▶ sample ──▶ append (stop checks, fork, detokenize)
-//     ──▶ outbox ──poll()
+//   submit ──▶ inbox ──step()──▶ take new requests ──▶ schedule
+//     ──▶ run the batch (prepare, forward and sample in the backend)
+//     ──▶ append tokens or fail the batch (stop checks, fork, detokenize)
+//     ──▶ publish outputs and stats ──▶ outbox ──poll()
 //
 // Threading: submit, poll, abort and stats take a short lock on the inbox,
 // outbox and counters and may be called from any thread while one thread
@@ -22,9 +23,10 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/backend/backend_loader.h"
 #include "core/base/status.h"
 #include "core/engine/engine_config.h"
-#include "core/kv/block_manager.h"
+#include "core/kv/kv_cache_manager.h"
 #include "core/model/model.h"
 #include "core/sample/sampler.h"
 #include "core/sample/sampling_params.h"
@@ -33,6 +35,8 @@
 #include "core/tokenizer/tokenizer.h"
 
 namespace pvllm {
+
+class CreateProgress;  // core/engine/create_progress.h
 
 enum class FinishReason : int32_t {
   kNone = 0,    // still running
@@ -118,35 +122,57 @@ class Engine {
   int32_t max_model_len() const { return max_model_len_; }
 
  private:
-  struct Request;
-  struct SampleState;
-  Engine() = default;
+  struct Request;      // core/engine/request.h
+  struct SampleState;  // core/engine/request.h
 
   // What one scheduled sequence got from its forward pass this step.
   struct SeqOutcome {
     Status status;                      // ok, or why its batch could not run
     std::vector<SampleResult> samples;  // its draws (see plan_draws); empty if it does not sample
   };
+  // What one step produced, handed from stage to stage.
+  struct StepResult {
+    std::vector<Output> events;
+    Status status;  // the first failure of the batch, if any
+    int64_t num_prompt_tokens = 0;
+    int64_t num_sampled = 0;
+  };
 
-  void admit_inbox();  // under mu_
+  Engine() = default;
+
+  // create(), in order (engine.cc).
+  Status load_model_and_tokenizer(const CreateProgress& progress);
+  Status open_backend(const DeviceSpec& device, bool use_cuda, const CreateProgress& progress);
+  Status open_cuda_backend(const DeviceSpec& device, bool* opened);
+  Status check_pool_holds_a_sequence(int32_t num_blocks) const;
+  void make_scheduler();
+
+  // step(), in order (step.cc).
+  void take_new_requests(StepResult* step);
+  std::vector<SeqOutcome> run_batch(const ScheduledBatch& batch);
+  void forward_and_sample(std::span<const ScheduledSeq> seqs, std::span<SeqOutcome> outcomes);
+  void append_or_fail(const ScheduledBatch& batch, std::span<SeqOutcome> outcomes,
+                      StepResult* step);
+  void publish(StepResult* step);
+  void update_stats_locked(const StepResult& step);
+
+  // Requests and their samples (requests.cc).
   int32_t last_prompt_token(const Request& req) const;
   bool draws_all_samples(const Sequence& seq) const;
   void plan_draws(std::span<const ScheduledSeq> seqs, std::vector<SampleRow>* rows) const;
-  void execute(std::span<const ScheduledSeq> seqs, std::span<SeqOutcome> outcomes);
-  Status apply_outcomes(const ScheduledBatch& batch, std::span<SeqOutcome> outcomes,
-                        std::vector<Output>* events, int64_t* num_sampled);
+  void fork_samples(Sequence* parent, std::vector<Sequence*>* children);
   void append_token(Sequence* seq, const SampleResult& r, std::vector<Output>* events);
   // Ends one sample: its final event (`last`, when this step produced one,
-  // else an empty one) carries the reason; frees its blocks.
-  void finish_sequence(Sequence* seq, FinishReason reason, Output* last,
+  // else an empty one) carries the reason (and `error` with kError); frees
+  // its blocks.
+  void finish_sequence(Sequence* seq, FinishReason reason, Output* last, const std::string& error,
                        std::vector<Output>* events);
-  void fork_samples(Sequence* parent, std::vector<Sequence*>* children);
 
   EngineConfig config_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<BlockManager> block_manager_;
+  std::unique_ptr<KvCacheManager> kv_cache_;
   std::unique_ptr<Scheduler> scheduler_;
   int32_t max_model_len_ = 0;
 
@@ -157,9 +183,7 @@ class Engine {
   std::vector<SampleRow> sample_rows_;
   std::vector<SampleResult> sample_results_;
   uint64_t next_seq_id_ = 1;
-  std::vector<Output> pending_events_;       // made while admitting (aborts)
   std::vector<uint64_t> finished_requests_;  // this step's
-  std::string step_error_;                   // why this step's batch failed
 
   // Shared with submit / poll / abort / stats.
   mutable std::mutex mu_;
@@ -169,7 +193,7 @@ class Engine {
   EngineStats stats_;
   std::unordered_map<uint64_t, bool> live_request_ids_;  // submitted, not yet finished
   uint64_t next_request_id_ = 1;
-  uint64_t next_arrival_ = 0;
+  uint64_t next_arrival_order_ = 0;
 
   std::mutex step_mu_;
 };

@@ -29,9 +29,8 @@ Status estimate_cuda_memory(const EngineConfig& config, const ModelSummary& summ
   }
   out->weight_bytes = weight_elems > 0 ? weight_elems * 2 : summary.weight_bytes;
   out->kv_bytes_per_block = kv_bytes_per_block(mc, config.block_size, 2);
-  if (config.num_kv_blocks > 0) {
-    out->num_blocks = config.num_kv_blocks;
-  } else {
+  double budget = 0.0;
+  if (config.num_kv_blocks == 0) {
     const CudaModule* module = nullptr;
     PVLLM_RETURN_IF_ERROR(CudaModule::get(&module));
     size_t free_bytes = 0, total_bytes = 0;
@@ -44,12 +43,11 @@ Status estimate_cuda_memory(const EngineConfig& config, const ModelSummary& summ
                        static_cast<size_t>(mc.intermediate_size) * 3;
     const size_t activations =
         t * row * 2 + static_cast<size_t>(std::max(config.max_num_seqs, 256)) * mc.vocab_size * 4;
-    const double budget = static_cast<double>(free_bytes) * config.gpu_memory_utilization -
-                          static_cast<double>(kCudaReservedBytes + out->weight_bytes + activations);
-    const double blocks = budget > 0 ? budget / static_cast<double>(out->kv_bytes_per_block) : 0;
-    out->num_blocks = static_cast<int32_t>(
-        std::min<double>(blocks, static_cast<double>(INT32_MAX / config.block_size)));
+    budget = static_cast<double>(free_bytes) * config.gpu_memory_utilization -
+             static_cast<double>(kCudaReservedBytes + out->weight_bytes + activations);
   }
+  out->num_blocks =
+      kv_pool_blocks(config.num_kv_blocks, budget, out->kv_bytes_per_block, config.block_size);
   out->kv_bytes_total = out->kv_bytes_per_block * static_cast<size_t>(out->num_blocks);
   out->max_tokens_in_cache = out->num_blocks * config.block_size;
   return Status::Ok();
@@ -102,6 +100,11 @@ Status EngineConfig::validate() const {
   return Status::Ok();
 }
 
+int32_t num_host_kv_blocks(const EngineConfig& config, const ModelConfig& model) {
+  return kv_pool_blocks(config.num_kv_blocks, static_cast<double>(config.kv_cache_bytes),
+                        kv_bytes_per_block_f32(model, config.block_size), config.block_size);
+}
+
 Status estimate_memory(const EngineConfig& config, MemoryEstimate* out) {
   PVLLM_RETURN_IF_ERROR(config.validate());
   ModelSummary summary;
@@ -117,13 +120,7 @@ Status estimate_memory(const EngineConfig& config, MemoryEstimate* out) {
   PVLLM_RETURN_IF_ERROR(resolve_cuda(spec, &use_cuda));
   if (use_cuda) return estimate_cuda_memory(config, summary, spec.index, out);
   out->kv_bytes_per_block = kv_bytes_per_block_f32(summary.config, config.block_size);
-  if (config.num_kv_blocks > 0) {
-    out->num_blocks = config.num_kv_blocks;
-  } else {
-    const uint64_t blocks = static_cast<uint64_t>(config.kv_cache_bytes) / out->kv_bytes_per_block;
-    out->num_blocks =
-        static_cast<int32_t>(std::min<uint64_t>(blocks, INT32_MAX / config.block_size));
-  }
+  out->num_blocks = num_host_kv_blocks(config, summary.config);
   out->kv_bytes_total = out->kv_bytes_per_block * static_cast<size_t>(out->num_blocks);
   out->max_tokens_in_cache = out->num_blocks * config.block_size;
   return Status::Ok();

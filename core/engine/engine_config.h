@@ -65,4 +65,9 @@ struct MemoryEstimate {
 };
 Status estimate_memory(const EngineConfig& config, MemoryEstimate* out);
 
+// The KV pool of a host (CPU) backend: num_kv_blocks when set, otherwise
+// what kv_cache_bytes buys (kv_pool_blocks, fp32 K/V). What create
+// allocates and what the estimate reports.
+int32_t num_host_kv_blocks(const EngineConfig& config, const struct ModelConfig& model);
+
 }  // namespace pvllm

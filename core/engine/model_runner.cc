@@ -4,8 +4,7 @@
 
 namespace pvllm {
 
-void prepare_batch(const ScheduledBatch& batch, const BlockManager& block_manager,
-                   BatchMetadata* md) {
+void prepare_batch(const ScheduledBatch& batch, const KvCacheManager& kv_cache, BatchMetadata* md) {
   const int32_t num_seqs = static_cast<int32_t>(batch.seqs.size());
   md->num_seqs = num_seqs;
   md->num_tokens = batch.num_batched_tokens;
@@ -31,13 +30,13 @@ void prepare_batch(const ScheduledBatch& batch, const BlockManager& block_manage
     for (int32_t pos = first; pos < end; ++pos) {
       md->input_ids.push_back(seq.token_ids[pos]);
       md->positions.push_back(pos);
-      md->slot_mapping.push_back(block_manager.slot(seq.block_table, pos));
+      md->slot_mapping.push_back(kv_cache.slot(seq.block_table, pos));
     }
     md->query_start.push_back(static_cast<int32_t>(md->input_ids.size()));
     md->context_lens.push_back(end);
     std::copy(seq.block_table.blocks.begin(), seq.block_table.blocks.end(),
               md->block_tables.begin() + static_cast<size_t>(i) * max_blocks);
-    if (s.samples) md->logits_rows.push_back(md->query_start.back() - 1);
+    if (s.samples_next_token) md->logits_rows.push_back(md->query_start.back() - 1);
   }
   md->num_tokens = static_cast<int32_t>(md->input_ids.size());
 }

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "core/backend/backend.h"
-#include "core/kv/block_manager.h"
+#include "core/kv/kv_cache_manager.h"
 #include "core/sched/scheduler.h"
 
 namespace pvllm {
@@ -12,7 +12,6 @@ namespace pvllm {
 // Fills `md` for `batch`: one row per new token of every scheduled
 // sequence, in batch order; a logits row for every sequence that samples
 // (its last row), in batch order.
-void prepare_batch(const ScheduledBatch& batch, const BlockManager& block_manager,
-                   BatchMetadata* md);
+void prepare_batch(const ScheduledBatch& batch, const KvCacheManager& kv_cache, BatchMetadata* md);
 
 }  // namespace pvllm

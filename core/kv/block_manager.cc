@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <iterator>
 
 #include "core/base/check.h"
 
@@ -28,76 +27,16 @@ uint64_t mix64(uint64_t x) {
 }  // namespace
 
 BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching)
-    : BlockManager(num_blocks, block_size, enable_prefix_caching, KvAllocator::kPaged, 0) {}
-
-BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching,
-                           KvAllocator allocator, int32_t max_seq_len)
-    : num_blocks_(num_blocks),
-      block_size_(block_size),
-      enable_prefix_caching_(enable_prefix_caching && allocator == KvAllocator::kPaged),
-      allocator_(allocator),
-      blocks_(static_cast<size_t>(std::max(num_blocks, 0))) {
-  PVLLM_CHECK(num_blocks >= 1, "num_blocks must be >= 1");
-  PVLLM_CHECK(block_size >= 8 && block_size <= 256 && (block_size & (block_size - 1)) == 0,
-              "block_size must be a power of two in [8, 256]");
-  if (allocator_ == KvAllocator::kContiguous) {
-    num_reserved_blocks_ = blocks_for(max_seq_len);
-    PVLLM_CHECK(num_reserved_blocks_ >= 1 && num_reserved_blocks_ <= num_blocks,
-                "a contiguous reservation must fit the pool");
-    free_runs_.emplace(0, num_blocks);
-    num_free_in_runs_ = num_blocks;
-    return;
-  }
+    : KvCacheManager(num_blocks, block_size),
+      enable_prefix_caching_(enable_prefix_caching),
+      blocks_(static_cast<size_t>(num_blocks)) {
   // Pushed in reverse so that a fresh pool hands out blocks 0, 1, 2, ...
   free_list_.reserve(static_cast<size_t>(num_blocks));
   for (BlockId b = num_blocks - 1; b >= 0; --b) free_list_.push_back(b);
 }
 
 int32_t BlockManager::num_available_blocks() const {
-  if (allocator_ == KvAllocator::kContiguous) return num_free_in_runs_;
   return static_cast<int32_t>(free_list_.size() + lru_.size());
-}
-
-BlockId BlockManager::find_free_run(int32_t length) const {
-  for (const auto& [start, run_length] : free_runs_) {
-    if (run_length >= length) return start;
-  }
-  return -1;
-}
-
-void BlockManager::take_run(BlockId start, int32_t length, BlockTable* table) {
-  auto it = free_runs_.find(start);
-  PVLLM_CHECK(it != free_runs_.end() && it->second >= length, "take_run of a run not free");
-  const int32_t rest = it->second - length;
-  free_runs_.erase(it);
-  if (rest > 0) free_runs_.emplace(start + length, rest);
-  num_free_in_runs_ -= length;
-  for (BlockId b = start; b < start + length; ++b) {
-    PVLLM_CHECK(blocks_[b].ref == 0, "a block in a free run was owned");
-    blocks_[b].ref = 1;
-    table->blocks.push_back(b);
-  }
-}
-
-void BlockManager::give_back_block(BlockId b) {
-  BlockId start = b;
-  int32_t length = 1;
-  auto next = free_runs_.upper_bound(b);
-  if (next != free_runs_.begin()) {
-    auto prev = std::prev(next);
-    PVLLM_CHECK(prev->first + prev->second <= b, "freeing a block that is already free");
-    if (prev->first + prev->second == b) {
-      start = prev->first;
-      length += prev->second;
-      free_runs_.erase(prev);
-    }
-  }
-  if (next != free_runs_.end() && next->first == b + 1) {
-    length += next->second;
-    free_runs_.erase(next);
-  }
-  free_runs_.emplace(start, length);
-  ++num_free_in_runs_;
 }
 
 uint64_t BlockManager::hash_block(uint64_t parent_hash, std::span<const int32_t> tokens) {
@@ -120,76 +59,64 @@ BlockId BlockManager::find_cached(uint64_t hash, uint64_t parent_hash,
   return -1;
 }
 
-int32_t BlockManager::num_cached_prefix_tokens(std::span<const int32_t> tokens) const {
-  if (!enable_prefix_caching_ || tokens.empty()) return 0;
-  const int32_t max_blocks = (static_cast<int32_t>(tokens.size()) - 1) / block_size_;
+PrefixMatch BlockManager::match_prefix(std::span<const int32_t> tokens) const {
+  PrefixMatch match;
+  match.num_tokens = static_cast<int32_t>(tokens.size());
+  if (!enable_prefix_caching_ || tokens.empty()) return match;
+  const int32_t bs = block_size();
+  const int32_t max_blocks = (match.num_tokens - 1) / bs;
   uint64_t parent = kRootHash;
-  int32_t num_hit = 0;
-  for (; num_hit < max_blocks; ++num_hit) {
-    auto block_tokens = tokens.subspan(static_cast<size_t>(num_hit) * block_size_, block_size_);
+  for (int32_t i = 0; i < max_blocks; ++i) {
+    auto block_tokens = tokens.subspan(static_cast<size_t>(i) * bs, bs);
     const uint64_t h = hash_block(parent, block_tokens);
-    if (find_cached(h, parent, block_tokens) < 0) break;
+    const BlockId b = find_cached(h, parent, block_tokens);
+    if (b < 0) break;
+    match.blocks.push_back(b);
+    match.hashes.push_back(h);
     parent = h;
   }
-  return num_hit * block_size_;
+  match.num_cached_tokens = static_cast<int32_t>(match.blocks.size()) * bs;
+  return match;
 }
 
-bool BlockManager::can_allocate(std::span<const int32_t> tokens, int32_t num_tokens,
+int32_t BlockManager::num_usable(const PrefixMatch& match, int32_t num_tokens) const {
+  PVLLM_CHECK(num_tokens >= 0 && num_tokens <= match.num_tokens,
+              "num_tokens out of range of the matched sequence");
+  return std::min(static_cast<int32_t>(match.blocks.size()), num_tokens / block_size());
+}
+
+bool BlockManager::can_allocate(const PrefixMatch& match, int32_t num_tokens,
                                 int32_t num_blocks_to_keep) const {
-  PVLLM_CHECK(num_tokens >= 0 && num_tokens <= static_cast<int32_t>(tokens.size()),
-              "num_tokens out of range of tokens");
   PVLLM_CHECK(num_blocks_to_keep >= 0, "num_blocks_to_keep must be >= 0");
-  if (allocator_ == KvAllocator::kContiguous) {
-    PVLLM_CHECK(blocks_for(static_cast<int32_t>(tokens.size())) <= num_reserved_blocks_,
-                "a sequence longer than its contiguous reservation");
-    return find_free_run(num_reserved_blocks_) >= 0;
-  }
-  // Only blocks that lie wholly within the requested range can be reused.
-  const int32_t num_hit =
-      std::min(num_cached_prefix_tokens(tokens) / block_size_, num_tokens / block_size_);
+  const int32_t num_hit = num_usable(match, num_tokens);
   int32_t num_revived = 0;
-  uint64_t parent = kRootHash;
-  for (int32_t i = 0; i < num_hit; ++i) {
-    auto block_tokens = tokens.subspan(static_cast<size_t>(i) * block_size_, block_size_);
-    const uint64_t h = hash_block(parent, block_tokens);
-    if (blocks_[find_cached(h, parent, block_tokens)].in_lru) ++num_revived;
-    parent = h;
-  }
+  for (int32_t i = 0; i < num_hit; ++i) num_revived += blocks_[match.blocks[i]].in_lru ? 1 : 0;
   const int32_t num_new = blocks_for(num_tokens) - num_hit;
   return num_new + num_revived + num_blocks_to_keep <= num_available_blocks();
 }
 
-int32_t BlockManager::allocate(std::span<const int32_t> tokens, int32_t num_tokens,
-                               BlockTable* table) {
+int32_t BlockManager::allocate(const PrefixMatch& match, int32_t num_tokens, BlockTable* table) {
   PVLLM_CHECK(table->blocks.empty() && table->hashes.empty(),
               "allocate needs an empty block table");
-  if (!can_allocate(tokens, num_tokens)) return -1;
-  if (allocator_ == KvAllocator::kContiguous) {
-    take_run(find_free_run(num_reserved_blocks_), num_reserved_blocks_, table);
-    return 0;
+  if (!can_allocate(match, num_tokens, 0)) return -1;
+  if (enable_prefix_caching_ && match.num_tokens > 0) {
+    prefix_queries_ += (match.num_tokens - 1) / block_size();
   }
-
-  if (enable_prefix_caching_ && !tokens.empty()) {
-    prefix_queries_ += (static_cast<int32_t>(tokens.size()) - 1) / block_size_;
-  }
-  const int32_t num_hit =
-      std::min(num_cached_prefix_tokens(tokens) / block_size_, num_tokens / block_size_);
+  const int32_t num_hit = num_usable(match, num_tokens);
   prefix_hits_ += num_hit;
   // Cached blocks first, so that taking new blocks cannot evict them.
-  uint64_t parent = kRootHash;
   for (int32_t i = 0; i < num_hit; ++i) {
-    auto block_tokens = tokens.subspan(static_cast<size_t>(i) * block_size_, block_size_);
-    const uint64_t h = hash_block(parent, block_tokens);
-    const BlockId b = find_cached(h, parent, block_tokens);
+    const BlockId b = match.blocks[i];
     Block& blk = blocks_[b];
+    PVLLM_CHECK(blk.hashed && blk.hash == match.hashes[i],
+                "a prefix match used after the cache changed");
     if (blk.in_lru) {
       lru_.erase(blk.lru_pos);
       blk.in_lru = false;
     }
     ++blk.ref;
     table->blocks.push_back(b);
-    table->hashes.push_back(h);
-    parent = h;
+    table->hashes.push_back(match.hashes[i]);
   }
   const int32_t num_needed = blocks_for(num_tokens);
   while (static_cast<int32_t>(table->blocks.size()) < num_needed) {
@@ -197,7 +124,7 @@ int32_t BlockManager::allocate(std::span<const int32_t> tokens, int32_t num_toke
     PVLLM_CHECK(b >= 0, "can_allocate said yes but the pool ran dry");
     table->blocks.push_back(b);
   }
-  return num_hit * block_size_;
+  return num_hit * block_size();
 }
 
 bool BlockManager::can_append(const BlockTable& table, int32_t num_computed,
@@ -206,11 +133,9 @@ bool BlockManager::can_append(const BlockTable& table, int32_t num_computed,
   if (num_new == 0) return true;
   const int32_t num_have = static_cast<int32_t>(table.blocks.size());
   const int32_t num_needed = blocks_for(num_computed + num_new);
-  // A contiguous table never grows and is never shared.
-  if (allocator_ == KvAllocator::kContiguous) return num_needed <= num_have;
   int32_t num_take = std::max(0, num_needed - num_have);
   // Shared blocks in the written range each need a private copy.
-  const int32_t first = num_computed / block_size_;
+  const int32_t first = num_computed / block_size();
   const int32_t last = std::min(num_needed, num_have);
   for (int32_t i = first; i < last; ++i) {
     if (blocks_[table.blocks[i]].ref > 1) ++num_take;
@@ -221,10 +146,10 @@ bool BlockManager::can_append(const BlockTable& table, int32_t num_computed,
 bool BlockManager::append(BlockTable* table, int32_t num_computed, int32_t num_new,
                           std::vector<BlockCopy>* copies) {
   if (!can_append(*table, num_computed, num_new)) return false;
-  if (num_new == 0 || allocator_ == KvAllocator::kContiguous) return true;
+  if (num_new == 0) return true;
   const int32_t num_have = static_cast<int32_t>(table->blocks.size());
   const int32_t num_needed = blocks_for(num_computed + num_new);
-  const int32_t first = num_computed / block_size_;
+  const int32_t first = num_computed / block_size();
   const int32_t last = std::min(num_needed, num_have);
   for (int32_t i = first; i < last; ++i) {
     const BlockId src = table->blocks[i];
@@ -254,11 +179,11 @@ void BlockManager::cache_full_blocks(BlockTable* table, std::span<const int32_t>
   if (!enable_prefix_caching_) return;
   PVLLM_CHECK(num_computed <= static_cast<int32_t>(tokens.size()),
               "more tokens computed than the sequence holds");
-  const int32_t num_full =
-      std::min(num_computed / block_size_, static_cast<int32_t>(table->blocks.size()));
+  const int32_t bs = block_size();
+  const int32_t num_full = std::min(num_computed / bs, static_cast<int32_t>(table->blocks.size()));
   for (int32_t i = static_cast<int32_t>(table->hashes.size()); i < num_full; ++i) {
     const uint64_t parent = i == 0 ? kRootHash : table->hashes[i - 1];
-    auto block_tokens = tokens.subspan(static_cast<size_t>(i) * block_size_, block_size_);
+    auto block_tokens = tokens.subspan(static_cast<size_t>(i) * bs, bs);
     const uint64_t h = hash_block(parent, block_tokens);
     table->hashes.push_back(h);
     Block& blk = blocks_[table->blocks[i]];
@@ -279,7 +204,6 @@ void BlockManager::cache_full_blocks(BlockTable* table, std::span<const int32_t>
 }
 
 void BlockManager::fork(const BlockTable& parent, BlockTable* child) {
-  PVLLM_CHECK(allocator_ == KvAllocator::kPaged, "sharing fork with a contiguous allocator");
   PVLLM_CHECK(child->blocks.empty() && child->hashes.empty(), "fork needs an empty child");
   for (BlockId b : parent.blocks) {
     PVLLM_CHECK(blocks_[b].ref > 0, "fork of a table holding an unowned block");
@@ -289,33 +213,15 @@ void BlockManager::fork(const BlockTable& parent, BlockTable* child) {
   child->hashes = parent.hashes;
 }
 
-bool BlockManager::can_fork(const BlockTable& parent) const {
-  (void)parent;
-  if (allocator_ == KvAllocator::kPaged) return true;
-  return find_free_run(num_reserved_blocks_) >= 0;
-}
+bool BlockManager::can_fork(const BlockTable& /*parent*/) const { return true; }
 
-bool BlockManager::fork(const BlockTable& parent, int32_t num_computed, BlockTable* child,
-                        std::vector<BlockCopy>* copies) {
-  if (allocator_ == KvAllocator::kPaged) {
-    fork(parent, child);
-    return true;
-  }
-  PVLLM_CHECK(child->blocks.empty() && child->hashes.empty(), "fork needs an empty child");
-  if (!can_fork(parent)) return false;
-  take_run(find_free_run(num_reserved_blocks_), num_reserved_blocks_, child);
-  const int32_t num_used =
-      std::min(blocks_for(num_computed), static_cast<int32_t>(parent.blocks.size()));
-  for (int32_t i = 0; i < num_used; ++i) {
-    copies->push_back(BlockCopy{parent.blocks[i], child->blocks[i]});
-    ++num_cow_copies_;
-  }
+bool BlockManager::fork(const BlockTable& parent, int32_t /*num_computed*/, BlockTable* child,
+                        std::vector<BlockCopy>* /*copies*/) {
+  fork(parent, child);
   return true;
 }
 
 void BlockManager::free(BlockTable* table) {
-  // Last block first: a sequence's tail is the least likely to be shared by
-  // a later prompt, so it should be the first evicted.
   for (auto it = table->blocks.rbegin(); it != table->blocks.rend(); ++it) release_block(*it);
   table->blocks.clear();
   table->hashes.clear();
@@ -323,24 +229,16 @@ void BlockManager::free(BlockTable* table) {
 
 BlockManagerMetrics BlockManager::metrics() const {
   BlockManagerMetrics m;
-  m.num_blocks = num_blocks_;
-  m.num_free_blocks = allocator_ == KvAllocator::kContiguous
-                          ? num_free_in_runs_
-                          : static_cast<int32_t>(free_list_.size());
+  m.num_blocks = num_blocks();
+  m.num_free_blocks = static_cast<int32_t>(free_list_.size());
   m.num_cached_blocks = static_cast<int32_t>(lru_.size());
-  m.num_used_blocks = num_blocks_ - m.num_free_blocks - m.num_cached_blocks;
-  m.utilization = static_cast<float>(m.num_used_blocks) / static_cast<float>(num_blocks_);
+  m.num_used_blocks = m.num_blocks - m.num_free_blocks - m.num_cached_blocks;
+  m.utilization = static_cast<float>(m.num_used_blocks) / static_cast<float>(m.num_blocks);
   m.prefix_queries = prefix_queries_;
   m.prefix_hits = prefix_hits_;
   m.num_evictions = num_evictions_;
   m.num_cow_copies = num_cow_copies_;
-  if (allocator_ == KvAllocator::kContiguous) {
-    for (const auto& [start, length] : free_runs_) {
-      m.largest_free_run = std::max(m.largest_free_run, length);
-    }
-  } else {
-    m.largest_free_run = num_available_blocks();
-  }
+  m.largest_free_run = num_available_blocks();
   return m;
 }
 
@@ -379,9 +277,7 @@ void BlockManager::release_block(BlockId b) {
   Block& blk = blocks_[b];
   PVLLM_CHECK(blk.ref > 0, "release of a block that nobody owns");
   if (--blk.ref > 0) return;
-  if (allocator_ == KvAllocator::kContiguous) {
-    give_back_block(b);
-  } else if (blk.hashed) {
+  if (blk.hashed) {
     blk.lru_pos = lru_.insert(lru_.end(), b);
     blk.in_lru = true;
   } else {

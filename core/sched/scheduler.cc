@@ -16,20 +16,64 @@ namespace {
 
 bool by_service_order(const Sequence* a, const Sequence* b) { return served_before(*a, *b); }
 
-// Removes `seq` from `batch_part` if it is there; returns its token count.
-int32_t unschedule(std::vector<ScheduledSeq>* batch_part, const Sequence* seq) {
-  auto it = std::find_if(batch_part->begin(), batch_part->end(),
-                         [seq](const ScheduledSeq& s) { return s.seq == seq; });
-  if (it == batch_part->end()) return 0;
-  const int32_t num_new = it->num_new_tokens;
-  batch_part->erase(it);
-  return num_new;
-}
-
 }  // namespace
 
-Scheduler::Scheduler(const SchedulerConfig& config, BlockManager* block_manager)
-    : config_(config), block_manager_(block_manager) {
+// One step's batch while it is built: the chunks scheduled so far (decodes
+// and prefills apart, so the batch can put decodes first), the token budget
+// left, copy-on-write work, and the sequences sent back to waiting.
+class Scheduler::Step {
+ public:
+  explicit Step(int32_t budget) : budget_(budget) {}
+
+  int32_t budget() const { return budget_; }
+  bool preempted_any() const { return !batch_.preempted.empty(); }
+  bool was_preempted(const Sequence* seq) const {
+    return std::find(batch_.preempted.begin(), batch_.preempted.end(), seq) !=
+           batch_.preempted.end();
+  }
+  std::vector<BlockCopy>* copies() { return &batch_.copies; }
+
+  void add(Sequence* seq, int32_t num_new, bool is_decode) {
+    const bool samples_next_token = seq->num_computed_tokens + num_new == seq->num_tokens();
+    (is_decode ? decodes_ : prefills_).push_back(ScheduledSeq{seq, num_new, samples_next_token});
+    budget_ -= num_new;
+  }
+  // Takes `victim` out of the batch (its tokens back to the budget, copies
+  // into its blocks dropped) and records it as preempted.
+  void remove_preempted(Sequence* victim) {
+    budget_ += remove(&decodes_, victim) + remove(&prefills_, victim);
+    const auto& owned = victim->block_table.blocks;
+    std::erase_if(batch_.copies, [&owned](const BlockCopy& c) {
+      return std::find(owned.begin(), owned.end(), c.dst) != owned.end();
+    });
+    batch_.preempted.push_back(victim);
+  }
+  ScheduledBatch take_batch() {
+    batch_.seqs = std::move(decodes_);
+    batch_.seqs.insert(batch_.seqs.end(), prefills_.begin(), prefills_.end());
+    for (const ScheduledSeq& s : batch_.seqs) batch_.num_batched_tokens += s.num_new_tokens;
+    return std::move(batch_);
+  }
+
+ private:
+  // Removes `seq` from `part` if it is there; returns its token count.
+  static int32_t remove(std::vector<ScheduledSeq>* part, const Sequence* seq) {
+    auto it = std::find_if(part->begin(), part->end(),
+                           [seq](const ScheduledSeq& s) { return s.seq == seq; });
+    if (it == part->end()) return 0;
+    const int32_t num_new = it->num_new_tokens;
+    part->erase(it);
+    return num_new;
+  }
+
+  int32_t budget_;
+  std::vector<ScheduledSeq> decodes_;
+  std::vector<ScheduledSeq> prefills_;
+  ScheduledBatch batch_;
+};
+
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* kv_cache)
+    : config_(config), kv_cache_(kv_cache) {
   PVLLM_CHECK(config_.max_num_seqs >= 1, "max_num_seqs must be >= 1");
   PVLLM_CHECK(config_.max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1");
   PVLLM_CHECK(config_.max_prefill_chunk >= 0, "max_prefill_chunk must be >= 0");
@@ -55,26 +99,16 @@ void Scheduler::add_running(Sequence* seq) {
 }
 
 ScheduledBatch Scheduler::schedule() {
-  ScheduledBatch batch;
-  std::vector<ScheduledSeq> decodes;
-  std::vector<ScheduledSeq> prefills;
-  std::vector<const Sequence*> preempted_now;
-  int32_t budget = config_.max_num_batched_tokens;
-  auto preempt_now = [&](Sequence* victim) {
-    budget += unschedule(&decodes, victim) + unschedule(&prefills, victim);
-    // Drop copy-on-write work for blocks the victim is about to give back.
-    const auto& owned = victim->block_table.blocks;
-    std::erase_if(batch.copies, [&owned](const BlockCopy& c) {
-      return std::find(owned.begin(), owned.end(), c.dst) != owned.end();
-    });
-    preempt(victim);
-    batch.preempted.push_back(victim);
-    preempted_now.push_back(victim);
-  };
+  Step step(config_.max_num_batched_tokens);
+  schedule_running(&step);
+  if (!step.preempted_any()) admit_waiting(&step);
+  return step.take_batch();
+}
 
-  // 1. Running sequences, in service order. Decodes later in the order keep
-  // one token of budget each, so a long prefill cannot starve them.
+void Scheduler::schedule_running(Step* step) {
   std::sort(running_.begin(), running_.end(), by_service_order);
+  // Decodes later in the order keep one token of budget each, so a long
+  // prefill cannot starve them.
   int32_t num_pending_decodes =
       static_cast<int32_t>(std::count_if(running_.begin(), running_.end(), [](const Sequence* s) {
         return s->num_uncomputed_tokens() == 1;
@@ -84,92 +118,81 @@ ScheduledBatch Scheduler::schedule() {
     const int32_t num_uncomputed = seq->num_uncomputed_tokens();
     const bool is_decode = num_uncomputed == 1;
     if (is_decode) --num_pending_decodes;
-    int32_t num_new = std::min({num_uncomputed, config_.max_prefill_chunk,
-                                budget - (is_decode ? 0 : num_pending_decodes)});
+    const int32_t num_new = std::min({num_uncomputed, config_.max_prefill_chunk,
+                                      step->budget() - (is_decode ? 0 : num_pending_decodes)});
     if (num_new <= 0) {  // waiting for its next token, or no budget left this step
       ++i;
       continue;
     }
     bool self_preempted = false;
-    while (!block_manager_->can_append(seq->block_table, seq->num_computed_tokens, num_new)) {
+    while (!kv_cache_->can_append(seq->block_table, seq->num_computed_tokens, num_new)) {
       Sequence* victim = running_.back();  // served last
       if (victim != seq && victim->num_uncomputed_tokens() == 1) --num_pending_decodes;
       self_preempted = victim == seq;
-      preempt_now(victim);
+      preempt(victim, step);
       if (self_preempted) break;
     }
     if (self_preempted) break;  // it was last in service order: nothing follows
     const bool ok =
-        block_manager_->append(&seq->block_table, seq->num_computed_tokens, num_new, &batch.copies);
+        kv_cache_->append(&seq->block_table, seq->num_computed_tokens, num_new, step->copies());
     PVLLM_CHECK(ok, "append failed after can_append");
-    const bool samples = seq->num_computed_tokens + num_new == seq->num_tokens();
-    (is_decode ? decodes : prefills).push_back(ScheduledSeq{seq, num_new, samples});
-    budget -= num_new;
+    step->add(seq, num_new, is_decode);
     ++i;
   }
+}
 
-  // 2. Admission, only when the running set fit as it was.
-  if (preempted_now.empty()) {
-    int32_t num_seats_used = 0;
-    for (const Sequence* s : running_) num_seats_used += s->num_seats;
-    auto worst_running = [this]() -> Sequence* {
-      if (running_.empty()) return nullptr;
-      return *std::max_element(running_.begin(), running_.end(), by_service_order);
+void Scheduler::admit_waiting(Step* step) {
+  int32_t num_seats_used = 0;
+  for (const Sequence* s : running_) num_seats_used += s->num_seats;
+  auto worst_running = [this]() -> Sequence* {
+    if (running_.empty()) return nullptr;
+    return *std::max_element(running_.begin(), running_.end(), by_service_order);
+  };
+  while (!waiting_.empty() && step->budget() > 0) {
+    Sequence* seq = waiting_.front();
+    // Everything behind a sequence sent back this step is served after it.
+    if (step->was_preempted(seq)) break;
+    const PrefixMatch match = kv_cache_->match_prefix(seq->token_ids);
+    const int32_t num_new = std::min(
+        {seq->num_tokens() - match.num_cached_tokens, config_.max_prefill_chunk, step->budget()});
+    PVLLM_CHECK(num_new > 0, "a waiting sequence with nothing to compute");
+    const int32_t num_tokens = match.num_cached_tokens + num_new;
+    auto fits = [&]() {
+      const int32_t keep = num_seats_used * config_.admission_headroom_blocks;
+      return num_seats_used + seq->num_seats <= config_.max_num_seqs &&
+             kv_cache_->can_allocate(match, num_tokens, keep);
     };
-    while (!waiting_.empty() && budget > 0) {
-      Sequence* seq = waiting_.front();
-      // Everything behind a sequence sent back this step is served after it.
-      if (std::find(preempted_now.begin(), preempted_now.end(), seq) != preempted_now.end()) break;
-      const std::span<const int32_t> tokens(seq->token_ids);
-      const int32_t num_cached = block_manager_->num_cached_prefix_tokens(tokens);
-      const int32_t num_new =
-          std::min({seq->num_tokens() - num_cached, config_.max_prefill_chunk, budget});
-      PVLLM_CHECK(num_new > 0, "a waiting sequence with nothing to compute");
-      auto fits = [&]() {
-        const int32_t keep = num_seats_used * config_.admission_headroom_blocks;
-        return num_seats_used + seq->num_seats <= config_.max_num_seqs &&
-               block_manager_->can_allocate(tokens, num_cached + num_new, keep);
-      };
-      // A strictly better priority may push out running sequences of worse
-      // priority, worst first.
-      while (!fits()) {
-        Sequence* victim = worst_running();
-        if (victim == nullptr || victim->priority <= seq->priority) break;
-        num_seats_used -= victim->num_seats;
-        preempt_now(victim);
-      }
-      if (!fits()) {
-        // Head of line waits; later ones must not overtake it.
-        // When blocks, not seats, stopped it, everything queued behind it
-        // waits for memory too.
-        if (num_seats_used + seq->num_seats <= config_.max_num_seqs) {
-          for (Sequence* w : waiting_) {
-            if (w->queued_for_memory) continue;
-            w->queued_for_memory = true;
-            ++num_queued_for_memory_;
-          }
-        }
-        break;
-      }
-      waiting_.pop_front();
-      const int32_t num_from_cache =
-          block_manager_->allocate(tokens, num_cached + num_new, &seq->block_table);
-      PVLLM_CHECK(num_from_cache == num_cached, "allocate disagreed with the prefix cache");
-      seq->status = SequenceStatus::kRunning;
-      seq->num_computed_tokens = num_from_cache;
-      seq->num_cached_tokens = num_from_cache;
-      running_.push_back(seq);
-      num_seats_used += seq->num_seats;
-      const bool samples = num_from_cache + num_new == seq->num_tokens();
-      prefills.push_back(ScheduledSeq{seq, num_new, samples});
-      budget -= num_new;
+    // A strictly better priority may push out running sequences of worse
+    // priority, worst first.
+    while (!fits()) {
+      Sequence* victim = worst_running();
+      if (victim == nullptr || victim->priority <= seq->priority) break;
+      num_seats_used -= victim->num_seats;
+      preempt(victim, step);
     }
+    if (!fits()) {
+      // When blocks, not seats, stopped the head of the line, everything
+      // queued behind it waits for memory too.
+      if (num_seats_used + seq->num_seats <= config_.max_num_seqs) {
+        for (Sequence* w : waiting_) {
+          if (w->queued_for_memory) continue;
+          w->queued_for_memory = true;
+          ++num_queued_for_memory_;
+        }
+      }
+      break;
+    }
+    waiting_.pop_front();
+    const int32_t num_from_cache = kv_cache_->allocate(match, num_tokens, &seq->block_table);
+    PVLLM_CHECK(num_from_cache == match.num_cached_tokens,
+                "allocate disagreed with the prefix cache");
+    seq->status = SequenceStatus::kRunning;
+    seq->num_computed_tokens = num_from_cache;
+    seq->num_cached_tokens = num_from_cache;
+    running_.push_back(seq);
+    num_seats_used += seq->num_seats;
+    step->add(seq, num_new, /*is_decode=*/false);
   }
-
-  batch.seqs = std::move(decodes);
-  batch.seqs.insert(batch.seqs.end(), prefills.begin(), prefills.end());
-  for (const ScheduledSeq& s : batch.seqs) batch.num_batched_tokens += s.num_new_tokens;
-  return batch;
 }
 
 void Scheduler::on_batch_computed(const ScheduledBatch& batch) {
@@ -180,8 +203,8 @@ void Scheduler::on_batch_computed(const ScheduledBatch& batch) {
     seq->num_computed_tokens += s.num_new_tokens;
     PVLLM_CHECK(seq->num_computed_tokens <= seq->num_tokens(),
                 "computed past the end of the sequence");
-    block_manager_->cache_full_blocks(&seq->block_table, std::span<const int32_t>(seq->token_ids),
-                                      seq->num_computed_tokens);
+    kv_cache_->cache_full_blocks(&seq->block_table, std::span<const int32_t>(seq->token_ids),
+                                 seq->num_computed_tokens);
   }
 }
 
@@ -191,7 +214,7 @@ void Scheduler::finish(Sequence* seq) {
   } else if (auto wt = std::find(waiting_.begin(), waiting_.end(), seq); wt != waiting_.end()) {
     waiting_.erase(wt);
   }
-  block_manager_->free(&seq->block_table);
+  kv_cache_->free(&seq->block_table);
   seq->status = SequenceStatus::kFinished;
 }
 
@@ -199,15 +222,15 @@ int64_t Scheduler::num_reserved_unused_slots() const {
   int64_t num_unused = 0;
   for (const Sequence* s : running_) {
     const int64_t num_slots =
-        static_cast<int64_t>(s->block_table.blocks.size()) * block_manager_->block_size();
+        static_cast<int64_t>(s->block_table.blocks.size()) * kv_cache_->block_size();
     num_unused += std::max<int64_t>(0, num_slots - s->num_tokens());
   }
   return num_unused;
 }
 
 KvOccupancy Scheduler::kv_occupancy() const {
-  const int32_t block_size = block_manager_->block_size();
-  filled_scratch_.assign(static_cast<size_t>(block_manager_->num_blocks()), -1);
+  const int32_t block_size = kv_cache_->block_size();
+  filled_scratch_.assign(static_cast<size_t>(kv_cache_->num_blocks()), -1);
   KvOccupancy occ;
   for (const Sequence* s : running_) {
     const auto& blocks = s->block_table.blocks;
@@ -230,17 +253,18 @@ KvOccupancy Scheduler::kv_occupancy() const {
   return occ;
 }
 
-void Scheduler::preempt(Sequence* seq) {
-  auto it = std::find(running_.begin(), running_.end(), seq);
+void Scheduler::preempt(Sequence* victim, Step* step) {
+  auto it = std::find(running_.begin(), running_.end(), victim);
   PVLLM_CHECK(it != running_.end(), "preempting a sequence that is not running");
+  step->remove_preempted(victim);
   running_.erase(it);
-  block_manager_->free(&seq->block_table);
-  seq->status = SequenceStatus::kWaiting;
-  seq->num_computed_tokens = 0;
-  seq->num_cached_tokens = 0;
-  ++seq->num_preemptions;
+  kv_cache_->free(&victim->block_table);
+  victim->status = SequenceStatus::kWaiting;
+  victim->num_computed_tokens = 0;
+  victim->num_cached_tokens = 0;
+  ++victim->num_preemptions;
   ++num_preemptions_;
-  insert_waiting(seq);
+  insert_waiting(victim);
 }
 
 void Scheduler::insert_waiting(Sequence* seq) {

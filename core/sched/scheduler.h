@@ -3,16 +3,16 @@
 // max_num_batched_tokens; chunked prefill; prefix-cache hits skip prefill;
 // preemption by recompute when the block pool runs dry.
 //
-// The scheduler sees block ids and counts through BlockManager, never its
-// free list. It does not own sequences: the engine does, and keeps each
-// alive until it has been removed from here (finish / abort).
+// The scheduler sees block ids and counts through KvCacheManager, never its
+// free list, and does not know which allocation policy is in force. It does not own sequences: the
+// engine does, and keeps each alive until it has been removed from here (finish / abort).
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <vector>
 
-#include "core/kv/block_manager.h"
+#include "core/kv/kv_cache_manager.h"
 #include "core/sched/sequence.h"
 
 namespace pvllm {
@@ -34,9 +34,9 @@ struct SchedulerConfig {
 struct ScheduledSeq {
   Sequence* seq = nullptr;
   int32_t num_new_tokens = 0;  // feeds positions [num_computed, num_computed + num_new)
-  // True when this chunk reaches the end of the sequence's tokens, so its
-  // last row's logits are sampled.
-  bool samples = false;
+  // This chunk reaches the end of the sequence's tokens, so its last row's
+  // logits are computed and the sequence's next token is sampled.
+  bool samples_next_token = false;
 };
 
 struct ScheduledBatch {
@@ -56,7 +56,7 @@ struct KvOccupancy {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerConfig& config, BlockManager* block_manager);
+  Scheduler(const SchedulerConfig& config, KvCacheManager* kv_cache);
 
   // Queues a new sequence (status kWaiting, nothing computed).
   void add(Sequence* seq);
@@ -64,19 +64,9 @@ class Scheduler {
   // (its blocks are already shared through BlockManager::fork).
   void add_running(Sequence* seq);
 
-  // One scheduling decision. Order of work:
-  //  1. Running sequences in service order each get their next chunk
-  //     (decode: 1 token; an unfinished prefill: up to the remaining token
-  //     budget and max_prefill_chunk). When one cannot get its blocks, the
-  //     running sequence served last (lowest priority, then latest arrival)
-  //     is preempted — possibly itself — until it fits.
-  //  2. If nothing was preempted, waiting sequences in service order are
-  //     admitted while seats (max_num_seqs, counting num_seats) and token
-  //     budget remain and their blocks can be allocated; prefix-cache hits
-  //     skip their prefill. A waiting sequence of strictly better priority
-  //     than the worst running one may preempt running sequences of worse
-  //     priority to get in.
-  // Every sequence in the batch has the blocks its new tokens need.
+  // One scheduling decision: schedule_running, then, if nothing was
+  // preempted, admit_waiting (see each below). Every sequence in the batch
+  // has the blocks its new tokens need.
   ScheduledBatch schedule();
 
   // After the backend ran `batch`: advances num_computed_tokens and
@@ -101,11 +91,31 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
 
  private:
-  void preempt(Sequence* seq);
+  class Step;
+
+  // Running sequences in service order each get their next chunk (decode:
+  // 1 token; an unfinished prefill: up to the remaining token budget and
+  // max_prefill_chunk, keeping a token for every decode still to come).
+  // When one cannot get its blocks, the running sequence served last
+  // (lowest priority, then latest arrival) is preempted, possibly itself,
+  // until it fits.
+  void schedule_running(Step* step);
+  // Waiting sequences in service order are admitted while seats
+  // (max_num_seqs, counting num_seats) and token budget remain and their
+  // blocks can be allocated (keeping admission_headroom_blocks per seat);
+  // prefix-cache hits skip their prefill. A waiting sequence of strictly
+  // better priority than the worst running one may preempt running
+  // sequences of worse priority to get in. The head of the queue that does
+  // not fit stops admission: later ones never overtake it.
+  void admit_waiting(Step* step);
+  // Sends a running sequence back to waiting: its blocks are freed (and any
+  // copy into them dropped), it leaves `step`, and it will be recomputed
+  // from its tokens.
+  void preempt(Sequence* victim, Step* step);
   void insert_waiting(Sequence* seq);  // keeps waiting_ in service order
 
   SchedulerConfig config_;
-  BlockManager* block_manager_;
+  KvCacheManager* kv_cache_;
   std::deque<Sequence*> waiting_;  // service order
   std::vector<Sequence*> running_;
   int64_t num_preemptions_ = 0;

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/kv/block_manager.h"
+#include "core/kv/kv_cache_manager.h"
 
 namespace pvllm {
 
@@ -16,8 +16,8 @@ struct Sequence {
   uint64_t seq_id = 0;
   uint64_t request_id = 0;
   int32_t sample_index = 0;
-  int32_t priority = 0;  // lower values are served first (as in vLLM)
-  uint64_t arrival = 0;  // submit order of the request; ties broken by seq_id
+  int32_t priority = 0;        // lower values are served first (as in vLLM)
+  uint64_t arrival_order = 0;  // the request's place in submit order; ties broken by seq_id
   SequenceStatus status = SequenceStatus::kWaiting;
 
   std::vector<int32_t> token_ids;  // prompt followed by generated tokens
@@ -47,7 +47,7 @@ struct Sequence {
 // arrival, then lower seq id.
 inline bool served_before(const Sequence& a, const Sequence& b) {
   if (a.priority != b.priority) return a.priority < b.priority;
-  if (a.arrival != b.arrival) return a.arrival < b.arrival;
+  if (a.arrival_order != b.arrival_order) return a.arrival_order < b.arrival_order;
   return a.seq_id < b.seq_id;
 }
 

@@ -575,21 +575,17 @@ Status CudaBackend::allocate_buffers() {
 
 Status CudaBackend::allocate_kv() {
   const size_t per_block = kv_bytes_per_block(cfg_, opt_.block_size, elem());
-  int64_t blocks = opt_.num_blocks;
-  if (blocks <= 0) {
-    size_t free_bytes = 0, total_bytes = 0;
-    PVLLM_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-    const double budget =
-        static_cast<double>(free_bytes) * opt_.gpu_memory_utilization - kCudaReservedBytes;
-    blocks = budget > 0 ? static_cast<int64_t>(budget / static_cast<double>(per_block)) : 0;
-    if (blocks < 1) {
-      return OutOfMemory("no GPU memory left for the KV cache: " +
-                         std::to_string(free_bytes >> 20) + " MiB free after the weights, " +
-                         "gpu_memory_utilization " + std::to_string(opt_.gpu_memory_utilization));
-    }
+  size_t free_bytes = 0, total_bytes = 0;
+  PVLLM_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  num_blocks_ = kv_pool_blocks(
+      opt_.num_blocks,
+      static_cast<double>(free_bytes) * opt_.gpu_memory_utilization - kCudaReservedBytes,
+      per_block, opt_.block_size);
+  if (num_blocks_ < 1) {
+    return OutOfMemory("no GPU memory left for the KV cache: " + std::to_string(free_bytes >> 20) +
+                       " MiB free after the weights, gpu_memory_utilization " +
+                       std::to_string(opt_.gpu_memory_utilization));
   }
-  blocks = std::min<int64_t>(blocks, INT32_MAX / opt_.block_size);
-  num_blocks_ = static_cast<int32_t>(blocks);
   kv_layer_bytes_ =
       per_block / 2 / static_cast<size_t>(cfg_.num_layers) * static_cast<size_t>(num_blocks_);
   const size_t bytes = kv_layer_bytes_ * static_cast<size_t>(cfg_.num_layers);

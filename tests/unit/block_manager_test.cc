@@ -34,7 +34,7 @@ void expect_consistent(const BlockManager& bm) {
 // and registers its full blocks; returns the cached-token count.
 int32_t prefill(BlockManager* bm, const std::vector<int32_t>& tokens, BlockTable* table) {
   const int32_t n = static_cast<int32_t>(tokens.size());
-  const int32_t cached = bm->allocate(tokens, n, table);
+  const int32_t cached = bm->allocate(bm->match_prefix(tokens), n, table);
   bm->cache_full_blocks(table, tokens, n);
   return cached;
 }
@@ -47,7 +47,7 @@ TEST_P(BlockGrowthTest, TableGrowsExactlyAtBlockBoundaries) {
   BlockManager bm(num_blocks, bs, /*enable_prefix_caching=*/false);
   BlockTable table;
   const auto tokens = iota_tokens(1);
-  ASSERT_EQ(bm.allocate(tokens, 1, &table), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(tokens), 1, &table), 0);
   EXPECT_EQ(table.blocks.size(), 1u);
   std::vector<BlockCopy> copies;
   // Decode one token at a time: position p needs p / bs + 1 blocks.
@@ -65,7 +65,7 @@ TEST_P(BlockGrowthTest, ChunkAppendNeedsCeilOfTokensOverBlockSize) {
   BlockManager bm(16, bs, false);
   BlockTable table;
   const auto tokens = iota_tokens(3 * bs);
-  ASSERT_EQ(bm.allocate(tokens, bs - 1, &table), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(tokens), bs - 1, &table), 0);
   EXPECT_EQ(table.blocks.size(), 1u);
   std::vector<BlockCopy> copies;
   ASSERT_TRUE(bm.append(&table, bs - 1, 1, &copies));  // exactly fills block 0
@@ -83,8 +83,8 @@ TEST(BlockManagerTest, SlotMapsPositionIntoItsBlock) {
   const int32_t bs = 16;
   BlockManager bm(8, bs, false);
   BlockTable a, b;
-  ASSERT_EQ(bm.allocate(iota_tokens(40), 40, &a), 0);
-  ASSERT_EQ(bm.allocate(iota_tokens(20), 20, &b), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(iota_tokens(40)), 40, &a), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(iota_tokens(20)), 20, &b), 0);
   std::set<int64_t> slots;
   for (const BlockTable* t : {&a, &b}) {
     const int32_t n = t == &a ? 40 : 20;
@@ -101,7 +101,7 @@ TEST(BlockManagerTest, SlotMapsPositionIntoItsBlock) {
 TEST(BlockManagerTest, FreeReturnsBlocksToPool) {
   BlockManager bm(10, 16, false);
   BlockTable table;
-  ASSERT_EQ(bm.allocate(iota_tokens(50), 50, &table), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(iota_tokens(50)), 50, &table), 0);
   EXPECT_EQ(bm.metrics().num_used_blocks, 4);
   EXPECT_EQ(bm.num_available_blocks(), 6);
   for (BlockId b : table.blocks) EXPECT_EQ(bm.ref_count(b), 1);
@@ -118,11 +118,11 @@ TEST(BlockManagerTest, FreedBlocksAreReused) {
   BlockManager bm(4, 8, false);
   for (int round = 0; round < 50; ++round) {
     BlockTable table;
-    ASSERT_TRUE(bm.can_allocate(iota_tokens(32), 32)) << "round " << round;
-    ASSERT_EQ(bm.allocate(iota_tokens(32), 32, &table), 0);
+    ASSERT_TRUE(bm.can_allocate(bm.match_prefix(iota_tokens(32)), 32, 0)) << "round " << round;
+    ASSERT_EQ(bm.allocate(bm.match_prefix(iota_tokens(32)), 32, &table), 0);
     std::set<BlockId> distinct(table.blocks.begin(), table.blocks.end());
     EXPECT_EQ(distinct.size(), 4u);
-    EXPECT_FALSE(bm.can_allocate(iota_tokens(1), 1));
+    EXPECT_FALSE(bm.can_allocate(bm.match_prefix(iota_tokens(1)), 1, 0));
     bm.free(&table);
   }
   expect_consistent(bm);
@@ -131,12 +131,12 @@ TEST(BlockManagerTest, FreedBlocksAreReused) {
 TEST(BlockManagerTest, ExhaustionIsAValueAndChangesNothing) {
   BlockManager bm(3, 8, false);
   BlockTable a, b;
-  ASSERT_EQ(bm.allocate(iota_tokens(16), 16, &a), 0);
-  ASSERT_EQ(bm.allocate(iota_tokens(8), 8, &b), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(iota_tokens(16)), 16, &a), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(iota_tokens(8)), 8, &b), 0);
   EXPECT_EQ(bm.num_available_blocks(), 0);
-  EXPECT_FALSE(bm.can_allocate(iota_tokens(1), 1));
+  EXPECT_FALSE(bm.can_allocate(bm.match_prefix(iota_tokens(1)), 1, 0));
   BlockTable c;
-  EXPECT_EQ(bm.allocate(iota_tokens(1), 1, &c), -1);
+  EXPECT_EQ(bm.allocate(bm.match_prefix(iota_tokens(1)), 1, &c), -1);
   EXPECT_TRUE(c.blocks.empty());
 
   // Appending inside the last block needs nothing; past it needs a block.
@@ -159,18 +159,18 @@ TEST(BlockManagerTest, ExhaustionIsAValueAndChangesNothing) {
 TEST(BlockManagerTest, CanAllocateCanKeepBlocksInReserve) {
   BlockManager bm(4, 8, false);
   BlockTable a;
-  ASSERT_EQ(bm.allocate(iota_tokens(8), 8, &a), 0);            // 3 left
-  EXPECT_TRUE(bm.can_allocate(iota_tokens(16, 100), 16, 1));   // 2 + 1 kept <= 3
-  EXPECT_FALSE(bm.can_allocate(iota_tokens(16, 100), 16, 2));  // 2 + 2 kept > 3
-  EXPECT_TRUE(bm.can_allocate(iota_tokens(16, 100), 16, 0));
-  EXPECT_TRUE(bm.can_allocate(iota_tokens(24, 100), 24));
-  EXPECT_FALSE(bm.can_allocate(iota_tokens(24, 100), 24, 1));
+  ASSERT_EQ(bm.allocate(bm.match_prefix(iota_tokens(8)), 8, &a), 0);            // 3 left
+  EXPECT_TRUE(bm.can_allocate(bm.match_prefix(iota_tokens(16, 100)), 16, 1));   // 2 + 1 kept <= 3
+  EXPECT_FALSE(bm.can_allocate(bm.match_prefix(iota_tokens(16, 100)), 16, 2));  // 2 + 2 kept > 3
+  EXPECT_TRUE(bm.can_allocate(bm.match_prefix(iota_tokens(16, 100)), 16, 0));
+  EXPECT_TRUE(bm.can_allocate(bm.match_prefix(iota_tokens(24, 100)), 24, 0));
+  EXPECT_FALSE(bm.can_allocate(bm.match_prefix(iota_tokens(24, 100)), 24, 1));
 }
 
 TEST(BlockManagerTest, ForkSharesBlocksAndCountsRefs) {
   BlockManager bm(8, 8, false);
   BlockTable parent, child;
-  ASSERT_EQ(bm.allocate(iota_tokens(20), 20, &parent), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(iota_tokens(20)), 20, &parent), 0);
   const int32_t used = bm.metrics().num_used_blocks;
   bm.fork(parent, &child);
   EXPECT_EQ(child.blocks, parent.blocks);
@@ -189,7 +189,7 @@ TEST(BlockManagerTest, SharedLastBlockIsCopiedOnFirstWrite) {
   const int32_t bs = 8;
   BlockManager bm(8, bs, false);
   BlockTable parent, child;
-  ASSERT_EQ(bm.allocate(iota_tokens(12), 12, &parent), 0);  // block 1 holds 4 of 8
+  ASSERT_EQ(bm.allocate(bm.match_prefix(iota_tokens(12)), 12, &parent), 0);  // block 1 holds 4 of 8
   bm.fork(parent, &child);
   const BlockId shared_full = parent.blocks[0];
   const BlockId shared_last = parent.blocks[1];
@@ -220,7 +220,7 @@ TEST(BlockManagerTest, SharedLastBlockIsCopiedOnFirstWrite) {
 TEST(BlockManagerTest, CopyOnWriteCountsTowardCanAppend) {
   BlockManager bm(2, 8, false);
   BlockTable parent, child;
-  ASSERT_EQ(bm.allocate(iota_tokens(12), 12, &parent), 0);  // both blocks
+  ASSERT_EQ(bm.allocate(bm.match_prefix(iota_tokens(12)), 12, &parent), 0);  // both blocks
   bm.fork(parent, &child);
   EXPECT_FALSE(bm.can_append(child, 12, 1)) << "the copy needs a free block";
   std::vector<BlockCopy> copies;
@@ -241,10 +241,10 @@ TEST(BlockManagerTest, IdenticalPromptReusesCachedBlocks) {
   bm.free(&a);
   EXPECT_EQ(bm.metrics().num_cached_blocks, 3);
 
-  EXPECT_EQ(bm.num_cached_prefix_tokens(prompt), 3 * bs);
+  EXPECT_EQ(bm.match_prefix(prompt).num_cached_tokens, 3 * bs);
   BlockTable b;
   const auto queries_before = bm.metrics().prefix_queries;
-  EXPECT_EQ(bm.allocate(prompt, static_cast<int32_t>(prompt.size()), &b), 3 * bs);
+  EXPECT_EQ(bm.allocate(bm.match_prefix(prompt), static_cast<int32_t>(prompt.size()), &b), 3 * bs);
   EXPECT_EQ(bm.metrics().prefix_hits, 3);
   EXPECT_EQ(bm.metrics().prefix_queries - queries_before, 3);
   EXPECT_EQ(bm.metrics().num_cached_blocks, 0) << "revived blocks leave the LRU list";
@@ -259,7 +259,7 @@ TEST(BlockManagerTest, RunningSequenceBlocksAreSharedByPrefixHit) {
   const auto prompt = iota_tokens(2 * bs + 1);
   BlockTable a, b;
   prefill(&bm, prompt, &a);
-  EXPECT_EQ(bm.allocate(prompt, 2 * bs + 1, &b), 2 * bs);
+  EXPECT_EQ(bm.allocate(bm.match_prefix(prompt), 2 * bs + 1, &b), 2 * bs);
   EXPECT_EQ(b.blocks[0], a.blocks[0]);
   EXPECT_EQ(b.blocks[1], a.blocks[1]);
   EXPECT_NE(b.blocks[2], a.blocks[2]) << "the partial last block is never shared";
@@ -280,12 +280,12 @@ TEST(BlockManagerTest, FullBlockPromptNeverTakesItsLastBlockFromCache) {
   EXPECT_EQ(a.hashes.size(), 2u);
   bm.free(&a);
   // The last token must be computed for its logits: only block 0 counts.
-  EXPECT_EQ(bm.num_cached_prefix_tokens(prompt), bs);
+  EXPECT_EQ(bm.match_prefix(prompt).num_cached_tokens, bs);
   BlockTable b;
-  EXPECT_EQ(bm.allocate(prompt, 2 * bs, &b), bs);
+  EXPECT_EQ(bm.allocate(bm.match_prefix(prompt), 2 * bs, &b), bs);
   EXPECT_EQ(bm.metrics().prefix_hits, 1);
   // One token longer: block 1 is no longer the last and may be reused.
-  EXPECT_EQ(bm.num_cached_prefix_tokens(iota_tokens(2 * bs + 1)), 2 * bs);
+  EXPECT_EQ(bm.match_prefix(iota_tokens(2 * bs + 1)).num_cached_tokens, 2 * bs);
 }
 
 TEST(BlockManagerTest, HashChainsOverThePrefix) {
@@ -298,10 +298,10 @@ TEST(BlockManagerTest, HashChainsOverThePrefix) {
   prefill(&bm, concat(concat(p, x), {1}), &a);
   bm.free(&a);
   // Same second block after a different first block: not a hit.
-  EXPECT_EQ(bm.num_cached_prefix_tokens(concat(concat(q, x), {1})), 0);
-  EXPECT_EQ(bm.num_cached_prefix_tokens(concat(concat(p, x), {1})), 2 * bs);
+  EXPECT_EQ(bm.match_prefix(concat(concat(q, x), {1})).num_cached_tokens, 0);
+  EXPECT_EQ(bm.match_prefix(concat(concat(p, x), {1})).num_cached_tokens, 2 * bs);
   // A different second block after the same first: one block.
-  EXPECT_EQ(bm.num_cached_prefix_tokens(concat(concat(p, q), {1})), bs);
+  EXPECT_EQ(bm.match_prefix(concat(concat(p, q), {1})).num_cached_tokens, bs);
   EXPECT_NE(BlockManager::hash_block(1, x), BlockManager::hash_block(2, x));
   EXPECT_EQ(BlockManager::hash_block(7, x), BlockManager::hash_block(7, x));
 }
@@ -320,14 +320,14 @@ TEST(BlockManagerTest, EvictsCachedBlocksInLeastRecentlyFreedOrder) {
   EXPECT_EQ(bm.num_available_blocks(), 3);
 
   // The free list is used before any cached block is evicted.
-  ASSERT_EQ(bm.allocate(iota_tokens(1, 5000), 1, &c), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(iota_tokens(1, 5000)), 1, &c), 0);
   EXPECT_EQ(bm.metrics().num_evictions, 0);
-  EXPECT_EQ(bm.num_cached_prefix_tokens(concat(a_tokens, {1})), bs);
+  EXPECT_EQ(bm.match_prefix(concat(a_tokens, {1})).num_cached_tokens, bs);
 
-  ASSERT_EQ(bm.allocate(iota_tokens(1, 6000), 1, &d), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(iota_tokens(1, 6000)), 1, &d), 0);
   EXPECT_EQ(bm.metrics().num_evictions, 1);
-  EXPECT_EQ(bm.num_cached_prefix_tokens(concat(a_tokens, {1})), 0) << "a was evicted first";
-  EXPECT_EQ(bm.num_cached_prefix_tokens(concat(b_tokens, {1})), bs) << "b is still cached";
+  EXPECT_EQ(bm.match_prefix(concat(a_tokens, {1})).num_cached_tokens, 0) << "a was evicted first";
+  EXPECT_EQ(bm.match_prefix(concat(b_tokens, {1})).num_cached_tokens, bs) << "b is still cached";
   expect_consistent(bm);
 }
 
@@ -339,9 +339,9 @@ TEST(BlockManagerTest, FreedSequenceLosesItsTailBeforeItsHead) {
   prefill(&bm, prompt, &a);
   bm.free(&a);
   ASSERT_EQ(bm.metrics().num_cached_blocks, 2);
-  ASSERT_EQ(bm.allocate(iota_tokens(1, 900), 1, &other), 0);  // evicts one
+  ASSERT_EQ(bm.allocate(bm.match_prefix(iota_tokens(1, 900)), 1, &other), 0);  // evicts one
   // The head block is still there, so the prefix still partly hits.
-  EXPECT_EQ(bm.num_cached_prefix_tokens(concat(prompt, {1})), bs);
+  EXPECT_EQ(bm.match_prefix(concat(prompt, {1})).num_cached_tokens, bs);
 }
 
 TEST(BlockManagerTest, RevivingACachedBlockCostsAnAvailableBlock) {
@@ -350,14 +350,48 @@ TEST(BlockManagerTest, RevivingACachedBlockCostsAnAvailableBlock) {
   const auto prompt = concat(iota_tokens(bs), {1});
   BlockTable a;
   prefill(&bm, prompt, &a);
-  bm.free(&a);                                   // 1 cached + 1 free
-  EXPECT_TRUE(bm.can_allocate(prompt, bs + 1));  // revive 1 + 1 new = 2
+  bm.free(&a);                                                       // 1 cached + 1 free
+  EXPECT_TRUE(bm.can_allocate(bm.match_prefix(prompt), bs + 1, 0));  // revive 1 + 1 new = 2
   BlockTable other;
-  ASSERT_EQ(bm.allocate(iota_tokens(1, 900), 1, &other), 0);  // takes the free block
-  EXPECT_FALSE(bm.can_allocate(prompt, bs + 1)) << "revive + new block > 1 available";
+  ASSERT_EQ(bm.allocate(bm.match_prefix(iota_tokens(1, 900)), 1, &other),
+            0);  // takes the free block
+  EXPECT_FALSE(bm.can_allocate(bm.match_prefix(prompt), bs + 1, 0))
+      << "revive + new block > 1 available";
   BlockTable b;
-  EXPECT_EQ(bm.allocate(prompt, bs + 1, &b), -1);
+  EXPECT_EQ(bm.allocate(bm.match_prefix(prompt), bs + 1, &b), -1);
   EXPECT_EQ(bm.metrics().num_cached_blocks, 1) << "a refused allocate changes nothing";
+}
+
+TEST(BlockManagerTest, OneMatchServesTheCheckAndTheAllocation) {
+  const int32_t bs = 8;
+  BlockManager bm(8, bs, true);
+  const auto prompt = concat(iota_tokens(2 * bs), {7, 7});
+  BlockTable a;
+  prefill(&bm, prompt, &a);
+  const PrefixMatch match = bm.match_prefix(prompt);
+  EXPECT_EQ(match.num_tokens, static_cast<int32_t>(prompt.size()));
+  EXPECT_EQ(match.num_cached_tokens, 2 * bs);
+  EXPECT_EQ(match.blocks, (std::vector<BlockId>{a.blocks[0], a.blocks[1]}));
+  EXPECT_EQ(match.hashes, a.hashes);
+  BlockTable b;
+  ASSERT_TRUE(bm.can_allocate(match, match.num_tokens, 0));
+  EXPECT_EQ(bm.allocate(match, match.num_tokens, &b), 2 * bs);
+  EXPECT_EQ(b.hashes, a.hashes);
+}
+
+TEST(BlockManagerDeathTest, AMatchUsedAfterItsBlockWasEvictedIsABrokenInvariant) {
+  const int32_t bs = 8;
+  BlockManager bm(2, bs, true);
+  const auto prompt = concat(iota_tokens(bs), {1});
+  BlockTable a, other, b;
+  prefill(&bm, prompt, &a);
+  bm.free(&a);
+  const PrefixMatch match = bm.match_prefix(prompt);
+  ASSERT_EQ(match.num_cached_tokens, bs);
+  // Two new blocks: the free one, then the cached one is evicted.
+  ASSERT_EQ(bm.allocate(bm.match_prefix(iota_tokens(2 * bs, 500)), 2 * bs, &other), 0);
+  bm.free(&other);
+  EXPECT_DEATH(bm.allocate(match, bs + 1, &b), "prefix match used after the cache changed");
 }
 
 TEST(BlockManagerTest, PrefixCachingOffNeverHitsAndFreesStraightToFreeList) {
@@ -370,8 +404,8 @@ TEST(BlockManagerTest, PrefixCachingOffNeverHitsAndFreesStraightToFreeList) {
   bm.free(&a);
   EXPECT_EQ(bm.metrics().num_cached_blocks, 0);
   EXPECT_EQ(bm.metrics().num_free_blocks, 8);
-  EXPECT_EQ(bm.num_cached_prefix_tokens(prompt), 0);
-  EXPECT_EQ(bm.allocate(prompt, 3 * bs + 1, &b), 0);
+  EXPECT_EQ(bm.match_prefix(prompt).num_cached_tokens, 0);
+  EXPECT_EQ(bm.allocate(bm.match_prefix(prompt), 3 * bs + 1, &b), 0);
   EXPECT_EQ(bm.metrics().prefix_hits, 0);
 }
 
@@ -396,14 +430,14 @@ TEST(BlockManagerTest, MetricsStayConsistentUnderRandomOperations) {
       s.tokens = prefixes[rng() % 2];
       s.tokens.push_back(static_cast<int32_t>(rng() % 50));
       const int32_t n = static_cast<int32_t>(s.tokens.size());
-      if (bm.can_allocate(s.tokens, n)) {
-        s.num_computed = bm.allocate(s.tokens, n, &s.table);
+      if (bm.can_allocate(bm.match_prefix(s.tokens), n, 0)) {
+        s.num_computed = bm.allocate(bm.match_prefix(s.tokens), n, &s.table);
         ASSERT_GE(s.num_computed, 0);
         s.num_computed = n;
         bm.cache_full_blocks(&s.table, s.tokens, n);
         seqs.push_back(std::move(s));
       } else {
-        EXPECT_EQ(bm.allocate(s.tokens, n, &s.table), -1);
+        EXPECT_EQ(bm.allocate(bm.match_prefix(s.tokens), n, &s.table), -1);
       }
     } else if (op == 1 && !seqs.empty()) {
       Seq& s = seqs[rng() % seqs.size()];

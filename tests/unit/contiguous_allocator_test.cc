@@ -1,5 +1,7 @@
-// BlockManager with KvAllocator::kContiguous: the baseline that reserves a
+// ContiguousAllocator (KvAllocator::kContiguous): the baseline that reserves a
 // sequence's whole context as one run of consecutive blocks.
+#include "core/kv/contiguous_allocator.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,9 +22,8 @@ std::vector<int32_t> tokens(int32_t n) {
 
 // A pool of `num_blocks` blocks of 16 slots; each table reserves
 // `max_seq_len` slots.
-BlockManager contiguous(int32_t num_blocks, int32_t max_seq_len) {
-  return BlockManager(num_blocks, 16, /*enable_prefix_caching=*/true, KvAllocator::kContiguous,
-                      max_seq_len);
+ContiguousAllocator contiguous(int32_t num_blocks, int32_t max_seq_len) {
+  return ContiguousAllocator(num_blocks, 16, max_seq_len);
 }
 
 bool is_run(const BlockTable& t) {
@@ -33,18 +34,18 @@ bool is_run(const BlockTable& t) {
 }
 
 TEST(ContiguousAllocatorTest, AllocationReservesTheWholeContextAsOneRun) {
-  BlockManager bm = contiguous(20, 64);  // 4 blocks per sequence
+  ContiguousAllocator bm = contiguous(20, 64);  // 4 blocks per sequence
   BlockTable t;
-  ASSERT_EQ(bm.allocate(tokens(5), 5, &t), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(tokens(5)), 5, &t), 0);
   EXPECT_EQ(t.blocks, (std::vector<BlockId>{0, 1, 2, 3}));
   EXPECT_EQ(bm.metrics().num_used_blocks, 4);
   EXPECT_EQ(bm.num_reserved_blocks_per_table(), 4);
 }
 
 TEST(ContiguousAllocatorTest, TableNeverGrowsAndAppendWithinTheRunIsFree) {
-  BlockManager bm = contiguous(20, 64);
+  ContiguousAllocator bm = contiguous(20, 64);
   BlockTable t;
-  ASSERT_EQ(bm.allocate(tokens(5), 5, &t), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(tokens(5)), 5, &t), 0);
   const std::vector<BlockId> before = t.blocks;
   std::vector<BlockCopy> copies;
   for (int32_t pos = 5; pos < 64; ++pos) {
@@ -61,17 +62,17 @@ TEST(ContiguousAllocatorTest, TableNeverGrowsAndAppendWithinTheRunIsFree) {
 }
 
 TEST(ContiguousAllocatorTest, FirstFitTakesTheLowestRunThatFits) {
-  BlockManager bm = contiguous(12, 48);  // 3 blocks per sequence, 4 runs
+  ContiguousAllocator bm = contiguous(12, 48);  // 3 blocks per sequence, 4 runs
   BlockTable a, b, c, d;
-  bm.allocate(tokens(1), 1, &a);
-  bm.allocate(tokens(1), 1, &b);
-  bm.allocate(tokens(1), 1, &c);
-  bm.allocate(tokens(1), 1, &d);
+  bm.allocate(bm.match_prefix(tokens(1)), 1, &a);
+  bm.allocate(bm.match_prefix(tokens(1)), 1, &b);
+  bm.allocate(bm.match_prefix(tokens(1)), 1, &c);
+  bm.allocate(bm.match_prefix(tokens(1)), 1, &d);
   EXPECT_EQ(c.blocks.front(), 6);
   bm.free(&b);  // hole at 3..5
   bm.free(&d);  // hole at 9..11
   BlockTable e;
-  bm.allocate(tokens(1), 1, &e);
+  bm.allocate(bm.match_prefix(tokens(1)), 1, &e);
   EXPECT_EQ(e.blocks, (std::vector<BlockId>{3, 4, 5}));
   EXPECT_TRUE(is_run(e));
 }
@@ -79,45 +80,45 @@ TEST(ContiguousAllocatorTest, FirstFitTakesTheLowestRunThatFits) {
 TEST(ContiguousAllocatorTest, FreedHoleIsReusedOnlyByAWholeReservation) {
   // 3 blocks per sequence in a 10-block pool: the last block can never be
   // used, and a hole left by a finished sequence is only ever refilled whole.
-  BlockManager bm = contiguous(10, 48);
+  ContiguousAllocator bm = contiguous(10, 48);
   BlockTable x, y, z;
-  bm.allocate(tokens(1), 1, &x);  // 0..2
-  bm.allocate(tokens(1), 1, &y);  // 3..5
-  bm.allocate(tokens(1), 1, &z);  // 6..8
+  bm.allocate(bm.match_prefix(tokens(1)), 1, &x);  // 0..2
+  bm.allocate(bm.match_prefix(tokens(1)), 1, &y);  // 3..5
+  bm.allocate(bm.match_prefix(tokens(1)), 1, &z);  // 6..8
   EXPECT_EQ(bm.num_available_blocks(), 1);
-  EXPECT_FALSE(bm.can_allocate(tokens(1), 1));
+  EXPECT_FALSE(bm.can_allocate(bm.match_prefix(tokens(1)), 1, 0));
   bm.free(&y);  // free: 3..5 and 9, not adjacent
   EXPECT_EQ(bm.num_available_blocks(), 4);
   EXPECT_EQ(bm.metrics().largest_free_run, 3);
   BlockTable w;
-  ASSERT_EQ(bm.allocate(tokens(1), 1, &w), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(tokens(1)), 1, &w), 0);
   EXPECT_EQ(w.blocks, (std::vector<BlockId>{3, 4, 5}));
   EXPECT_EQ(bm.num_available_blocks(), 1);
   BlockTable v;
-  EXPECT_EQ(bm.allocate(tokens(1), 1, &v), -1);
+  EXPECT_EQ(bm.allocate(bm.match_prefix(tokens(1)), 1, &v), -1);
   EXPECT_TRUE(v.blocks.empty());
 }
 
 TEST(ContiguousAllocatorTest, RejectsWhenNoRunFitsAndChangesNothing) {
-  BlockManager bm = contiguous(10, 64);  // 4 blocks per sequence: 2 fit
+  ContiguousAllocator bm = contiguous(10, 64);  // 4 blocks per sequence: 2 fit
   BlockTable a, b, c;
-  ASSERT_EQ(bm.allocate(tokens(3), 3, &a), 0);
-  ASSERT_EQ(bm.allocate(tokens(3), 3, &b), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(tokens(3)), 3, &a), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(tokens(3)), 3, &b), 0);
   const BlockManagerMetrics before = bm.metrics();
-  EXPECT_FALSE(bm.can_allocate(tokens(3), 3));
-  EXPECT_EQ(bm.allocate(tokens(3), 3, &c), -1);
+  EXPECT_FALSE(bm.can_allocate(bm.match_prefix(tokens(3)), 3, 0));
+  EXPECT_EQ(bm.allocate(bm.match_prefix(tokens(3)), 3, &c), -1);
   EXPECT_TRUE(c.blocks.empty());
   EXPECT_EQ(bm.metrics().num_used_blocks, before.num_used_blocks);
   EXPECT_EQ(bm.num_available_blocks(), 2);
 }
 
 TEST(ContiguousAllocatorTest, FreeMergesNeighbouringRuns) {
-  BlockManager bm = contiguous(12, 48);
+  ContiguousAllocator bm = contiguous(12, 48);
   BlockTable a, b, c, d;
-  bm.allocate(tokens(1), 1, &a);
-  bm.allocate(tokens(1), 1, &b);
-  bm.allocate(tokens(1), 1, &c);
-  bm.allocate(tokens(1), 1, &d);
+  bm.allocate(bm.match_prefix(tokens(1)), 1, &a);
+  bm.allocate(bm.match_prefix(tokens(1)), 1, &b);
+  bm.allocate(bm.match_prefix(tokens(1)), 1, &c);
+  bm.allocate(bm.match_prefix(tokens(1)), 1, &d);
   bm.free(&a);
   bm.free(&c);
   EXPECT_EQ(bm.metrics().largest_free_run, 3);
@@ -129,9 +130,9 @@ TEST(ContiguousAllocatorTest, FreeMergesNeighbouringRuns) {
 }
 
 TEST(ContiguousAllocatorTest, ForkReservesANewRunAndCopiesTheUsedBlocks) {
-  BlockManager bm = contiguous(16, 64);  // 4 blocks per sequence
+  ContiguousAllocator bm = contiguous(16, 64);  // 4 blocks per sequence
   BlockTable parent, child;
-  ASSERT_EQ(bm.allocate(tokens(20), 20, &parent), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(tokens(20)), 20, &parent), 0);
   ASSERT_TRUE(bm.can_fork(parent));
   std::vector<BlockCopy> copies;
   ASSERT_TRUE(bm.fork(parent, 20, &child, &copies));  // 20 tokens: 2 blocks in use
@@ -151,9 +152,9 @@ TEST(ContiguousAllocatorTest, ForkReservesANewRunAndCopiesTheUsedBlocks) {
 }
 
 TEST(ContiguousAllocatorTest, ForkFailsWithoutARunAndChangesNothing) {
-  BlockManager bm = contiguous(6, 64);  // one 4-block run fits, not two
+  ContiguousAllocator bm = contiguous(6, 64);  // one 4-block run fits, not two
   BlockTable parent, child;
-  ASSERT_EQ(bm.allocate(tokens(20), 20, &parent), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(tokens(20)), 20, &parent), 0);
   EXPECT_FALSE(bm.can_fork(parent));
   std::vector<BlockCopy> copies;
   EXPECT_FALSE(bm.fork(parent, 20, &child, &copies));
@@ -163,21 +164,21 @@ TEST(ContiguousAllocatorTest, ForkFailsWithoutARunAndChangesNothing) {
 }
 
 TEST(ContiguousAllocatorTest, PrefixCachingIsOff) {
-  BlockManager bm = contiguous(16, 64);
+  ContiguousAllocator bm = contiguous(16, 64);
   EXPECT_FALSE(bm.prefix_caching());
   BlockTable a, b;
   const std::vector<int32_t> t = tokens(40);
-  bm.allocate(t, 40, &a);
+  bm.allocate(bm.match_prefix(t), 40, &a);
   bm.cache_full_blocks(&a, t, 40);
-  EXPECT_EQ(bm.num_cached_prefix_tokens(t), 0);
-  EXPECT_EQ(bm.allocate(t, 40, &b), 0);
+  EXPECT_EQ(bm.match_prefix(t).num_cached_tokens, 0);
+  EXPECT_EQ(bm.allocate(bm.match_prefix(t), 40, &b), 0);
   EXPECT_NE(a.blocks.front(), b.blocks.front());
 }
 
 TEST(ContiguousAllocatorTest, PagedPolicyForkSharesWithoutCopies) {
-  BlockManager bm(16, 16, false, KvAllocator::kPaged, 64);
+  BlockManager bm(16, 16, false);
   BlockTable parent, child;
-  bm.allocate(tokens(20), 20, &parent);
+  bm.allocate(bm.match_prefix(tokens(20)), 20, &parent);
   std::vector<BlockCopy> copies;
   ASSERT_TRUE(bm.fork(parent, 20, &child, &copies));
   EXPECT_EQ(child.blocks, parent.blocks);

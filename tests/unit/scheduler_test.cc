@@ -14,6 +14,8 @@
 #include <set>
 #include <vector>
 
+#include "core/kv/block_manager.h"
+
 namespace pvllm {
 namespace {
 
@@ -51,7 +53,7 @@ class FakeEngine {
     auto seq = std::make_unique<Sequence>();
     seq->seq_id = next_id_;
     seq->request_id = next_id_;
-    seq->arrival = next_id_;
+    seq->arrival_order = next_id_;
     ++next_id_;
     seq->priority = priority;
     seq->num_prompt_tokens = static_cast<int32_t>(prompt.size());
@@ -69,7 +71,7 @@ class FakeEngine {
     auto child = std::make_unique<Sequence>();
     child->seq_id = next_id_++;
     child->request_id = parent->request_id;
-    child->arrival = parent->arrival;
+    child->arrival_order = parent->arrival_order;
     child->priority = parent->priority;
     child->sample_index = sample_index;
     child->num_prompt_tokens = parent->num_prompt_tokens;
@@ -94,7 +96,7 @@ class FakeEngine {
     forward(batch);
     sched_.on_batch_computed(batch);
     for (const ScheduledSeq& s : batch.seqs) {
-      if (!s.samples) continue;
+      if (!s.samples_next_token) continue;
       s.seq->token_ids.push_back(sampled_[s.seq]);
       if (s.seq->num_generated_tokens() >= max_new_[s.seq]) sched_.finish(s.seq);
     }
@@ -132,7 +134,7 @@ class FakeEngine {
       ASSERT_LE(s.num_new_tokens, chunk);
       const int32_t end = seq->num_computed_tokens + s.num_new_tokens;
       ASSERT_LE(end, seq->num_tokens());
-      ASSERT_EQ(s.samples, end == seq->num_tokens());
+      ASSERT_EQ(s.samples_next_token, end == seq->num_tokens());
       // Blocks for every token it feeds, owned alone where it writes.
       ASSERT_GE(static_cast<int32_t>(seq->block_table.blocks.size()), bm_.blocks_for(end))
           << "seq " << seq->seq_id << " scheduled without blocks";
@@ -184,7 +186,7 @@ class FakeEngine {
     }
     // Attention reads the whole context back through the block table.
     for (const ScheduledSeq& s : batch.seqs) {
-      if (!s.samples) continue;
+      if (!s.samples_next_token) continue;
       const Sequence& seq = *s.seq;
       std::vector<int32_t> context(seq.token_ids.size());
       for (int32_t pos = 0; pos < seq.num_tokens(); ++pos) {
@@ -253,7 +255,7 @@ TEST(SchedulerTest, NewArrivalJoinsWhileOthersDecode) {
   ScheduledBatch first = e.step();
   ASSERT_EQ(first.seqs.size(), 1u);
   EXPECT_EQ(first.seqs[0].num_new_tokens, 10);
-  EXPECT_TRUE(first.seqs[0].samples);
+  EXPECT_TRUE(first.seqs[0].samples_next_token);
   e.step();  // a decodes alone
 
   Sequence* b = e.submit(iota_tokens(12, 50), 5);
@@ -315,7 +317,7 @@ TEST(SchedulerTest, TokenBudgetSplitsAdmissionIntoChunks) {
   ASSERT_NE(find(batch, b), nullptr);
   EXPECT_EQ(find(batch, a)->num_new_tokens, 20);
   EXPECT_EQ(find(batch, b)->num_new_tokens, 12);
-  EXPECT_FALSE(find(batch, b)->samples);
+  EXPECT_FALSE(find(batch, b)->samples_next_token);
   EXPECT_EQ(find(batch, c), nullptr);
   while (e.sched().num_running() + e.sched().num_waiting() > 0) {
     ScheduledBatch s = e.step();
@@ -536,7 +538,7 @@ TEST(SchedulerTest, PreemptedSequenceRecomputesPromptAndGeneratedTokens) {
     if (const ScheduledSeq* s = find(next, c)) {
       EXPECT_EQ(s->num_new_tokens, 9);
       EXPECT_EQ(c->num_computed_tokens, 9) << "computed from 0 in this step";
-      EXPECT_TRUE(s->samples);
+      EXPECT_TRUE(s->samples_next_token);
       return;
     }
   }
@@ -560,7 +562,7 @@ TEST(SchedulerTest, PrefixCacheHitSkipsPrefill) {
   EXPECT_EQ(b->num_computed_tokens, 5 * bs);
   EXPECT_EQ(b->num_cached_tokens, 5 * bs);
   EXPECT_EQ(s->num_new_tokens, 3);
-  EXPECT_TRUE(s->samples);
+  EXPECT_TRUE(s->samples_next_token);
   EXPECT_EQ(e.bm().metrics().prefix_hits, 5);
 }
 

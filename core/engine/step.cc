@@ -1,0 +1,193 @@
+// Engine::step and its stages:
+//
+//   take_new_requests   inbox → sequences in the scheduler; aborts applied
+//   schedule            the scheduler's batch (core/sched/scheduler.h)
+//   run_batch           copy-on-write copies, then the forward pass and the
+//                       draws in the backend (split on out of memory)
+//   append_or_fail      record what ran, fork n samples, append tokens; end
+//                       the sequences whose batch failed
+//   publish             events to the outbox, finished requests, stats
+#include <string>
+#include <utility>
+
+#include "core/base/check.h"
+#include "core/engine/engine.h"
+#include "core/engine/model_runner.h"
+#include "core/engine/request.h"
+
+namespace pvllm {
+
+Status Engine::step() {
+  std::lock_guard<std::mutex> step_lock(step_mu_);
+  StepResult step;
+  take_new_requests(&step);
+  const ScheduledBatch batch = scheduler_->schedule();
+  std::vector<SeqOutcome> outcomes = run_batch(batch);
+  append_or_fail(batch, outcomes, &step);
+  publish(&step);
+  return step.status;
+}
+
+// Moves submitted requests into the scheduler and applies aborts.
+void Engine::take_new_requests(StepResult* step) {
+  finished_requests_.clear();
+  std::vector<std::unique_ptr<Request>> inbox;
+  std::vector<uint64_t> aborts;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox.swap(inbox_);
+    aborts.swap(abort_inbox_);
+  }
+  for (std::unique_ptr<Request>& req : inbox) {
+    auto seq = std::make_unique<Sequence>();
+    seq->seq_id = next_seq_id_++;
+    seq->request_id = req->id;
+    seq->sample_index = 0;
+    seq->priority = req->priority;
+    seq->arrival_order = req->arrival_order;
+    seq->token_ids = req->prompt_ids;
+    seq->num_prompt_tokens = static_cast<int32_t>(req->prompt_ids.size());
+    seq->num_seats = req->params.n;
+    auto state = std::make_unique<SampleState>(tokenizer_.get(), last_prompt_token(*req));
+    state->seq = seq.get();
+    req->samples.push_back(std::move(state));
+    scheduler_->add(seq.get());
+    sequences_[seq->seq_id] = std::move(seq);
+    requests_[req->id] = std::move(req);
+  }
+  for (uint64_t id : aborts) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;  // finished in the meantime
+    for (auto& sample : it->second->samples) {
+      if (!sample->finished) {
+        finish_sequence(sample->seq, FinishReason::kAbort, nullptr, "", &step->events);
+      }
+    }
+  }
+}
+
+// outcomes[i] is batch.seqs[i]'s. A failed block copy fails the whole batch.
+std::vector<Engine::SeqOutcome> Engine::run_batch(const ScheduledBatch& batch) {
+  std::vector<SeqOutcome> outcomes(batch.seqs.size());
+  if (batch.empty()) return outcomes;
+  const Status copied = backend_->copy_blocks(batch.copies);
+  if (!copied.ok()) {
+    for (SeqOutcome& o : outcomes) o.status = copied;
+    return outcomes;
+  }
+  forward_and_sample(batch.seqs, outcomes);
+  return outcomes;
+}
+
+// A batch that runs out of memory is split in halves and each half retried
+// (K/V writes repeat the same values), so only a sequence that cannot run
+// even alone fails and the rest keep their work. Any other failure fails
+// the batch.
+void Engine::forward_and_sample(std::span<const ScheduledSeq> seqs,
+                                std::span<SeqOutcome> outcomes) {
+  ScheduledBatch sub;
+  sub.seqs.assign(seqs.begin(), seqs.end());
+  prepare_batch(sub, *kv_cache_, &metadata_);
+  plan_draws(seqs, &sample_rows_);
+  const Status st = backend_->forward_sample(metadata_, sample_rows_, &sample_results_);
+  if (st.ok()) {
+    auto next = sample_results_.begin();
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (!seqs[i].samples_next_token) continue;
+      const Sequence& seq = *seqs[i].seq;
+      const int32_t num_draws = draws_all_samples(seq) ? requests_.at(seq.request_id)->params.n : 1;
+      outcomes[i].samples.assign(next, next + num_draws);
+      next += num_draws;
+    }
+    return;
+  }
+  if (st.code() == StatusCode::kOutOfMemory && seqs.size() > 1) {
+    const size_t half = seqs.size() / 2;
+    forward_and_sample(seqs.first(half), outcomes.first(half));
+    forward_and_sample(seqs.subspan(half), outcomes.subspan(half));
+    return;
+  }
+  for (SeqOutcome& o : outcomes) o.status = st;
+}
+
+// Records what ran (computed tokens, prefix-cache hashes), ends the
+// sequences whose batch failed with kError and the message, forks first
+// tokens of n > 1 requests and appends every drawn token. The step reports
+// the first failure.
+void Engine::append_or_fail(const ScheduledBatch& batch, std::span<SeqOutcome> outcomes,
+                            StepResult* step) {
+  ScheduledBatch ran;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const ScheduledSeq& s = batch.seqs[i];
+    if (s.num_new_tokens > 1 || s.seq->num_computed_tokens < s.seq->num_prompt_tokens) {
+      step->num_prompt_tokens += s.num_new_tokens;
+    }
+    if (outcomes[i].status.ok()) {
+      ran.seqs.push_back(s);
+    } else if (step->status.ok()) {
+      step->status = outcomes[i].status;
+    }
+  }
+  scheduler_->on_batch_computed(ran);
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    Sequence* seq = batch.seqs[i].seq;
+    if (!outcomes[i].status.ok()) {
+      finish_sequence(seq, FinishReason::kError, nullptr, outcomes[i].status.message(),
+                      &step->events);
+      continue;
+    }
+    if (!batch.seqs[i].samples_next_token) continue;
+    std::vector<Sequence*> group{seq};
+    if (draws_all_samples(*seq)) {
+      fork_samples(seq, &group);
+    } else {
+      requests_.at(seq->request_id)->forked = true;
+    }
+    PVLLM_CHECK(group.size() == outcomes[i].samples.size(), "one draw per sample");
+    for (size_t k = 0; k < group.size(); ++k) {
+      append_token(group[k], outcomes[i].samples[k], &step->events);
+      ++step->num_sampled;
+    }
+  }
+}
+
+// Hands the step's events to poll, forgets finished requests, and updates
+// the stats, under the lock shared with submit / poll / abort / stats.
+void Engine::publish(StepResult* step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint64_t id : finished_requests_) {
+    requests_.erase(id);
+    live_request_ids_.erase(id);
+    ++stats_.num_requests_finished;
+  }
+  for (Output& ev : step->events) outbox_.push_back(std::move(ev));
+  update_stats_locked(*step);
+}
+
+void Engine::update_stats_locked(const StepResult& step) {
+  const BlockManagerMetrics m = kv_cache_->metrics();
+  stats_.num_running = scheduler_->num_running();
+  stats_.num_waiting = scheduler_->num_waiting();
+  stats_.num_blocks_total = m.num_blocks;
+  stats_.num_blocks_used = m.num_used_blocks;
+  stats_.num_blocks_free = m.num_free_blocks;
+  stats_.num_blocks_cached = m.num_cached_blocks;
+  stats_.kv_utilization = m.utilization;
+  stats_.reserved_unused_slots = scheduler_->num_reserved_unused_slots();
+  stats_.prefix_cache_hits = m.prefix_hits;
+  stats_.prefix_cache_queries = m.prefix_queries;
+  stats_.prefix_cache_hit_rate =
+      m.prefix_queries > 0 ? static_cast<float>(m.prefix_hits) / m.prefix_queries : 0.0f;
+  stats_.num_cached_prompt_tokens = m.prefix_hits * kv_cache_->block_size();
+  stats_.num_preemptions = scheduler_->num_preemptions();
+  const KvOccupancy occ = scheduler_->kv_occupancy();
+  stats_.num_kv_tokens_stored = occ.num_tokens_stored;
+  stats_.num_kv_slots_reserved = occ.num_slots_reserved;
+  stats_.num_seqs_queued_for_memory = scheduler_->num_queued_for_memory();
+  stats_.num_block_copies = m.num_cow_copies;
+  stats_.num_prompt_tokens_processed += step.num_prompt_tokens;
+  stats_.num_generation_tokens += step.num_sampled;
+  ++stats_.num_steps;
+}
+
+}  // namespace pvllm
