@@ -6,13 +6,21 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
+#include "kernels/cuda/common/dispatch.cuh"
 #include "kernels/cuda/decode_attention.h"
+#include "kernels/cuda/vec.cuh"
 
 namespace pvllm {
 
 namespace {
+
+using cuda_ops::aligned16;
+using cuda_ops::cp_async16;
+using cuda_ops::cp_async_commit;
+using cuda_ops::cp_async_wait;
+using cuda_ops::from_float;
+using cuda_ops::to_float;
 
 constexpr int kThreads = 128;  // 4 warps per CUDA block
 constexpr int kWarps = kThreads / 32;
@@ -70,21 +78,6 @@ __device__ inline void store_float8(__nv_bfloat16* p, const float (&f)[8]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
   *reinterpret_cast<uint4*>(p) = raw;
-}
-
-__device__ inline float to_float(__half x) { return __half2float(x); }
-__device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-// ---- cp.async: global -> shared without a register round trip ------------
-
-__device__ inline void cp_async16(void* smem, const void* gmem) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
-}
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ inline void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 __device__ inline float warp_max(float x) {
@@ -368,12 +361,7 @@ __global__ void __launch_bounds__(HEAD_DIM)
     }
   }
   const float value = denom > 0.0f ? numer / denom : 0.0f;
-  T* out = static_cast<T*>(p.out);
-  if constexpr (std::is_same_v<T, __half>) {
-    out[head_row * HEAD_DIM + d] = __float2half_rn(value);
-  } else {
-    out[head_row * HEAD_DIM + d] = __float2bfloat16_rn(value);
-  }
+  static_cast<T*>(p.out)[head_row * HEAD_DIM + d] = from_float<T>(value);
 }
 
 template <typename T, int HEAD_DIM, int BLOCK_SIZE>
@@ -389,48 +377,6 @@ int launch_decode(const DecodeAttentionParams& p, int32_t num_splits, cudaStream
 }
 
 using DecodeLaunchFn = int (*)(const DecodeAttentionParams&, int32_t, cudaStream_t);
-
-template <typename T, int HEAD_DIM>
-DecodeLaunchFn select_block_size(int32_t block_size) {
-  switch (block_size) {
-    case 16:
-      return &launch_decode<T, HEAD_DIM, 16>;
-    case 32:
-      return &launch_decode<T, HEAD_DIM, 32>;
-    case 256:
-      return &launch_decode<T, HEAD_DIM, 256>;
-    default:
-      return nullptr;
-  }
-}
-
-template <typename T>
-DecodeLaunchFn select_head_dim(int32_t head_dim, int32_t block_size) {
-  switch (head_dim) {
-    case 64:
-      return select_block_size<T, 64>(block_size);
-    case 128:
-      return select_block_size<T, 128>(block_size);
-    default:
-      return nullptr;
-  }
-}
-
-// The one dispatch: the supported dtypes, head dims and block sizes, each a
-// compile-time constant of the kernel; nullptr for anything else. Pure host
-// code, so the launcher can reject a shape before touching CUDA.
-DecodeLaunchFn select_decode_kernel(DType dtype, int32_t head_dim, int32_t block_size) {
-  switch (dtype) {
-    case DType::kF16:
-      return select_head_dim<__half>(head_dim, block_size);
-    case DType::kBF16:
-      return select_head_dim<__nv_bfloat16>(head_dim, block_size);
-    default:
-      return nullptr;
-  }
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 bool valid_sizes(const DecodeAttentionParams& p) {
   return p.num_seqs >= 0 && p.num_seqs <= 65535 && p.num_heads > 0 && p.num_kv_heads > 0 &&
@@ -496,9 +442,16 @@ size_t pvllm_cuda_decode_attention_workspace_bytes(const DecodeAttentionParams& 
 }
 
 int pvllm_cuda_decode_attention(const DecodeAttentionParams& p, void* stream) {
-  // Every shape check precedes the first CUDA call.
-  const DecodeLaunchFn launch = select_decode_kernel(p.dtype, p.head_dim, p.block_size);
-  if (launch == nullptr || !valid_sizes(p)) return cudaErrorInvalidValue;
+  // Every shape check precedes the first CUDA call. The one dispatch: the
+  // supported dtypes, head dims and block sizes become compile-time
+  // constants of the kernel; anything else returns cudaErrorInvalidValue.
+  DecodeLaunchFn launch = nullptr;
+  PVLLM_DISPATCH_HALF_DTYPE(p.dtype, T, PVLLM_DISPATCH_HEAD_DIM(p.head_dim, HEAD_DIM, {
+                              PVLLM_DISPATCH_BLOCK_SIZE(p.block_size, BLOCK_SIZE, {
+                                launch = &launch_decode<T, HEAD_DIM, BLOCK_SIZE>;
+                              });
+                            }));
+  if (!valid_sizes(p)) return cudaErrorInvalidValue;
   if (p.num_seqs == 0) return cudaSuccess;
   if (!valid_pointers(p)) return cudaErrorInvalidValue;
   const int32_t num_splits = pvllm_cuda_decode_attention_num_splits(p);

@@ -3,10 +3,13 @@
 #include <cstdint>
 
 #include "kernels/cuda/kv_write.h"
+#include "kernels/cuda/vec.cuh"
 
 namespace pvllm {
 
 namespace {
+
+using cuda_ops::aligned16;
 
 constexpr int kThreadsPerBlock = 128;
 constexpr int kElemsPerVector = 8;  // 16 bytes of fp16 / bf16
@@ -38,8 +41,6 @@ __global__ void write_kv_kernel(
     v_cache[dst] = v[token * v_stride + i];
   }
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
