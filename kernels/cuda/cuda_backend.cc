@@ -33,6 +33,7 @@
 #include "core/model/model.h"
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/block_copy.h"
+#include "kernels/cuda/common/paged_kv.h"
 #include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/kv_write.h"
@@ -535,10 +536,10 @@ Status CudaBackend::allocate_buffers() {
   DecodeAttentionParams dp;
   dp.dtype = dtype_;
   dp.num_heads = cfg_.num_heads;
-  dp.num_kv_heads = cfg_.num_kv_heads;
-  dp.head_dim = cfg_.head_dim;
-  dp.block_size = opt_.block_size;
-  dp.max_blocks_per_seq = max_blocks_;
+  dp.paged_kv.num_kv_heads = cfg_.num_kv_heads;
+  dp.paged_kv.head_dim = cfg_.head_dim;
+  dp.paged_kv.block_size = opt_.block_size;
+  dp.paged_kv.max_blocks_per_seq = max_blocks_;
   dp.max_context_len = max_blocks_ * opt_.block_size;  // what the graphs plan for
   size_t ws = 0;
   for (int32_t s = 1; s <= max_seqs_; ++s) {
@@ -690,6 +691,15 @@ Status CudaBackend::run_model(const StepArgs& a) {
     auto* q = qkv_.as<unsigned char>();
     auto* k = q + static_cast<size_t>(h) * d * e;
     auto* v = k + static_cast<size_t>(kvh) * d * e;
+    // Layer l's cache as the kernels see it, with the step's block tables.
+    PagedKv kv;
+    kv.k_cache = k_layer(l);
+    kv.v_cache = v_layer(l);
+    kv.block_tables = a.block_tables;
+    kv.max_blocks_per_seq = a.max_blocks_per_seq;
+    kv.block_size = opt_.block_size;
+    kv.num_kv_heads = kvh;
+    kv.head_dim = d;
 
     RopeParams rp;
     rp.q = q;
@@ -711,14 +721,10 @@ Status CudaBackend::run_model(const StepArgs& a) {
     kp.v = v;
     kp.k_token_stride = qkv_cols;
     kp.v_token_stride = qkv_cols;
-    kp.k_cache = k_layer(l);
-    kp.v_cache = v_layer(l);
+    kp.paged_kv = kv;
     kp.slot_mapping = a.slots;
     kp.dtype = dtype_;
     kp.num_tokens = t;
-    kp.num_kv_heads = kvh;
-    kp.head_dim = d;
-    kp.block_size = opt_.block_size;
     PVLLM_KERNEL_TRY(pvllm_cuda_write_kv(kp, stream_), "kv_write");
 
     if (a.num_decode > 0) {
@@ -726,43 +732,32 @@ Status CudaBackend::run_model(const StepArgs& a) {
       dp.q = q;
       dp.q_token_stride = qkv_cols;
       dp.out = attn_.get();
-      dp.k_cache = k_layer(l);
-      dp.v_cache = v_layer(l);
-      dp.block_tables = a.block_tables;
+      dp.paged_kv = kv;
       dp.context_lens = a.context_lens;
       dp.workspace = decode_ws_.get();
       dp.dtype = dtype_;
       dp.num_seqs = a.num_decode;
       dp.num_heads = h;
-      dp.num_kv_heads = kvh;
-      dp.head_dim = d;
-      dp.block_size = opt_.block_size;
-      dp.max_blocks_per_seq = a.max_blocks_per_seq;
       dp.max_context_len = a.decode_max_context;
       dp.scale = scale;
       PVLLM_KERNEL_TRY(pvllm_cuda_decode_attention(dp, stream_), "decode attention");
     }
     if (a.num_seqs > a.num_decode) {
-      // The prefill rows follow the decode rows.
+      // The prefill rows and block-table rows follow the decode ones.
       const size_t first_row = static_cast<size_t>(a.num_decode);
       PrefillAttentionParams pp;
       pp.q = q + first_row * static_cast<size_t>(qkv_cols) * e;
       pp.q_token_stride = qkv_cols;
       pp.out = attn_.as<unsigned char>() + first_row * static_cast<size_t>(h) * d * e;
-      pp.k_cache = k_layer(l);
-      pp.v_cache = v_layer(l);
+      pp.paged_kv = kv;
+      pp.paged_kv.block_tables += static_cast<size_t>(a.num_decode) * a.max_blocks_per_seq;
       pp.query_start = a.prefill_qs;
       pp.context_lens = a.context_lens + a.num_decode;
-      pp.block_tables = a.block_tables + static_cast<size_t>(a.num_decode) * a.max_blocks_per_seq;
       pp.work_items = a.work_items;
       pp.dtype = dtype_;
       pp.num_work_items = a.num_work_items;
       pp.num_seqs = a.num_seqs - a.num_decode;
       pp.num_heads = h;
-      pp.num_kv_heads = kvh;
-      pp.head_dim = d;
-      pp.block_size = opt_.block_size;
-      pp.max_blocks_per_seq = a.max_blocks_per_seq;
       pp.scale = scale;
       PVLLM_KERNEL_TRY(pvllm_cuda_prefill_attention(pp, stream_), "prefill attention");
     }

@@ -128,14 +128,14 @@ __global__ void __launch_bounds__(kThreads)
   const int kv_head = blockIdx.y;
   const int seq = blockIdx.z;
   const int tid = threadIdx.x;
-  const int group = p.num_heads / p.num_kv_heads;
+  const int group = p.num_heads / p.paged_kv.num_kv_heads;
   const int first_head = kv_head * group;
 
   const T* __restrict__ q = static_cast<const T*>(p.q);
-  const T* __restrict__ k_cache = static_cast<const T*>(p.k_cache);
-  const T* __restrict__ v_cache = static_cast<const T*>(p.v_cache);
+  const T* __restrict__ k_cache = static_cast<const T*>(p.paged_kv.k_cache);
+  const T* __restrict__ v_cache = static_cast<const T*>(p.paged_kv.v_cache);
   const int32_t* __restrict__ table =
-      p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+      p.paged_kv.block_tables + static_cast<int64_t>(seq) * p.paged_kv.max_blocks_per_seq;
 
   // This block's partition [begin, end) of the context.
   const int context_len = p.context_lens[seq];
@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(kThreads)
       if (pos >= end) continue;  // never read: masked in the scores, skipped in P.V
       const int64_t block = table[pos / BLOCK_SIZE];
       const int64_t src =
-          ((block * p.num_kv_heads + kv_head) * BLOCK_SIZE + pos % BLOCK_SIZE) * HEAD_DIM +
+          ((block * p.paged_kv.num_kv_heads + kv_head) * BLOCK_SIZE + pos % BLOCK_SIZE) * HEAD_DIM +
           chunk * kElemsPerVector;
       const int dst = t * HEAD_DIM + chunk * kElemsPerVector;
       cp_async16(&kv_smem[stage][0][dst], k_cache + src);
@@ -366,7 +366,7 @@ __global__ void __launch_bounds__(HEAD_DIM)
 
 template <typename T, int HEAD_DIM, int BLOCK_SIZE>
 int launch_decode(const DecodeAttentionParams& p, int32_t num_splits, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(num_splits), static_cast<unsigned>(p.num_kv_heads),
+  const dim3 grid(static_cast<unsigned>(num_splits), static_cast<unsigned>(p.paged_kv.num_kv_heads),
                   static_cast<unsigned>(p.num_seqs));
   decode_attention_kernel<T, HEAD_DIM, BLOCK_SIZE><<<grid, kThreads, 0, stream>>>(p, num_splits);
   if (num_splits > 1) {
@@ -379,19 +379,21 @@ int launch_decode(const DecodeAttentionParams& p, int32_t num_splits, cudaStream
 using DecodeLaunchFn = int (*)(const DecodeAttentionParams&, int32_t, cudaStream_t);
 
 bool valid_sizes(const DecodeAttentionParams& p) {
-  return p.num_seqs >= 0 && p.num_seqs <= 65535 && p.num_heads > 0 && p.num_kv_heads > 0 &&
-         p.num_kv_heads <= 65535 && p.num_heads % p.num_kv_heads == 0 &&
-         p.num_heads / p.num_kv_heads <= kDecodeMaxGroupSize && p.max_blocks_per_seq > 0 &&
+  const PagedKv& kv = p.paged_kv;
+  return p.num_seqs >= 0 && p.num_seqs <= 65535 && p.num_heads > 0 && kv.num_kv_heads > 0 &&
+         kv.num_kv_heads <= 65535 && p.num_heads % kv.num_kv_heads == 0 &&
+         p.num_heads / kv.num_kv_heads <= kDecodeMaxGroupSize && kv.max_blocks_per_seq > 0 &&
          p.max_context_len >= 0 && p.num_splits_override >= 0 &&
          (p.q_token_stride == 0 ||
-          (p.q_token_stride >= static_cast<int64_t>(p.num_heads) * p.head_dim &&
+          (p.q_token_stride >= static_cast<int64_t>(p.num_heads) * kv.head_dim &&
            p.q_token_stride % 8 == 0));
 }
 
 bool valid_pointers(const DecodeAttentionParams& p) {
-  return p.q != nullptr && p.out != nullptr && p.k_cache != nullptr && p.v_cache != nullptr &&
-         p.block_tables != nullptr && p.context_lens != nullptr && aligned16(p.q) &&
-         aligned16(p.out) && aligned16(p.k_cache) && aligned16(p.v_cache);
+  const PagedKv& kv = p.paged_kv;
+  return p.q != nullptr && p.out != nullptr && kv.k_cache != nullptr && kv.v_cache != nullptr &&
+         kv.block_tables != nullptr && p.context_lens != nullptr && aligned16(p.q) &&
+         aligned16(p.out) && aligned16(kv.k_cache) && aligned16(kv.v_cache);
 }
 
 // SM count of each device, queried once (0 = not yet known).
@@ -424,7 +426,7 @@ int32_t pvllm_cuda_decode_attention_num_splits(const DecodeAttentionParams& p) {
   // Enough CUDA blocks to keep every SM streaming: a block has 16 KiB of
   // loads in flight and about four fit on an SM, so aim for four per SM.
   const int64_t target_blocks = 4 * static_cast<int64_t>(sm_count());
-  const int64_t work = static_cast<int64_t>(p.num_seqs) * std::max(p.num_kv_heads, 1);
+  const int64_t work = static_cast<int64_t>(p.num_seqs) * std::max(p.paged_kv.num_kv_heads, 1);
   if (work <= 0 || work >= target_blocks) return 1;
   const int64_t wanted = (target_blocks + work - 1) / work;
   const int64_t by_length = std::max<int64_t>(
@@ -438,7 +440,7 @@ size_t pvllm_cuda_decode_attention_workspace_bytes(const DecodeAttentionParams& 
   if (num_splits <= 1) return 0;
   const size_t num_slots = static_cast<size_t>(std::max(p.num_seqs, 0)) *
                            static_cast<size_t>(std::max(p.num_heads, 0)) * num_splits;
-  return num_slots * (static_cast<size_t>(std::max(p.head_dim, 0)) + 2) * sizeof(float);
+  return num_slots * (static_cast<size_t>(std::max(p.paged_kv.head_dim, 0)) + 2) * sizeof(float);
 }
 
 int pvllm_cuda_decode_attention(const DecodeAttentionParams& p, void* stream) {
@@ -446,8 +448,8 @@ int pvllm_cuda_decode_attention(const DecodeAttentionParams& p, void* stream) {
   // supported dtypes, head dims and block sizes become compile-time
   // constants of the kernel; anything else returns cudaErrorInvalidValue.
   DecodeLaunchFn launch = nullptr;
-  PVLLM_DISPATCH_HALF_DTYPE(p.dtype, T, PVLLM_DISPATCH_HEAD_DIM(p.head_dim, HEAD_DIM, {
-                              PVLLM_DISPATCH_BLOCK_SIZE(p.block_size, BLOCK_SIZE, {
+  PVLLM_DISPATCH_HALF_DTYPE(p.dtype, T, PVLLM_DISPATCH_HEAD_DIM(p.paged_kv.head_dim, HEAD_DIM, {
+                              PVLLM_DISPATCH_BLOCK_SIZE(p.paged_kv.block_size, BLOCK_SIZE, {
                                 launch = &launch_decode<T, HEAD_DIM, BLOCK_SIZE>;
                               });
                             }));
@@ -459,7 +461,9 @@ int pvllm_cuda_decode_attention(const DecodeAttentionParams& p, void* stream) {
     return cudaErrorInvalidValue;
   }
   DecodeAttentionParams kp = p;  // the kernels read an explicit stride
-  if (kp.q_token_stride == 0) kp.q_token_stride = static_cast<int64_t>(p.num_heads) * p.head_dim;
+  if (kp.q_token_stride == 0) {
+    kp.q_token_stride = static_cast<int64_t>(p.num_heads) * p.paged_kv.head_dim;
+  }
   return launch(kp, num_splits, static_cast<cudaStream_t>(stream));
 }
 

@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(kThreads)
   const int seq = p.work_items[2 * blockIdx.x];
   const int q_row0 = p.work_items[2 * blockIdx.x + 1];
   const int head = blockIdx.y;
-  const int kv_head = head / (p.num_heads / p.num_kv_heads);
+  const int kv_head = head / (p.num_heads / p.paged_kv.num_kv_heads);
 
   const int first_token = p.query_start[seq];
   const int q_len = p.query_start[seq + 1] - first_token;
@@ -104,10 +104,10 @@ __global__ void __launch_bounds__(kThreads)
   const int first_pos = context_len - q_len + q_row0;  // position of row 0 of the tile
   const int num_keys = first_pos + num_rows;           // keys [0, last row's position]
   const int32_t* __restrict__ table =
-      p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+      p.paged_kv.block_tables + static_cast<int64_t>(seq) * p.paged_kv.max_blocks_per_seq;
   const T* __restrict__ q = static_cast<const T*>(p.q);
-  const T* __restrict__ k_cache = static_cast<const T*>(p.k_cache);
-  const T* __restrict__ v_cache = static_cast<const T*>(p.v_cache);
+  const T* __restrict__ k_cache = static_cast<const T*>(p.paged_kv.k_cache);
+  const T* __restrict__ v_cache = static_cast<const T*>(p.paged_kv.v_cache);
 
   // Q tile (rows past the chunk are zero) and a zero accumulator.
   for (int v = tid; v < kQTile * kRowVectors; v += kThreads) {
@@ -146,7 +146,9 @@ __global__ void __launch_bounds__(kThreads)
       if (key < num_keys) {
         const int64_t block = table[key / BLOCK_SIZE];
         const int64_t src =
-            ((block * p.num_kv_heads + kv_head) * BLOCK_SIZE + key % BLOCK_SIZE) * HEAD_DIM + col;
+            ((block * p.paged_kv.num_kv_heads + kv_head) * BLOCK_SIZE + key % BLOCK_SIZE) *
+                HEAD_DIM +
+            col;
         cp_async16(k_dst, k_cache + src);
         cp_async16(v_dst, v_cache + src);
       } else {
@@ -289,31 +291,32 @@ std::vector<int32_t> plan_prefill_attention(const int32_t* query_start, const in
 }
 
 int pvllm_cuda_prefill_attention(const PrefillAttentionParams& p, void* stream) {
+  const PagedKv& kv = p.paged_kv;
   // Every shape check precedes the first CUDA call. The one dispatch:
   // supported dtypes, head dims and block sizes become compile-time
   // constants; anything else returns cudaErrorInvalidValue.
   PrefillLaunchFn launch = nullptr;
-  PVLLM_DISPATCH_HALF_DTYPE(p.dtype, T, PVLLM_DISPATCH_HEAD_DIM(p.head_dim, HEAD_DIM, {
-                              PVLLM_DISPATCH_BLOCK_SIZE(p.block_size, BLOCK_SIZE, {
+  PVLLM_DISPATCH_HALF_DTYPE(p.dtype, T, PVLLM_DISPATCH_HEAD_DIM(kv.head_dim, HEAD_DIM, {
+                              PVLLM_DISPATCH_BLOCK_SIZE(kv.block_size, BLOCK_SIZE, {
                                 launch = &launch_prefill<T, HEAD_DIM, BLOCK_SIZE>;
                               });
                             }));
   const bool sizes_ok = p.num_work_items >= 0 && p.num_seqs >= 0 && p.num_heads > 0 &&
-                        p.num_heads <= 65535 && p.num_kv_heads > 0 &&
-                        p.num_heads % p.num_kv_heads == 0 && p.max_blocks_per_seq > 0 &&
+                        p.num_heads <= 65535 && kv.num_kv_heads > 0 &&
+                        p.num_heads % kv.num_kv_heads == 0 && kv.max_blocks_per_seq > 0 &&
                         (p.q_token_stride == 0 ||
-                         (p.q_token_stride >= static_cast<int64_t>(p.num_heads) * p.head_dim &&
+                         (p.q_token_stride >= static_cast<int64_t>(p.num_heads) * kv.head_dim &&
                           p.q_token_stride % 8 == 0));
   if (!sizes_ok) return cudaErrorInvalidValue;
   if (p.num_work_items == 0) return cudaSuccess;
-  const bool pointers_ok = p.q != nullptr && p.out != nullptr && p.k_cache != nullptr &&
-                           p.v_cache != nullptr && p.query_start != nullptr &&
-                           p.context_lens != nullptr && p.block_tables != nullptr &&
+  const bool pointers_ok = p.q != nullptr && p.out != nullptr && kv.k_cache != nullptr &&
+                           kv.v_cache != nullptr && p.query_start != nullptr &&
+                           p.context_lens != nullptr && kv.block_tables != nullptr &&
                            p.work_items != nullptr && aligned16(p.q) && aligned16(p.out) &&
-                           aligned16(p.k_cache) && aligned16(p.v_cache);
+                           aligned16(kv.k_cache) && aligned16(kv.v_cache);
   if (!pointers_ok) return cudaErrorInvalidValue;
   PrefillAttentionParams kp = p;  // the kernel reads an explicit stride
-  if (kp.q_token_stride == 0) kp.q_token_stride = static_cast<int64_t>(p.num_heads) * p.head_dim;
+  if (kp.q_token_stride == 0) kp.q_token_stride = static_cast<int64_t>(p.num_heads) * kv.head_dim;
   return launch(kp, static_cast<cudaStream_t>(stream));
 }
 

@@ -17,6 +17,7 @@
 #include "core/base/tensor.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cuda/common/paged_kv.h"
 #include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/kv_write.h"
 #include "kernels/cuda/prefill_attention.h"
@@ -180,6 +181,22 @@ std::vector<float> reference_attention(const RoundedValues& q, const HostCache& 
   return expected;
 }
 
+// The device pools k and v with the layout's block tables, as one layer's
+// PagedKv (kNumKvHeads heads of head_dim).
+PagedKv device_paged_kv(const DeviceBuffer& k, const DeviceBuffer& v,
+                        const DeviceBuffer& block_tables, const PagedLayout& layout,
+                        int32_t head_dim) {
+  PagedKv kv;
+  kv.k_cache = k.get();
+  kv.v_cache = v.get();
+  kv.block_tables = block_tables.as<int32_t>();
+  kv.max_blocks_per_seq = layout.max_blocks_per_seq;
+  kv.block_size = layout.block_size;
+  kv.num_kv_heads = kNumKvHeads;
+  kv.head_dim = head_dim;
+  return kv;
+}
+
 // Rows of `row` elements laid `stride` apart, as a view into a fused QKV
 // GEMM output; the gaps hold NaN, so a kernel that reads them cannot pass.
 std::vector<uint16_t> widen_rows(const std::vector<uint16_t>& bits, size_t row, size_t stride) {
@@ -252,17 +269,11 @@ class DecodeAttentionTest : public testing::TestWithParam<KernelConfig> {
       DecodeAttentionParams p;
       p.q = d_q.get();
       p.out = d_out.get();
-      p.k_cache = d_k.get();
-      p.v_cache = d_v.get();
-      p.block_tables = d_tables.as<int32_t>();
+      p.paged_kv = device_paged_kv(d_k, d_v, d_tables, layout, head_dim);
       p.context_lens = d_lens.as<int32_t>();
       p.dtype = dtype;
       p.num_seqs = num_seqs;
       p.num_heads = num_heads;
-      p.num_kv_heads = kNumKvHeads;
-      p.head_dim = head_dim;
-      p.block_size = block_size;
-      p.max_blocks_per_seq = layout.max_blocks_per_seq;
       p.max_context_len = max_context_len;
       p.scale = scale;
       p.num_splits_override = override_splits;
@@ -381,17 +392,14 @@ class PrefillAttentionTest : public testing::TestWithParam<KernelConfig> {
     PVLLM_ATTN_CUDA_OK(copy_to_device(d_lens, context_lens));
     PVLLM_ATTN_CUDA_OK(copy_to_device(d_query_start, query_start));
 
+    const PagedKv paged_kv = device_paged_kv(d_k, d_v, d_tables, layout, head_dim);
     KvWriteParams w;
     w.k = d_k_new.get();
     w.v = d_v_new.get();
-    w.k_cache = d_k.get();
-    w.v_cache = d_v.get();
+    w.paged_kv = paged_kv;
     w.slot_mapping = d_slots.as<int64_t>();
     w.dtype = dtype;
     w.num_tokens = num_tokens;
-    w.num_kv_heads = kNumKvHeads;
-    w.head_dim = head_dim;
-    w.block_size = block_size;
     PVLLM_ATTN_CUDA_OK(pvllm_cuda_write_kv(w, nullptr));
 
     const std::vector<int32_t> items =
@@ -401,20 +409,14 @@ class PrefillAttentionTest : public testing::TestWithParam<KernelConfig> {
     PrefillAttentionParams p;
     p.q = d_q.get();
     p.out = d_out.get();
-    p.k_cache = d_k.get();
-    p.v_cache = d_v.get();
+    p.paged_kv = paged_kv;
     p.query_start = d_query_start.as<int32_t>();
     p.context_lens = d_lens.as<int32_t>();
-    p.block_tables = d_tables.as<int32_t>();
     p.work_items = d_items.as<int32_t>();
     p.dtype = dtype;
     p.num_work_items = static_cast<int32_t>(items.size() / 2);
     p.num_seqs = num_seqs;
     p.num_heads = num_heads;
-    p.num_kv_heads = kNumKvHeads;
-    p.head_dim = head_dim;
-    p.block_size = block_size;
-    p.max_blocks_per_seq = layout.max_blocks_per_seq;
     p.scale = scale;
     p.q_token_stride = q_pad > 0 ? static_cast<int64_t>(q_row) + q_pad : 0;
     PVLLM_ATTN_CUDA_OK(cudaMemset(d_out.get(), 0x7F, q.bits.size() * 2));
@@ -540,14 +542,14 @@ void KvWriteTest::check(bool fused) {
     p.k_token_stride = static_cast<int64_t>(qkv_row);
     p.v_token_stride = static_cast<int64_t>(qkv_row);
   }
-  p.k_cache = d_kc.get();
-  p.v_cache = d_vc.get();
+  p.paged_kv.k_cache = d_kc.get();
+  p.paged_kv.v_cache = d_vc.get();
+  p.paged_kv.block_size = block_size;
+  p.paged_kv.num_kv_heads = kNumKvHeads;
+  p.paged_kv.head_dim = head_dim;
   p.slot_mapping = d_slots.as<int64_t>();
   p.dtype = dtype;
   p.num_tokens = num_tokens;
-  p.num_kv_heads = kNumKvHeads;
-  p.head_dim = head_dim;
-  p.block_size = block_size;
   PVLLM_ATTN_CUDA_OK(pvllm_cuda_write_kv(p, nullptr));
   PVLLM_ATTN_CUDA_OK(cudaDeviceSynchronize());
   std::vector<uint16_t> got_k(cache_elems), got_v(cache_elems);
@@ -596,22 +598,29 @@ INSTANTIATE_TEST_SUITE_P(AllSupported, KvWriteTest,
 // happen before the launcher's first CUDA call, so these run without a GPU.
 alignas(16) unsigned char g_dummy[256];
 
+// 2 kv heads of 128, blocks of 16, tables 4 wide.
+PagedKv valid_paged_kv() {
+  PagedKv kv;
+  kv.k_cache = g_dummy;
+  kv.v_cache = g_dummy;
+  kv.block_tables = reinterpret_cast<const int32_t*>(g_dummy);
+  kv.max_blocks_per_seq = 4;
+  kv.block_size = 16;
+  kv.num_kv_heads = 2;
+  kv.head_dim = 128;
+  return kv;
+}
+
 DecodeAttentionParams valid_decode_params() {
   DecodeAttentionParams p;
   p.q = g_dummy;
   p.out = g_dummy;
-  p.k_cache = g_dummy;
-  p.v_cache = g_dummy;
-  p.block_tables = reinterpret_cast<const int32_t*>(g_dummy);
+  p.paged_kv = valid_paged_kv();
   p.context_lens = reinterpret_cast<const int32_t*>(g_dummy);
   p.workspace = g_dummy;
   p.dtype = DType::kBF16;
   p.num_seqs = 1;
   p.num_heads = 8;
-  p.num_kv_heads = 2;
-  p.head_dim = 128;
-  p.block_size = 16;
-  p.max_blocks_per_seq = 4;
   p.max_context_len = 64;
   p.scale = 0.1f;
   p.num_splits_override = 1;
@@ -622,20 +631,14 @@ PrefillAttentionParams valid_prefill_params() {
   PrefillAttentionParams p;
   p.q = g_dummy;
   p.out = g_dummy;
-  p.k_cache = g_dummy;
-  p.v_cache = g_dummy;
+  p.paged_kv = valid_paged_kv();
   p.query_start = reinterpret_cast<const int32_t*>(g_dummy);
   p.context_lens = reinterpret_cast<const int32_t*>(g_dummy);
-  p.block_tables = reinterpret_cast<const int32_t*>(g_dummy);
   p.work_items = reinterpret_cast<const int32_t*>(g_dummy);
   p.dtype = DType::kBF16;
   p.num_work_items = 1;
   p.num_seqs = 1;
   p.num_heads = 8;
-  p.num_kv_heads = 2;
-  p.head_dim = 128;
-  p.block_size = 16;
-  p.max_blocks_per_seq = 4;
   p.scale = 0.1f;
   return p;
 }
@@ -643,7 +646,7 @@ PrefillAttentionParams valid_prefill_params() {
 TEST(DecodeAttentionValidation, RejectsUnsupportedHeadDims) {
   for (int32_t head_dim : {0, 32, 80, 96, 256}) {
     DecodeAttentionParams p = valid_decode_params();
-    p.head_dim = head_dim;
+    p.paged_kv.head_dim = head_dim;
     EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue) << head_dim;
   }
 }
@@ -651,7 +654,7 @@ TEST(DecodeAttentionValidation, RejectsUnsupportedHeadDims) {
 TEST(DecodeAttentionValidation, RejectsUnsupportedBlockSizes) {
   for (int32_t block_size : {0, 1, 8, 64, 128, 512}) {
     DecodeAttentionParams p = valid_decode_params();
-    p.block_size = block_size;
+    p.paged_kv.block_size = block_size;
     EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue) << block_size;
   }
 }
@@ -662,11 +665,11 @@ TEST(DecodeAttentionValidation, RejectsF32AndBadHeadGroups) {
   EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
   p = valid_decode_params();
   p.num_heads = 6;
-  p.num_kv_heads = 4;  // does not divide
+  p.paged_kv.num_kv_heads = 4;  // does not divide
   EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
   p = valid_decode_params();
   p.num_heads = 34;
-  p.num_kv_heads = 1;  // group above kDecodeMaxGroupSize
+  p.paged_kv.num_kv_heads = 1;  // group above kDecodeMaxGroupSize
   EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
 }
 
@@ -675,7 +678,7 @@ TEST(DecodeAttentionValidation, RejectsNullAndMisalignedPointers) {
   p.q = nullptr;
   EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
   p = valid_decode_params();
-  p.k_cache = g_dummy + 2;
+  p.paged_kv.k_cache = g_dummy + 2;
   EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
 }
 
@@ -695,12 +698,12 @@ TEST(DecodeAttentionPlan, OverrideFixesSplitCountAndWorkspace) {
 TEST(PrefillAttentionValidation, RejectsUnsupportedShapes) {
   for (int32_t head_dim : {0, 32, 96, 256}) {
     PrefillAttentionParams p = valid_prefill_params();
-    p.head_dim = head_dim;
+    p.paged_kv.head_dim = head_dim;
     EXPECT_EQ(pvllm_cuda_prefill_attention(p, nullptr), cudaErrorInvalidValue) << head_dim;
   }
   for (int32_t block_size : {0, 8, 64, 128}) {
     PrefillAttentionParams p = valid_prefill_params();
-    p.block_size = block_size;
+    p.paged_kv.block_size = block_size;
     EXPECT_EQ(pvllm_cuda_prefill_attention(p, nullptr), cudaErrorInvalidValue) << block_size;
   }
   PrefillAttentionParams p = valid_prefill_params();
@@ -715,15 +718,15 @@ TEST(KvWriteValidation, RejectsUnsupportedShapes) {
   KvWriteParams p;
   p.k = g_dummy;
   p.v = g_dummy;
-  p.k_cache = g_dummy;
-  p.v_cache = g_dummy;
+  p.paged_kv.k_cache = g_dummy;
+  p.paged_kv.v_cache = g_dummy;
   p.slot_mapping = reinterpret_cast<const int64_t*>(g_dummy);
   p.num_tokens = 1;
-  p.num_kv_heads = 1;
-  p.block_size = 16;
-  p.head_dim = 12;  // not whole 16-byte vectors
+  p.paged_kv.num_kv_heads = 1;
+  p.paged_kv.block_size = 16;
+  p.paged_kv.head_dim = 12;  // not whole 16-byte vectors
   EXPECT_EQ(pvllm_cuda_write_kv(p, nullptr), cudaErrorInvalidValue);
-  p.head_dim = 64;
+  p.paged_kv.head_dim = 64;
   p.dtype = DType::kF32;
   EXPECT_EQ(pvllm_cuda_write_kv(p, nullptr), cudaErrorInvalidValue);
   p.dtype = DType::kF16;
