@@ -33,6 +33,7 @@
 #include "core/model/model.h"
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/block_copy.h"
+#include "kernels/cuda/common/device_buffer.h"
 #include "kernels/cuda/common/paged_kv.h"
 #include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/embedding.h"
@@ -53,12 +54,6 @@ constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 constexpr size_t kAlign = 256;
 
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
-Status cuda_status(cudaError_t e, const std::string& what) {
-  const std::string msg = what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
-  if (e == cudaErrorMemoryAllocation) return OutOfMemory("CUDA out of memory: " + msg);
-  return Internal("CUDA error: " + msg);
-}
 
 Status cublas_status(cublasStatus_t s, const std::string& what) {
   const std::string msg = what + ": cuBLAS status " + std::to_string(static_cast<int>(s));
@@ -119,69 +114,6 @@ Status check_device(int32_t device) {
   }
   return Status::Ok();
 }
-
-// Where a Buffer lives: device memory, or page-locked host memory for what
-// a step stages (metadata and sampling inputs on the way to the device,
-// sampled tokens on the way back).
-enum class Memory { kDevice, kPinnedHost };
-
-// One allocation, freed on destruction.
-template <Memory kWhere>
-class Buffer {
- public:
-  Buffer() = default;
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { release(ptr_); }
-  Status allocate(size_t bytes, const char* what) {
-    release(ptr_);
-    ptr_ = nullptr;
-    bytes_ = 0;
-    bytes = std::max<size_t>(bytes, 16);
-    PVLLM_CUDA_TRY(obtain(&ptr_, bytes), std::string("allocating ") + what + " (" +
-                                             std::to_string(bytes >> 20) + " MiB)");
-    bytes_ = bytes;
-    return Status::Ok();
-  }
-  // Grows to at least `bytes` (by half again, so a slowly growing need
-  // reallocates rarely); the contents are not kept. When the larger
-  // allocation fails, the buffer keeps the one it had.
-  Status reserve(size_t bytes, const char* what) {
-    if (bytes <= bytes_) return Status::Ok();
-    bytes = std::max(bytes, bytes_ + bytes_ / 2);
-    void* grown = nullptr;
-    PVLLM_CUDA_TRY(obtain(&grown, bytes),
-                   std::string("growing ") + what + " to " + std::to_string(bytes >> 10) + " KiB");
-    release(ptr_);
-    ptr_ = grown;
-    bytes_ = bytes;
-    return Status::Ok();
-  }
-  void* get() const { return ptr_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-  size_t bytes() const { return bytes_; }
-
- private:
-  static cudaError_t obtain(void** p, size_t bytes) {
-    return kWhere == Memory::kDevice ? cudaMalloc(p, bytes) : cudaMallocHost(p, bytes);
-  }
-  static void release(void* p) {
-    if (p == nullptr) return;
-    if (kWhere == Memory::kDevice) {
-      cudaFree(p);
-    } else {
-      cudaFreeHost(p);
-    }
-  }
-
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
-using DeviceBuffer = Buffer<Memory::kDevice>;
-using PinnedBuffer = Buffer<Memory::kPinnedHost>;
 
 // Offsets of the per-step arrays inside the metadata buffers (host staging
 // and device copy share one layout).
