@@ -22,6 +22,7 @@
 
 #include "bench/cuda_check.h"
 #include "core/base/tensor.h"
+#include "kernels/cuda/common/paged_kv.h"
 #include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/prefill_attention.h"
 
@@ -80,6 +81,21 @@ struct Row {
   double fraction;  // of copy bandwidth (decode), 0 for prefill
 };
 
+// The cache the kernels read: the model's kv heads and head dim over these
+// pools and block tables ([num_seqs, blocks_per_seq]).
+pvllm::PagedKv paged_kv(const ModelShape& m, void* k_cache, void* v_cache,
+                        const int32_t* block_tables, int32_t blocks_per_seq, int32_t block_size) {
+  pvllm::PagedKv kv;
+  kv.k_cache = k_cache;
+  kv.v_cache = v_cache;
+  kv.block_tables = block_tables;
+  kv.max_blocks_per_seq = blocks_per_seq;
+  kv.block_size = block_size;
+  kv.num_kv_heads = m.num_kv_heads;
+  kv.head_dim = m.head_dim;
+  return kv;
+}
+
 // A shuffled block table: sequence s owns ceil(context / block_size) blocks.
 std::vector<int32_t> shuffled_tables(int32_t num_seqs, int32_t blocks_per_seq, std::mt19937& rng) {
   std::vector<int32_t> ids(static_cast<size_t>(num_seqs) * blocks_per_seq);
@@ -123,17 +139,11 @@ std::vector<Row> bench_decode(const ModelShape& m, double copy_gbs, int reps) {
         pvllm::DecodeAttentionParams p;
         p.q = q;
         p.out = out;
-        p.k_cache = k_cache;
-        p.v_cache = v_cache;
-        p.block_tables = d_tables;
+        p.paged_kv = paged_kv(m, k_cache, v_cache, d_tables, blocks_per_seq, block_size);
         p.context_lens = d_lens;
         p.dtype = pvllm::DType::kBF16;
         p.num_seqs = num_seqs;
         p.num_heads = m.num_heads;
-        p.num_kv_heads = m.num_kv_heads;
-        p.head_dim = m.head_dim;
-        p.block_size = block_size;
-        p.max_blocks_per_seq = blocks_per_seq;
         p.max_context_len = context;
         p.scale = 0.088f;
         void* workspace = nullptr;
@@ -203,20 +213,14 @@ std::vector<Row> bench_prefill(const ModelShape& m, int reps) {
     pvllm::PrefillAttentionParams p;
     p.q = q;
     p.out = out;
-    p.k_cache = k_cache;
-    p.v_cache = v_cache;
+    p.paged_kv = paged_kv(m, k_cache, v_cache, d_tables, blocks_per_seq, block_size);
     p.query_start = d_qs;
     p.context_lens = d_lens;
-    p.block_tables = d_tables;
     p.work_items = d_items;
     p.dtype = pvllm::DType::kBF16;
     p.num_work_items = static_cast<int32_t>(items.size() / 2);
     p.num_seqs = c.num_seqs;
     p.num_heads = m.num_heads;
-    p.num_kv_heads = m.num_kv_heads;
-    p.head_dim = m.head_dim;
-    p.block_size = block_size;
-    p.max_blocks_per_seq = blocks_per_seq;
     p.scale = 0.088f;
     const float ms =
         time_ms([&] { BENCH_CHECK(pvllm::pvllm_cuda_prefill_attention(p, nullptr)); }, reps);

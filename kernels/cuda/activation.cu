@@ -3,7 +3,8 @@
 #include <cstdint>
 
 #include "kernels/cuda/activation.h"
-#include "kernels/cuda/ops_vec.cuh"
+#include "kernels/cuda/common/dispatch.cuh"
+#include "kernels/cuda/vec.cuh"
 
 namespace pvllm {
 
@@ -50,9 +51,8 @@ int pvllm_cuda_silu_mul(const SiluMulParams& params, void* stream) {
   if (!valid) return cudaErrorInvalidValue;
   if (params.num_tokens == 0) return cudaSuccess;
 
-  const bool use_vectors = params.intermediate % 8 == 0 &&
-                           cuda_ops::aligned_to(params.in, cuda_ops::kVecBytes) &&
-                           cuda_ops::aligned_to(params.out, cuda_ops::kVecBytes);
+  const bool use_vectors = params.intermediate % 8 == 0 && cuda_ops::aligned16(params.in) &&
+                           cuda_ops::aligned16(params.out);
   const auto s = static_cast<cudaStream_t>(stream);
   PVLLM_DISPATCH_HALF_DTYPE(
       params.dtype, T, PVLLM_DISPATCH_VEC(use_vectors, VEC, {

@@ -3,10 +3,13 @@
 #include <cstdint>
 
 #include "kernels/cuda/block_copy.h"
+#include "kernels/cuda/vec.cuh"
 
 namespace pvllm {
 
 namespace {
+
+using cuda_ops::aligned16;
 
 constexpr int kThreadsPerBlock = 256;
 constexpr int64_t kVectorBytes = sizeof(int4);
@@ -31,8 +34,6 @@ __global__ void copy_blocks_kernel(
   const int64_t num_vectors = block_bytes / kVectorBytes;
   for (int64_t i = threadIdx.x; i < num_vectors; i += blockDim.x) dst[i] = src[i];
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % kVectorBytes == 0; }
 
 }  // namespace
 

@@ -33,6 +33,8 @@
 #include "core/model/model.h"
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/block_copy.h"
+#include "kernels/cuda/common/device_buffer.h"
+#include "kernels/cuda/common/paged_kv.h"
 #include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/kv_write.h"
@@ -52,12 +54,6 @@ constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 constexpr size_t kAlign = 256;
 
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
-Status cuda_status(cudaError_t e, const std::string& what) {
-  const std::string msg = what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
-  if (e == cudaErrorMemoryAllocation) return OutOfMemory("CUDA out of memory: " + msg);
-  return Internal("CUDA error: " + msg);
-}
 
 Status cublas_status(cublasStatus_t s, const std::string& what) {
   const std::string msg = what + ": cuBLAS status " + std::to_string(static_cast<int>(s));
@@ -118,69 +114,6 @@ Status check_device(int32_t device) {
   }
   return Status::Ok();
 }
-
-// Where a Buffer lives: device memory, or page-locked host memory for what
-// a step stages (metadata and sampling inputs on the way to the device,
-// sampled tokens on the way back).
-enum class Memory { kDevice, kPinnedHost };
-
-// One allocation, freed on destruction.
-template <Memory kWhere>
-class Buffer {
- public:
-  Buffer() = default;
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { release(ptr_); }
-  Status allocate(size_t bytes, const char* what) {
-    release(ptr_);
-    ptr_ = nullptr;
-    bytes_ = 0;
-    bytes = std::max<size_t>(bytes, 16);
-    PVLLM_CUDA_TRY(obtain(&ptr_, bytes), std::string("allocating ") + what + " (" +
-                                             std::to_string(bytes >> 20) + " MiB)");
-    bytes_ = bytes;
-    return Status::Ok();
-  }
-  // Grows to at least `bytes` (by half again, so a slowly growing need
-  // reallocates rarely); the contents are not kept. When the larger
-  // allocation fails, the buffer keeps the one it had.
-  Status reserve(size_t bytes, const char* what) {
-    if (bytes <= bytes_) return Status::Ok();
-    bytes = std::max(bytes, bytes_ + bytes_ / 2);
-    void* grown = nullptr;
-    PVLLM_CUDA_TRY(obtain(&grown, bytes),
-                   std::string("growing ") + what + " to " + std::to_string(bytes >> 10) + " KiB");
-    release(ptr_);
-    ptr_ = grown;
-    bytes_ = bytes;
-    return Status::Ok();
-  }
-  void* get() const { return ptr_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-  size_t bytes() const { return bytes_; }
-
- private:
-  static cudaError_t obtain(void** p, size_t bytes) {
-    return kWhere == Memory::kDevice ? cudaMalloc(p, bytes) : cudaMallocHost(p, bytes);
-  }
-  static void release(void* p) {
-    if (p == nullptr) return;
-    if (kWhere == Memory::kDevice) {
-      cudaFree(p);
-    } else {
-      cudaFreeHost(p);
-    }
-  }
-
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
-using DeviceBuffer = Buffer<Memory::kDevice>;
-using PinnedBuffer = Buffer<Memory::kPinnedHost>;
 
 // Offsets of the per-step arrays inside the metadata buffers (host staging
 // and device copy share one layout).
@@ -278,7 +211,16 @@ class CudaBackend final : public Backend {
   Status allocate_buffers();
   Status allocate_kv();
   Status gemm(const void* x, const void* w, void* y, int32_t m, int32_t n, int32_t k, bool out_f32);
+  // The forward pass, in the order run_model enqueues it.
   Status run_model(const StepArgs& a);
+  Status embed(const StepArgs& a);
+  Status attention(int32_t l, const StepArgs& a);
+  Status attend(int32_t l, const StepArgs& a, const unsigned char* q);
+  Status mlp(int32_t l, const StepArgs& a);
+  Status final_logits(const StepArgs& a);
+  Status rmsnorm(const void* x, void* residual, const void* weight, int32_t num_tokens,
+                 const char* what);
+  PagedKv paged_kv(int32_t l, const StepArgs& a) const;
   Status check_batch(const BatchMetadata& md) const;
   Status enqueue_forward(const BatchMetadata& md);
   Status enqueue_eager(const BatchMetadata& md, int32_t num_decode);
@@ -535,10 +477,10 @@ Status CudaBackend::allocate_buffers() {
   DecodeAttentionParams dp;
   dp.dtype = dtype_;
   dp.num_heads = cfg_.num_heads;
-  dp.num_kv_heads = cfg_.num_kv_heads;
-  dp.head_dim = cfg_.head_dim;
-  dp.block_size = opt_.block_size;
-  dp.max_blocks_per_seq = max_blocks_;
+  dp.paged_kv.num_kv_heads = cfg_.num_kv_heads;
+  dp.paged_kv.head_dim = cfg_.head_dim;
+  dp.paged_kv.block_size = opt_.block_size;
+  dp.paged_kv.max_blocks_per_seq = max_blocks_;
   dp.max_context_len = max_blocks_ * opt_.block_size;  // what the graphs plan for
   size_t ws = 0;
   for (int32_t s = 1; s <= max_seqs_; ++s) {
@@ -646,141 +588,180 @@ Status CudaBackend::gemm(const void* x, const void* w, void* y, int32_t m, int32
 // logits_ ([num_logits, vocab] fp32). Makes no host synchronisation, so it
 // is also what a graph captures.
 Status CudaBackend::run_model(const StepArgs& a) {
-  const int32_t t = a.num_tokens;
-  const int32_t hidden = cfg_.hidden_size;
-  const int32_t h = cfg_.num_heads, kvh = cfg_.num_kv_heads, d = cfg_.head_dim;
-  const int32_t qkv_cols = (h + 2 * kvh) * d;
-  const int32_t inter = cfg_.intermediate_size;
-  const size_t e = elem();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  PVLLM_RETURN_IF_ERROR(embed(a));
+  for (int32_t l = 0; l < cfg_.num_layers; ++l) {
+    PVLLM_RETURN_IF_ERROR(attention(l, a));
+    PVLLM_RETURN_IF_ERROR(mlp(l, a));
+  }
+  return final_logits(a);
+}
 
+// The step's token embeddings into hidden_, the residual stream.
+Status CudaBackend::embed(const StepArgs& a) {
   EmbeddingParams ep;
   ep.ids = a.input_ids;
   ep.table = embed_.get();
   ep.out = hidden_.get();
-  ep.num_tokens = t;
-  ep.hidden = hidden;
+  ep.num_tokens = a.num_tokens;
+  ep.hidden = cfg_.hidden_size;
   ep.vocab = cfg_.vocab_size;
   ep.dtype = dtype_;
   PVLLM_KERNEL_TRY(pvllm_cuda_embedding(ep, stream_), "embedding");
+  return Status::Ok();
+}
 
+// normed_ = RMSNorm of `num_tokens` rows of x with `weight`; with a
+// residual, residual += x first and the sum is what gets normalised.
+Status CudaBackend::rmsnorm(const void* x, void* residual, const void* weight, int32_t num_tokens,
+                            const char* what) {
   RmsNormParams np;
-  np.num_tokens = t;
-  np.hidden = hidden;
+  np.x = x;
+  np.residual = residual;
+  np.weight = weight;
+  np.out = normed_.get();
+  np.num_tokens = num_tokens;
+  np.hidden = cfg_.hidden_size;
   np.eps = cfg_.rms_norm_eps;
   np.dtype = dtype_;
-  np.out = normed_.get();
+  PVLLM_KERNEL_TRY(pvllm_cuda_rmsnorm(np, stream_), what);
+  return Status::Ok();
+}
 
-  for (int32_t l = 0; l < cfg_.num_layers; ++l) {
-    const DeviceLayer& w = layers_[l];
-    // The previous layer's down projection joins the residual here.
-    np.x = l == 0 ? hidden_.get() : tmp_.get();
-    np.residual = l == 0 ? nullptr : hidden_.get();
-    np.weight = w.attn_norm.get();
-    PVLLM_KERNEL_TRY(pvllm_cuda_rmsnorm(np, stream_), "attention rmsnorm");
+// Layer l's K/V pool as the kernels see it, with the step's block tables.
+PagedKv CudaBackend::paged_kv(int32_t l, const StepArgs& a) const {
+  PagedKv kv;
+  kv.k_cache = k_layer(l);
+  kv.v_cache = v_layer(l);
+  kv.block_tables = a.block_tables;
+  kv.max_blocks_per_seq = a.max_blocks_per_seq;
+  kv.block_size = opt_.block_size;
+  kv.num_kv_heads = cfg_.num_kv_heads;
+  kv.head_dim = cfg_.head_dim;
+  return kv;
+}
 
-    PVLLM_RETURN_IF_ERROR(
-        gemm(normed_.get(), w.wqkv.get(), qkv_.get(), t, qkv_cols, hidden, false));
-    // Row t of qkv_ holds q, k and v of token t side by side; every kernel
-    // below reads them there with the row's stride, nothing is copied.
-    auto* q = qkv_.as<unsigned char>();
-    auto* k = q + static_cast<size_t>(h) * d * e;
-    auto* v = k + static_cast<size_t>(kvh) * d * e;
+// Layer l's attention block: RMSNorm(+residual) → fused QKV GEMM → RoPE →
+// KV write → decode / prefill attention → O GEMM into tmp_.
+Status CudaBackend::attention(int32_t l, const StepArgs& a) {
+  const DeviceLayer& w = layers_[l];
+  const int32_t t = a.num_tokens;
+  const int32_t hidden = cfg_.hidden_size;
+  const int32_t h = cfg_.num_heads, kvh = cfg_.num_kv_heads, d = cfg_.head_dim;
+  const int32_t qkv_cols = (h + 2 * kvh) * d;
+  const size_t e = elem();
 
-    RopeParams rp;
-    rp.q = q;
-    rp.k = k;
-    rp.q_token_stride = qkv_cols;
-    rp.k_token_stride = qkv_cols;
-    rp.positions = a.positions;
-    rp.inv_freq = inv_freq_.as<float>();
-    rp.num_tokens = t;
-    rp.num_heads = h;
-    rp.num_kv_heads = kvh;
-    rp.head_dim = d;
-    rp.style = cfg_.rope_style;
-    rp.dtype = dtype_;
-    PVLLM_KERNEL_TRY(pvllm_cuda_rope(rp, stream_), "rope");
+  // The previous layer's down projection joins the residual here.
+  PVLLM_RETURN_IF_ERROR(rmsnorm(l == 0 ? hidden_.get() : tmp_.get(),
+                                l == 0 ? nullptr : hidden_.get(), w.attn_norm.get(), t,
+                                "attention rmsnorm"));
+  PVLLM_RETURN_IF_ERROR(gemm(normed_.get(), w.wqkv.get(), qkv_.get(), t, qkv_cols, hidden, false));
+  // Row t of qkv_ holds q, k and v of token t side by side; every kernel
+  // below reads them there with the row's stride, nothing is copied.
+  auto* q = qkv_.as<unsigned char>();
+  auto* k = q + static_cast<size_t>(h) * d * e;
+  auto* v = k + static_cast<size_t>(kvh) * d * e;
 
-    KvWriteParams kp;
-    kp.k = k;
-    kp.v = v;
-    kp.k_token_stride = qkv_cols;
-    kp.v_token_stride = qkv_cols;
-    kp.k_cache = k_layer(l);
-    kp.v_cache = v_layer(l);
-    kp.slot_mapping = a.slots;
-    kp.dtype = dtype_;
-    kp.num_tokens = t;
-    kp.num_kv_heads = kvh;
-    kp.head_dim = d;
-    kp.block_size = opt_.block_size;
-    PVLLM_KERNEL_TRY(pvllm_cuda_write_kv(kp, stream_), "kv_write");
+  RopeParams rp;
+  rp.q = q;
+  rp.k = k;
+  rp.q_token_stride = qkv_cols;
+  rp.k_token_stride = qkv_cols;
+  rp.positions = a.positions;
+  rp.inv_freq = inv_freq_.as<float>();
+  rp.num_tokens = t;
+  rp.num_heads = h;
+  rp.num_kv_heads = kvh;
+  rp.head_dim = d;
+  rp.style = cfg_.rope_style;
+  rp.dtype = dtype_;
+  PVLLM_KERNEL_TRY(pvllm_cuda_rope(rp, stream_), "rope");
 
-    if (a.num_decode > 0) {
-      DecodeAttentionParams dp;
-      dp.q = q;
-      dp.q_token_stride = qkv_cols;
-      dp.out = attn_.get();
-      dp.k_cache = k_layer(l);
-      dp.v_cache = v_layer(l);
-      dp.block_tables = a.block_tables;
-      dp.context_lens = a.context_lens;
-      dp.workspace = decode_ws_.get();
-      dp.dtype = dtype_;
-      dp.num_seqs = a.num_decode;
-      dp.num_heads = h;
-      dp.num_kv_heads = kvh;
-      dp.head_dim = d;
-      dp.block_size = opt_.block_size;
-      dp.max_blocks_per_seq = a.max_blocks_per_seq;
-      dp.max_context_len = a.decode_max_context;
-      dp.scale = scale;
-      PVLLM_KERNEL_TRY(pvllm_cuda_decode_attention(dp, stream_), "decode attention");
-    }
-    if (a.num_seqs > a.num_decode) {
-      // The prefill rows follow the decode rows.
-      const size_t first_row = static_cast<size_t>(a.num_decode);
-      PrefillAttentionParams pp;
-      pp.q = q + first_row * static_cast<size_t>(qkv_cols) * e;
-      pp.q_token_stride = qkv_cols;
-      pp.out = attn_.as<unsigned char>() + first_row * static_cast<size_t>(h) * d * e;
-      pp.k_cache = k_layer(l);
-      pp.v_cache = v_layer(l);
-      pp.query_start = a.prefill_qs;
-      pp.context_lens = a.context_lens + a.num_decode;
-      pp.block_tables = a.block_tables + static_cast<size_t>(a.num_decode) * a.max_blocks_per_seq;
-      pp.work_items = a.work_items;
-      pp.dtype = dtype_;
-      pp.num_work_items = a.num_work_items;
-      pp.num_seqs = a.num_seqs - a.num_decode;
-      pp.num_heads = h;
-      pp.num_kv_heads = kvh;
-      pp.head_dim = d;
-      pp.block_size = opt_.block_size;
-      pp.max_blocks_per_seq = a.max_blocks_per_seq;
-      pp.scale = scale;
-      PVLLM_KERNEL_TRY(pvllm_cuda_prefill_attention(pp, stream_), "prefill attention");
-    }
+  KvWriteParams kp;
+  kp.k = k;
+  kp.v = v;
+  kp.k_token_stride = qkv_cols;
+  kp.v_token_stride = qkv_cols;
+  kp.paged_kv = paged_kv(l, a);
+  kp.slot_mapping = a.slots;
+  kp.dtype = dtype_;
+  kp.num_tokens = t;
+  PVLLM_KERNEL_TRY(pvllm_cuda_write_kv(kp, stream_), "kv_write");
 
-    PVLLM_RETURN_IF_ERROR(gemm(attn_.get(), w.wo.get(), tmp_.get(), t, hidden, h * d, false));
-    np.x = tmp_.get();
-    np.residual = hidden_.get();
-    np.weight = w.ffn_norm.get();
-    PVLLM_KERNEL_TRY(pvllm_cuda_rmsnorm(np, stream_), "ffn rmsnorm");
-    PVLLM_RETURN_IF_ERROR(
-        gemm(normed_.get(), w.w_gate_up.get(), gate_up_.get(), t, 2 * inter, hidden, false));
-    SiluMulParams sp;
-    sp.in = gate_up_.get();
-    sp.out = act_.get();
-    sp.num_tokens = t;
-    sp.intermediate = inter;
-    sp.dtype = dtype_;
-    PVLLM_KERNEL_TRY(pvllm_cuda_silu_mul(sp, stream_), "silu_mul");
-    PVLLM_RETURN_IF_ERROR(gemm(act_.get(), w.w_down.get(), tmp_.get(), t, hidden, inter, false));
+  PVLLM_RETURN_IF_ERROR(attend(l, a, q));
+  return gemm(attn_.get(), w.wo.get(), tmp_.get(), t, hidden, h * d, false);
+}
+
+// attn_ = attention of every query row over layer l's paged cache: the
+// leading one-row sequences through the decode kernel, the prefill chunks
+// after them through the prefill kernel. `q` is row 0 of qkv_.
+Status CudaBackend::attend(int32_t l, const StepArgs& a, const unsigned char* q) {
+  const int32_t h = cfg_.num_heads, kvh = cfg_.num_kv_heads, d = cfg_.head_dim;
+  const int32_t qkv_cols = (h + 2 * kvh) * d;
+  const size_t e = elem();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+
+  if (a.num_decode > 0) {
+    DecodeAttentionParams dp;
+    dp.q = q;
+    dp.q_token_stride = qkv_cols;
+    dp.out = attn_.get();
+    dp.paged_kv = paged_kv(l, a);
+    dp.context_lens = a.context_lens;
+    dp.workspace = decode_ws_.get();
+    dp.dtype = dtype_;
+    dp.num_seqs = a.num_decode;
+    dp.num_heads = h;
+    dp.max_context_len = a.decode_max_context;
+    dp.scale = scale;
+    PVLLM_KERNEL_TRY(pvllm_cuda_decode_attention(dp, stream_), "decode attention");
   }
+  if (a.num_seqs > a.num_decode) {
+    // The prefill rows and block-table rows follow the decode ones.
+    const size_t first_row = static_cast<size_t>(a.num_decode);
+    PrefillAttentionParams pp;
+    pp.q = q + first_row * static_cast<size_t>(qkv_cols) * e;
+    pp.q_token_stride = qkv_cols;
+    pp.out = attn_.as<unsigned char>() + first_row * static_cast<size_t>(h) * d * e;
+    pp.paged_kv = paged_kv(l, a);
+    pp.paged_kv.block_tables += static_cast<size_t>(a.num_decode) * a.max_blocks_per_seq;
+    pp.query_start = a.prefill_qs;
+    pp.context_lens = a.context_lens + a.num_decode;
+    pp.work_items = a.work_items;
+    pp.dtype = dtype_;
+    pp.num_work_items = a.num_work_items;
+    pp.num_seqs = a.num_seqs - a.num_decode;
+    pp.num_heads = h;
+    pp.scale = scale;
+    PVLLM_KERNEL_TRY(pvllm_cuda_prefill_attention(pp, stream_), "prefill attention");
+  }
+  return Status::Ok();
+}
 
-  // Final residual add, norm and lm_head over the wanted rows only.
+// Layer l's MLP block: RMSNorm(+residual, adding the attention output) →
+// fused gate/up GEMM → SiLU·mul → down GEMM into tmp_.
+Status CudaBackend::mlp(int32_t l, const StepArgs& a) {
+  const DeviceLayer& w = layers_[l];
+  const int32_t t = a.num_tokens;
+  const int32_t hidden = cfg_.hidden_size;
+  const int32_t inter = cfg_.intermediate_size;
+
+  PVLLM_RETURN_IF_ERROR(rmsnorm(tmp_.get(), hidden_.get(), w.ffn_norm.get(), t, "ffn rmsnorm"));
+  PVLLM_RETURN_IF_ERROR(
+      gemm(normed_.get(), w.w_gate_up.get(), gate_up_.get(), t, 2 * inter, hidden, false));
+  SiluMulParams sp;
+  sp.in = gate_up_.get();
+  sp.out = act_.get();
+  sp.num_tokens = t;
+  sp.intermediate = inter;
+  sp.dtype = dtype_;
+  PVLLM_KERNEL_TRY(pvllm_cuda_silu_mul(sp, stream_), "silu_mul");
+  return gemm(act_.get(), w.w_down.get(), tmp_.get(), t, hidden, inter, false);
+}
+
+// The last layer's residual add, the final norm and the lm_head, over the
+// wanted rows only (all rows when a.logits_rows is null), into logits_.
+Status CudaBackend::final_logits(const StepArgs& a) {
+  const int32_t hidden = cfg_.hidden_size;
   const void* x = tmp_.get();
   void* res = hidden_.get();
   if (a.logits_rows != nullptr) {
@@ -788,7 +769,7 @@ Status CudaBackend::run_model(const StepArgs& a) {
     gp.ids = a.logits_rows;
     gp.num_tokens = a.num_logits;
     gp.hidden = hidden;
-    gp.vocab = t;
+    gp.vocab = a.num_tokens;
     gp.dtype = dtype_;
     gp.table = tmp_.get();
     gp.out = gather_x_.get();
@@ -799,12 +780,7 @@ Status CudaBackend::run_model(const StepArgs& a) {
     x = gather_x_.get();
     res = gather_r_.get();
   }
-  np.x = x;
-  np.residual = res;
-  np.weight = final_norm_.get();
-  np.out = normed_.get();
-  np.num_tokens = a.num_logits;
-  PVLLM_KERNEL_TRY(pvllm_cuda_rmsnorm(np, stream_), "final rmsnorm");
+  PVLLM_RETURN_IF_ERROR(rmsnorm(x, res, final_norm_.get(), a.num_logits, "final rmsnorm"));
   return gemm(normed_.get(), lm_head_ptr_, logits_.get(), a.num_logits, cfg_.vocab_size, hidden,
               true);
 }

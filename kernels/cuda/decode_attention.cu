@@ -6,13 +6,21 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
+#include "kernels/cuda/common/dispatch.cuh"
 #include "kernels/cuda/decode_attention.h"
+#include "kernels/cuda/vec.cuh"
 
 namespace pvllm {
 
 namespace {
+
+using cuda_ops::aligned16;
+using cuda_ops::cp_async16;
+using cuda_ops::cp_async_commit;
+using cuda_ops::cp_async_wait;
+using cuda_ops::from_float;
+using cuda_ops::to_float;
 
 constexpr int kThreads = 128;  // 4 warps per CUDA block
 constexpr int kWarps = kThreads / 32;
@@ -72,21 +80,6 @@ __device__ inline void store_float8(__nv_bfloat16* p, const float (&f)[8]) {
   *reinterpret_cast<uint4*>(p) = raw;
 }
 
-__device__ inline float to_float(__half x) { return __half2float(x); }
-__device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-// ---- cp.async: global -> shared without a register round trip ------------
-
-__device__ inline void cp_async16(void* smem, const void* gmem) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
-}
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ inline void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 __device__ inline float warp_max(float x) {
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
@@ -135,14 +128,14 @@ __global__ void __launch_bounds__(kThreads)
   const int kv_head = blockIdx.y;
   const int seq = blockIdx.z;
   const int tid = threadIdx.x;
-  const int group = p.num_heads / p.num_kv_heads;
+  const int group = p.num_heads / p.paged_kv.num_kv_heads;
   const int first_head = kv_head * group;
 
   const T* __restrict__ q = static_cast<const T*>(p.q);
-  const T* __restrict__ k_cache = static_cast<const T*>(p.k_cache);
-  const T* __restrict__ v_cache = static_cast<const T*>(p.v_cache);
+  const T* __restrict__ k_cache = static_cast<const T*>(p.paged_kv.k_cache);
+  const T* __restrict__ v_cache = static_cast<const T*>(p.paged_kv.v_cache);
   const int32_t* __restrict__ table =
-      p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+      p.paged_kv.block_tables + static_cast<int64_t>(seq) * p.paged_kv.max_blocks_per_seq;
 
   // This block's partition [begin, end) of the context.
   const int context_len = p.context_lens[seq];
@@ -173,7 +166,7 @@ __global__ void __launch_bounds__(kThreads)
       if (pos >= end) continue;  // never read: masked in the scores, skipped in P.V
       const int64_t block = table[pos / BLOCK_SIZE];
       const int64_t src =
-          ((block * p.num_kv_heads + kv_head) * BLOCK_SIZE + pos % BLOCK_SIZE) * HEAD_DIM +
+          ((block * p.paged_kv.num_kv_heads + kv_head) * BLOCK_SIZE + pos % BLOCK_SIZE) * HEAD_DIM +
           chunk * kElemsPerVector;
       const int dst = t * HEAD_DIM + chunk * kElemsPerVector;
       cp_async16(&kv_smem[stage][0][dst], k_cache + src);
@@ -368,17 +361,12 @@ __global__ void __launch_bounds__(HEAD_DIM)
     }
   }
   const float value = denom > 0.0f ? numer / denom : 0.0f;
-  T* out = static_cast<T*>(p.out);
-  if constexpr (std::is_same_v<T, __half>) {
-    out[head_row * HEAD_DIM + d] = __float2half_rn(value);
-  } else {
-    out[head_row * HEAD_DIM + d] = __float2bfloat16_rn(value);
-  }
+  static_cast<T*>(p.out)[head_row * HEAD_DIM + d] = from_float<T>(value);
 }
 
 template <typename T, int HEAD_DIM, int BLOCK_SIZE>
 int launch_decode(const DecodeAttentionParams& p, int32_t num_splits, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(num_splits), static_cast<unsigned>(p.num_kv_heads),
+  const dim3 grid(static_cast<unsigned>(num_splits), static_cast<unsigned>(p.paged_kv.num_kv_heads),
                   static_cast<unsigned>(p.num_seqs));
   decode_attention_kernel<T, HEAD_DIM, BLOCK_SIZE><<<grid, kThreads, 0, stream>>>(p, num_splits);
   if (num_splits > 1) {
@@ -390,62 +378,22 @@ int launch_decode(const DecodeAttentionParams& p, int32_t num_splits, cudaStream
 
 using DecodeLaunchFn = int (*)(const DecodeAttentionParams&, int32_t, cudaStream_t);
 
-template <typename T, int HEAD_DIM>
-DecodeLaunchFn select_block_size(int32_t block_size) {
-  switch (block_size) {
-    case 16:
-      return &launch_decode<T, HEAD_DIM, 16>;
-    case 32:
-      return &launch_decode<T, HEAD_DIM, 32>;
-    case 256:
-      return &launch_decode<T, HEAD_DIM, 256>;
-    default:
-      return nullptr;
-  }
-}
-
-template <typename T>
-DecodeLaunchFn select_head_dim(int32_t head_dim, int32_t block_size) {
-  switch (head_dim) {
-    case 64:
-      return select_block_size<T, 64>(block_size);
-    case 128:
-      return select_block_size<T, 128>(block_size);
-    default:
-      return nullptr;
-  }
-}
-
-// The one dispatch: the supported dtypes, head dims and block sizes, each a
-// compile-time constant of the kernel; nullptr for anything else. Pure host
-// code, so the launcher can reject a shape before touching CUDA.
-DecodeLaunchFn select_decode_kernel(DType dtype, int32_t head_dim, int32_t block_size) {
-  switch (dtype) {
-    case DType::kF16:
-      return select_head_dim<__half>(head_dim, block_size);
-    case DType::kBF16:
-      return select_head_dim<__nv_bfloat16>(head_dim, block_size);
-    default:
-      return nullptr;
-  }
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 bool valid_sizes(const DecodeAttentionParams& p) {
-  return p.num_seqs >= 0 && p.num_seqs <= 65535 && p.num_heads > 0 && p.num_kv_heads > 0 &&
-         p.num_kv_heads <= 65535 && p.num_heads % p.num_kv_heads == 0 &&
-         p.num_heads / p.num_kv_heads <= kDecodeMaxGroupSize && p.max_blocks_per_seq > 0 &&
+  const PagedKv& kv = p.paged_kv;
+  return p.num_seqs >= 0 && p.num_seqs <= 65535 && p.num_heads > 0 && kv.num_kv_heads > 0 &&
+         kv.num_kv_heads <= 65535 && p.num_heads % kv.num_kv_heads == 0 &&
+         p.num_heads / kv.num_kv_heads <= kDecodeMaxGroupSize && kv.max_blocks_per_seq > 0 &&
          p.max_context_len >= 0 && p.num_splits_override >= 0 &&
          (p.q_token_stride == 0 ||
-          (p.q_token_stride >= static_cast<int64_t>(p.num_heads) * p.head_dim &&
+          (p.q_token_stride >= static_cast<int64_t>(p.num_heads) * kv.head_dim &&
            p.q_token_stride % 8 == 0));
 }
 
 bool valid_pointers(const DecodeAttentionParams& p) {
-  return p.q != nullptr && p.out != nullptr && p.k_cache != nullptr && p.v_cache != nullptr &&
-         p.block_tables != nullptr && p.context_lens != nullptr && aligned16(p.q) &&
-         aligned16(p.out) && aligned16(p.k_cache) && aligned16(p.v_cache);
+  const PagedKv& kv = p.paged_kv;
+  return p.q != nullptr && p.out != nullptr && kv.k_cache != nullptr && kv.v_cache != nullptr &&
+         kv.block_tables != nullptr && p.context_lens != nullptr && aligned16(p.q) &&
+         aligned16(p.out) && aligned16(kv.k_cache) && aligned16(kv.v_cache);
 }
 
 // SM count of each device, queried once (0 = not yet known).
@@ -478,7 +426,7 @@ int32_t pvllm_cuda_decode_attention_num_splits(const DecodeAttentionParams& p) {
   // Enough CUDA blocks to keep every SM streaming: a block has 16 KiB of
   // loads in flight and about four fit on an SM, so aim for four per SM.
   const int64_t target_blocks = 4 * static_cast<int64_t>(sm_count());
-  const int64_t work = static_cast<int64_t>(p.num_seqs) * std::max(p.num_kv_heads, 1);
+  const int64_t work = static_cast<int64_t>(p.num_seqs) * std::max(p.paged_kv.num_kv_heads, 1);
   if (work <= 0 || work >= target_blocks) return 1;
   const int64_t wanted = (target_blocks + work - 1) / work;
   const int64_t by_length = std::max<int64_t>(
@@ -492,13 +440,20 @@ size_t pvllm_cuda_decode_attention_workspace_bytes(const DecodeAttentionParams& 
   if (num_splits <= 1) return 0;
   const size_t num_slots = static_cast<size_t>(std::max(p.num_seqs, 0)) *
                            static_cast<size_t>(std::max(p.num_heads, 0)) * num_splits;
-  return num_slots * (static_cast<size_t>(std::max(p.head_dim, 0)) + 2) * sizeof(float);
+  return num_slots * (static_cast<size_t>(std::max(p.paged_kv.head_dim, 0)) + 2) * sizeof(float);
 }
 
 int pvllm_cuda_decode_attention(const DecodeAttentionParams& p, void* stream) {
-  // Every shape check precedes the first CUDA call.
-  const DecodeLaunchFn launch = select_decode_kernel(p.dtype, p.head_dim, p.block_size);
-  if (launch == nullptr || !valid_sizes(p)) return cudaErrorInvalidValue;
+  // Every shape check precedes the first CUDA call. The one dispatch: the
+  // supported dtypes, head dims and block sizes become compile-time
+  // constants of the kernel; anything else returns cudaErrorInvalidValue.
+  DecodeLaunchFn launch = nullptr;
+  PVLLM_DISPATCH_HALF_DTYPE(p.dtype, T, PVLLM_DISPATCH_HEAD_DIM(p.paged_kv.head_dim, HEAD_DIM, {
+                              PVLLM_DISPATCH_BLOCK_SIZE(p.paged_kv.block_size, BLOCK_SIZE, {
+                                launch = &launch_decode<T, HEAD_DIM, BLOCK_SIZE>;
+                              });
+                            }));
+  if (!valid_sizes(p)) return cudaErrorInvalidValue;
   if (p.num_seqs == 0) return cudaSuccess;
   if (!valid_pointers(p)) return cudaErrorInvalidValue;
   const int32_t num_splits = pvllm_cuda_decode_attention_num_splits(p);
@@ -506,7 +461,9 @@ int pvllm_cuda_decode_attention(const DecodeAttentionParams& p, void* stream) {
     return cudaErrorInvalidValue;
   }
   DecodeAttentionParams kp = p;  // the kernels read an explicit stride
-  if (kp.q_token_stride == 0) kp.q_token_stride = static_cast<int64_t>(p.num_heads) * p.head_dim;
+  if (kp.q_token_stride == 0) {
+    kp.q_token_stride = static_cast<int64_t>(p.num_heads) * p.paged_kv.head_dim;
+  }
   return launch(kp, num_splits, static_cast<cudaStream_t>(stream));
 }
 

@@ -2,10 +2,10 @@
 // Plain C++ so host code includes it without the CUDA headers; the kernels
 // live in decode_attention.cu.
 //
-// Cache layout, per layer, K and V alike: [num_blocks, num_kv_heads,
-// block_size, head_dim] (HND inside a block), contiguous, in the model dtype.
-// Position p of sequence s lives in block block_tables[s][p / block_size] at
-// offset p % block_size — the same as the CPU backend.
+// The cache is one layer's PagedKv (kernels/cuda/common/paged_kv.h, which
+// states the layout): position p of sequence s lives in block
+// block_tables[s][p / block_size] at offset p % block_size — the same as the
+// CPU backend.
 //
 // Work split. One CUDA block serves all query heads of one kv head (GQA), so
 // each K/V block is read once per (sequence, kv head, split). When
@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "core/base/tensor.h"
+#include "kernels/cuda/common/paged_kv.h"
 
 namespace pvllm {
 
@@ -36,10 +37,12 @@ struct DecodeAttentionParams {
   // s * q_token_stride elements, so q may be a view into the fused QKV GEMM
   // output.
   const void* q = nullptr;
-  void* out = nullptr;                    // [num_seqs, num_heads, head_dim]
-  const void* k_cache = nullptr;          // [num_blocks, num_kv_heads, block_size, head_dim]
-  const void* v_cache = nullptr;          // [num_blocks, num_kv_heads, block_size, head_dim]
-  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  void* out = nullptr;  // [num_seqs, num_heads, head_dim]
+  // The layer's cache, read; row s of its block tables is sequence s's.
+  // Served: head_dim 64 or 128; block_size 16, 32 or 256; num_kv_heads
+  // divides num_heads, num_heads / num_kv_heads <= kDecodeMaxGroupSize;
+  // max_blocks_per_seq > 0.
+  PagedKv paged_kv;
   const int32_t* context_lens = nullptr;  // [num_seqs] tokens in context, this step's included
   // Split-KV scratch of pvllm_cuda_decode_attention_workspace_bytes(params)
   // bytes, 16-byte aligned; may be null when that is 0. Laid out as
@@ -50,10 +53,6 @@ struct DecodeAttentionParams {
   DType dtype = DType::kBF16;  // kF16 or kBF16: q, out and the cache
   int32_t num_seqs = 0;
   int32_t num_heads = 0;
-  int32_t num_kv_heads = 0;  // divides num_heads, num_heads / num_kv_heads <= kDecodeMaxGroupSize
-  int32_t head_dim = 0;      // 64 or 128
-  int32_t block_size = 0;    // 16, 32 or 256
-  int32_t max_blocks_per_seq = 0;
   int32_t max_context_len = 0;  // bound on context_lens, for planning the split count
   float scale = 0.0f;           // applied to q.k; the model uses 1 / sqrt(head_dim)
   // Elements between two sequences' q rows: 0 = packed (num_heads *

@@ -2,8 +2,9 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/common/dispatch.cuh"
 #include "kernels/cuda/embedding.h"
-#include "kernels/cuda/ops_vec.cuh"
+#include "kernels/cuda/vec.cuh"
 
 namespace pvllm {
 
@@ -43,9 +44,8 @@ int pvllm_cuda_embedding(const EmbeddingParams& params, void* stream) {
   if (!valid) return cudaErrorInvalidValue;
   if (params.num_tokens == 0) return cudaSuccess;
 
-  const bool use_vectors = params.hidden % 8 == 0 &&
-                           cuda_ops::aligned_to(params.table, cuda_ops::kVecBytes) &&
-                           cuda_ops::aligned_to(params.out, cuda_ops::kVecBytes);
+  const bool use_vectors = params.hidden % 8 == 0 && cuda_ops::aligned16(params.table) &&
+                           cuda_ops::aligned16(params.out);
   const auto s = static_cast<cudaStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(params.num_tokens));
   // Both half types are 2-byte copies: one instantiation serves both.

@@ -3,10 +3,13 @@
 #include <cstdint>
 
 #include "kernels/cuda/kv_write.h"
+#include "kernels/cuda/vec.cuh"
 
 namespace pvllm {
 
 namespace {
+
+using cuda_ops::aligned16;
 
 constexpr int kThreadsPerBlock = 128;
 constexpr int kElemsPerVector = 8;  // 16 bytes of fp16 / bf16
@@ -39,32 +42,32 @@ __global__ void write_kv_kernel(
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 int pvllm_cuda_write_kv(const KvWriteParams& p, void* stream) {
+  const PagedKv& kv = p.paged_kv;
   // Shape checks first, before any CUDA call, so bad input is reported the
   // same way with or without a device.
-  const int64_t row = static_cast<int64_t>(p.num_kv_heads) * p.head_dim;
+  const int64_t row = static_cast<int64_t>(kv.num_kv_heads) * kv.head_dim;
   auto stride_ok = [&](int64_t s) { return s == 0 || (s >= row && s % kElemsPerVector == 0); };
   const bool valid = (p.dtype == DType::kF16 || p.dtype == DType::kBF16) && p.num_tokens >= 0 &&
-                     p.num_kv_heads > 0 && p.head_dim > 0 && p.head_dim % kElemsPerVector == 0 &&
-                     p.block_size > 0 && stride_ok(p.k_token_stride) && stride_ok(p.v_token_stride);
+                     kv.num_kv_heads > 0 && kv.head_dim > 0 && kv.head_dim % kElemsPerVector == 0 &&
+                     kv.block_size > 0 && stride_ok(p.k_token_stride) &&
+                     stride_ok(p.v_token_stride);
   if (!valid) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
-  const bool pointers_ok = p.k != nullptr && p.v != nullptr && p.k_cache != nullptr &&
-                           p.v_cache != nullptr && p.slot_mapping != nullptr && aligned16(p.k) &&
-                           aligned16(p.v) && aligned16(p.k_cache) && aligned16(p.v_cache);
+  const bool pointers_ok = p.k != nullptr && p.v != nullptr && kv.k_cache != nullptr &&
+                           kv.v_cache != nullptr && p.slot_mapping != nullptr && aligned16(p.k) &&
+                           aligned16(p.v) && aligned16(kv.k_cache) && aligned16(kv.v_cache);
   if (!pointers_ok) return cudaErrorInvalidValue;
 
-  const int32_t head_vectors = p.head_dim / kElemsPerVector;
+  const int32_t head_vectors = kv.head_dim / kElemsPerVector;
   const int64_t k_stride = (p.k_token_stride == 0 ? row : p.k_token_stride) / kElemsPerVector;
   const int64_t v_stride = (p.v_token_stride == 0 ? row : p.v_token_stride) / kElemsPerVector;
   write_kv_kernel<<<static_cast<unsigned>(p.num_tokens), kThreadsPerBlock, 0,
                     static_cast<cudaStream_t>(stream)>>>(
-      static_cast<const int4*>(p.k), static_cast<const int4*>(p.v), static_cast<int4*>(p.k_cache),
-      static_cast<int4*>(p.v_cache), p.slot_mapping, p.num_kv_heads, head_vectors, p.block_size,
+      static_cast<const int4*>(p.k), static_cast<const int4*>(p.v), static_cast<int4*>(kv.k_cache),
+      static_cast<int4*>(kv.v_cache), p.slot_mapping, kv.num_kv_heads, head_vectors, kv.block_size,
       k_stride, v_stride);
   return cudaGetLastError();
 }

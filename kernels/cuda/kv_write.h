@@ -6,23 +6,24 @@
 #include <cstdint>
 
 #include "core/base/tensor.h"
+#include "kernels/cuda/common/paged_kv.h"
 
 namespace pvllm {
 
 struct KvWriteParams {
-  // [num_tokens, num_kv_heads, head_dim] each; token t's row starts at
-  // t * k_token_stride (v_token_stride) elements, so both may be views into
-  // the fused QKV GEMM output.
+  // [num_tokens, paged_kv.num_kv_heads, paged_kv.head_dim] each; token t's
+  // row starts at t * k_token_stride (v_token_stride) elements, so both may
+  // be views into the fused QKV GEMM output.
   const void* k = nullptr;
   const void* v = nullptr;
-  void* k_cache = nullptr;                // [num_blocks, num_kv_heads, block_size, head_dim]
-  void* v_cache = nullptr;                // [num_blocks, num_kv_heads, block_size, head_dim]
+  // The layer's cache, written. block_tables and max_blocks_per_seq are not
+  // read (slots address the cache); num_kv_heads > 0; head_dim a multiple
+  // of 8 (a row is a whole number of 16-byte vectors); block_size any
+  // positive size (the slot arithmetic does not care).
+  PagedKv paged_kv;
   const int64_t* slot_mapping = nullptr;  // [num_tokens] block * block_size + offset; < 0 skips
   DType dtype = DType::kBF16;             // kF16 or kBF16, for rows and cache alike
   int32_t num_tokens = 0;
-  int32_t num_kv_heads = 0;
-  int32_t head_dim = 0;    // a multiple of 8: one row is a whole number of 16-byte vectors
-  int32_t block_size = 0;  // any positive size; the slot arithmetic does not care
   // Elements between two tokens' rows: 0 = packed (num_kv_heads * head_dim);
   // else at least that and a multiple of 8 (16-byte rows).
   int64_t k_token_stride = 0;

@@ -7,16 +7,22 @@
 #include <cmath>
 #include <cstdint>
 #include <numeric>
-#include <type_traits>
 #include <vector>
 
+#include "kernels/cuda/common/dispatch.cuh"
 #include "kernels/cuda/prefill_attention.h"
+#include "kernels/cuda/vec.cuh"
 
 namespace pvllm {
 
 namespace {
 
 namespace wmma = nvcuda::wmma;
+
+using cuda_ops::aligned16;
+using cuda_ops::cp_async16;
+using cuda_ops::cp_async_wait_all;
+using cuda_ops::from_float;
 
 constexpr int kThreads = 128;  // 4 warps, 16 query rows each
 constexpr int kQTile = kPrefillQueryTile;
@@ -50,23 +56,6 @@ struct PrefillSmem {
   // The per-block opt-in limit of sm_90 (227 KiB); launch_prefill opts in.
   static_assert(kTotalBytes <= 227 * 1024);
 };
-
-__device__ inline void cp_async16(void* smem, const void* gmem) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
-}
-__device__ inline void cp_async_wait_all() {
-  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-}
-
-template <typename T>
-__device__ inline T from_float(float x) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(x);
-  } else {
-    return __float2bfloat16_rn(x);
-  }
-}
 
 // grid: (num_work_items, num_heads); kThreads threads; PrefillSmem bytes of
 // dynamic shared memory.
@@ -106,7 +95,7 @@ __global__ void __launch_bounds__(kThreads)
   const int seq = p.work_items[2 * blockIdx.x];
   const int q_row0 = p.work_items[2 * blockIdx.x + 1];
   const int head = blockIdx.y;
-  const int kv_head = head / (p.num_heads / p.num_kv_heads);
+  const int kv_head = head / (p.num_heads / p.paged_kv.num_kv_heads);
 
   const int first_token = p.query_start[seq];
   const int q_len = p.query_start[seq + 1] - first_token;
@@ -115,10 +104,10 @@ __global__ void __launch_bounds__(kThreads)
   const int first_pos = context_len - q_len + q_row0;  // position of row 0 of the tile
   const int num_keys = first_pos + num_rows;           // keys [0, last row's position]
   const int32_t* __restrict__ table =
-      p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+      p.paged_kv.block_tables + static_cast<int64_t>(seq) * p.paged_kv.max_blocks_per_seq;
   const T* __restrict__ q = static_cast<const T*>(p.q);
-  const T* __restrict__ k_cache = static_cast<const T*>(p.k_cache);
-  const T* __restrict__ v_cache = static_cast<const T*>(p.v_cache);
+  const T* __restrict__ k_cache = static_cast<const T*>(p.paged_kv.k_cache);
+  const T* __restrict__ v_cache = static_cast<const T*>(p.paged_kv.v_cache);
 
   // Q tile (rows past the chunk are zero) and a zero accumulator.
   for (int v = tid; v < kQTile * kRowVectors; v += kThreads) {
@@ -157,7 +146,9 @@ __global__ void __launch_bounds__(kThreads)
       if (key < num_keys) {
         const int64_t block = table[key / BLOCK_SIZE];
         const int64_t src =
-            ((block * p.num_kv_heads + kv_head) * BLOCK_SIZE + key % BLOCK_SIZE) * HEAD_DIM + col;
+            ((block * p.paged_kv.num_kv_heads + kv_head) * BLOCK_SIZE + key % BLOCK_SIZE) *
+                HEAD_DIM +
+            col;
         cp_async16(k_dst, k_cache + src);
         cp_async16(v_dst, v_cache + src);
       } else {
@@ -270,48 +261,6 @@ int launch_prefill(const PrefillAttentionParams& p, cudaStream_t stream) {
 
 using PrefillLaunchFn = int (*)(const PrefillAttentionParams&, cudaStream_t);
 
-template <typename T, int HEAD_DIM>
-PrefillLaunchFn select_block_size(int32_t block_size) {
-  switch (block_size) {
-    case 16:
-      return &launch_prefill<T, HEAD_DIM, 16>;
-    case 32:
-      return &launch_prefill<T, HEAD_DIM, 32>;
-    case 256:
-      return &launch_prefill<T, HEAD_DIM, 256>;
-    default:
-      return nullptr;
-  }
-}
-
-template <typename T>
-PrefillLaunchFn select_head_dim(int32_t head_dim, int32_t block_size) {
-  switch (head_dim) {
-    case 64:
-      return select_block_size<T, 64>(block_size);
-    case 128:
-      return select_block_size<T, 128>(block_size);
-    default:
-      return nullptr;
-  }
-}
-
-// The one dispatch: supported dtypes, head dims and block sizes become
-// compile-time constants; nullptr for anything else. Host-only, so the
-// launcher rejects a shape before its first CUDA call.
-PrefillLaunchFn select_prefill_kernel(DType dtype, int32_t head_dim, int32_t block_size) {
-  switch (dtype) {
-    case DType::kF16:
-      return select_head_dim<__half>(head_dim, block_size);
-    case DType::kBF16:
-      return select_head_dim<__nv_bfloat16>(head_dim, block_size);
-    default:
-      return nullptr;
-  }
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 std::vector<int32_t> plan_prefill_attention(const int32_t* query_start, const int32_t* context_lens,
@@ -342,24 +291,32 @@ std::vector<int32_t> plan_prefill_attention(const int32_t* query_start, const in
 }
 
 int pvllm_cuda_prefill_attention(const PrefillAttentionParams& p, void* stream) {
-  // Every shape check precedes the first CUDA call.
-  const PrefillLaunchFn launch = select_prefill_kernel(p.dtype, p.head_dim, p.block_size);
+  const PagedKv& kv = p.paged_kv;
+  // Every shape check precedes the first CUDA call. The one dispatch:
+  // supported dtypes, head dims and block sizes become compile-time
+  // constants; anything else returns cudaErrorInvalidValue.
+  PrefillLaunchFn launch = nullptr;
+  PVLLM_DISPATCH_HALF_DTYPE(p.dtype, T, PVLLM_DISPATCH_HEAD_DIM(kv.head_dim, HEAD_DIM, {
+                              PVLLM_DISPATCH_BLOCK_SIZE(kv.block_size, BLOCK_SIZE, {
+                                launch = &launch_prefill<T, HEAD_DIM, BLOCK_SIZE>;
+                              });
+                            }));
   const bool sizes_ok = p.num_work_items >= 0 && p.num_seqs >= 0 && p.num_heads > 0 &&
-                        p.num_heads <= 65535 && p.num_kv_heads > 0 &&
-                        p.num_heads % p.num_kv_heads == 0 && p.max_blocks_per_seq > 0 &&
+                        p.num_heads <= 65535 && kv.num_kv_heads > 0 &&
+                        p.num_heads % kv.num_kv_heads == 0 && kv.max_blocks_per_seq > 0 &&
                         (p.q_token_stride == 0 ||
-                         (p.q_token_stride >= static_cast<int64_t>(p.num_heads) * p.head_dim &&
+                         (p.q_token_stride >= static_cast<int64_t>(p.num_heads) * kv.head_dim &&
                           p.q_token_stride % 8 == 0));
-  if (launch == nullptr || !sizes_ok) return cudaErrorInvalidValue;
+  if (!sizes_ok) return cudaErrorInvalidValue;
   if (p.num_work_items == 0) return cudaSuccess;
-  const bool pointers_ok = p.q != nullptr && p.out != nullptr && p.k_cache != nullptr &&
-                           p.v_cache != nullptr && p.query_start != nullptr &&
-                           p.context_lens != nullptr && p.block_tables != nullptr &&
+  const bool pointers_ok = p.q != nullptr && p.out != nullptr && kv.k_cache != nullptr &&
+                           kv.v_cache != nullptr && p.query_start != nullptr &&
+                           p.context_lens != nullptr && kv.block_tables != nullptr &&
                            p.work_items != nullptr && aligned16(p.q) && aligned16(p.out) &&
-                           aligned16(p.k_cache) && aligned16(p.v_cache);
+                           aligned16(kv.k_cache) && aligned16(kv.v_cache);
   if (!pointers_ok) return cudaErrorInvalidValue;
   PrefillAttentionParams kp = p;  // the kernel reads an explicit stride
-  if (kp.q_token_stride == 0) kp.q_token_stride = static_cast<int64_t>(p.num_heads) * p.head_dim;
+  if (kp.q_token_stride == 0) kp.q_token_stride = static_cast<int64_t>(p.num_heads) * kv.head_dim;
   return launch(kp, static_cast<cudaStream_t>(stream));
 }
 

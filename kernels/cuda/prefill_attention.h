@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/base/tensor.h"
+#include "kernels/cuda/common/paged_kv.h"
 
 namespace pvllm {
 
@@ -32,22 +33,19 @@ struct PrefillAttentionParams {
   // [num_tokens, num_heads, head_dim]; token t's row starts at
   // t * q_token_stride elements (a view into the fused QKV output works).
   const void* q = nullptr;
-  void* out = nullptr;                    // [num_tokens, num_heads, head_dim]
-  const void* k_cache = nullptr;          // [num_blocks, num_kv_heads, block_size, head_dim]
-  const void* v_cache = nullptr;          // [num_blocks, num_kv_heads, block_size, head_dim]
+  void* out = nullptr;  // [num_tokens, num_heads, head_dim]
+  // The layer's cache, read; row i of its block tables is sequence i's.
+  // Served: head_dim 64 or 128; block_size 16, 32 or 256; num_kv_heads
+  // divides num_heads (head h reads kv head h / (num_heads / num_kv_heads));
+  // max_blocks_per_seq > 0.
+  PagedKv paged_kv;
   const int32_t* query_start = nullptr;   // [num_seqs + 1]; seq i owns q rows [qs[i], qs[i+1])
   const int32_t* context_lens = nullptr;  // [num_seqs] tokens in context, this chunk's included
-  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
   const int32_t* work_items = nullptr;    // [num_work_items, 2] from plan_prefill_attention
   DType dtype = DType::kBF16;             // kF16 or kBF16: q, out and the cache
   int32_t num_work_items = 0;
   int32_t num_seqs = 0;
   int32_t num_heads = 0;
-  int32_t num_kv_heads =
-      0;                   // divides num_heads; head h reads kv head h / (num_heads / num_kv_heads)
-  int32_t head_dim = 0;    // 64 or 128
-  int32_t block_size = 0;  // 16, 32 or 256
-  int32_t max_blocks_per_seq = 0;
   float scale = 0.0f;  // applied to q.k; the model uses 1 / sqrt(head_dim)
   // Elements between two tokens' q rows: 0 = packed (num_heads * head_dim);
   // else at least that and a multiple of 8 (16-byte rows).

@@ -2,8 +2,9 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/ops_vec.cuh"
+#include "kernels/cuda/common/dispatch.cuh"
 #include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/vec.cuh"
 
 namespace pvllm {
 
@@ -76,12 +77,9 @@ int pvllm_cuda_rmsnorm(const RmsNormParams& params, void* stream) {
   if (!valid) return cudaErrorInvalidValue;
   if (params.num_tokens == 0) return cudaSuccess;
 
-  const int64_t vec_bytes = cuda_ops::kVecBytes;
-  const bool use_vectors =
-      params.hidden % 8 == 0 && cuda_ops::aligned_to(params.x, vec_bytes) &&
-      cuda_ops::aligned_to(params.weight, vec_bytes) &&
-      cuda_ops::aligned_to(params.out, vec_bytes) &&
-      (params.residual == nullptr || cuda_ops::aligned_to(params.residual, vec_bytes));
+  const bool use_vectors = params.hidden % 8 == 0 && cuda_ops::aligned16(params.x) &&
+                           cuda_ops::aligned16(params.weight) && cuda_ops::aligned16(params.out) &&
+                           (params.residual == nullptr || cuda_ops::aligned16(params.residual));
   const auto s = static_cast<cudaStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(params.num_tokens));
   PVLLM_DISPATCH_HALF_DTYPE(params.dtype, T, PVLLM_DISPATCH_VEC(use_vectors, VEC, {

@@ -2,8 +2,9 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/ops_vec.cuh"
+#include "kernels/cuda/common/dispatch.cuh"
 #include "kernels/cuda/rope.h"
+#include "kernels/cuda/vec.cuh"
 
 namespace pvllm {
 
@@ -74,62 +75,21 @@ void launch(const RopeParams& p, int64_t q_stride, int64_t k_stride, cudaStream_
 
 }  // namespace
 
-// Runs the statements with HEAD_DIM a compile-time constant from the list
-// in rope.h; anything else returns cudaErrorInvalidValue.
+// Rope's own list of head dims (rope.h), wider than the attention kernels'
+// PVLLM_DISPATCH_HEAD_DIM; anything else returns cudaErrorInvalidValue.
 #define PVLLM_DISPATCH_ROPE_HEAD_DIM(head_dim, HEAD_DIM, ...) \
   switch (head_dim) {                                         \
-    case 8: {                                                 \
-      constexpr int HEAD_DIM = 8;                             \
-      __VA_ARGS__;                                            \
-      break;                                                  \
-    }                                                         \
-    case 16: {                                                \
-      constexpr int HEAD_DIM = 16;                            \
-      __VA_ARGS__;                                            \
-      break;                                                  \
-    }                                                         \
-    case 32: {                                                \
-      constexpr int HEAD_DIM = 32;                            \
-      __VA_ARGS__;                                            \
-      break;                                                  \
-    }                                                         \
-    case 64: {                                                \
-      constexpr int HEAD_DIM = 64;                            \
-      __VA_ARGS__;                                            \
-      break;                                                  \
-    }                                                         \
-    case 80: {                                                \
-      constexpr int HEAD_DIM = 80;                            \
-      __VA_ARGS__;                                            \
-      break;                                                  \
-    }                                                         \
-    case 96: {                                                \
-      constexpr int HEAD_DIM = 96;                            \
-      __VA_ARGS__;                                            \
-      break;                                                  \
-    }                                                         \
-    case 112: {                                               \
-      constexpr int HEAD_DIM = 112;                           \
-      __VA_ARGS__;                                            \
-      break;                                                  \
-    }                                                         \
-    case 128: {                                               \
-      constexpr int HEAD_DIM = 128;                           \
-      __VA_ARGS__;                                            \
-      break;                                                  \
-    }                                                         \
-    case 192: {                                               \
-      constexpr int HEAD_DIM = 192;                           \
-      __VA_ARGS__;                                            \
-      break;                                                  \
-    }                                                         \
-    case 256: {                                               \
-      constexpr int HEAD_DIM = 256;                           \
-      __VA_ARGS__;                                            \
-      break;                                                  \
-    }                                                         \
-    default:                                                  \
-      return cudaErrorInvalidValue;                           \
+    PVLLM_DISPATCH_CASE(8, HEAD_DIM, __VA_ARGS__)             \
+    PVLLM_DISPATCH_CASE(16, HEAD_DIM, __VA_ARGS__)            \
+    PVLLM_DISPATCH_CASE(32, HEAD_DIM, __VA_ARGS__)            \
+    PVLLM_DISPATCH_CASE(64, HEAD_DIM, __VA_ARGS__)            \
+    PVLLM_DISPATCH_CASE(80, HEAD_DIM, __VA_ARGS__)            \
+    PVLLM_DISPATCH_CASE(96, HEAD_DIM, __VA_ARGS__)            \
+    PVLLM_DISPATCH_CASE(112, HEAD_DIM, __VA_ARGS__)           \
+    PVLLM_DISPATCH_CASE(128, HEAD_DIM, __VA_ARGS__)           \
+    PVLLM_DISPATCH_CASE(192, HEAD_DIM, __VA_ARGS__)           \
+    PVLLM_DISPATCH_CASE(256, HEAD_DIM, __VA_ARGS__)           \
+    PVLLM_DISPATCH_REFUSE()                                   \
   }
 
 int pvllm_cuda_rope(const RopeParams& params, void* stream) {

@@ -17,20 +17,21 @@
 #include "core/base/tensor.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cuda/common/device_buffer.h"
+#include "kernels/cuda/common/paged_kv.h"
 #include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/kv_write.h"
 #include "kernels/cuda/prefill_attention.h"
-#include "tests/cuda/attention_test_util.h"
+#include "tests/cuda/cuda_test_util.h"
 
 namespace pvllm {
 namespace {
 
-using attn_test::copy_to_device;
-using attn_test::copy_to_host;
-using attn_test::DeviceBuffer;
-using attn_test::from_bits;
-using attn_test::random_rounded;
-using attn_test::RoundedValues;
+using cuda_test::download;
+using cuda_test::from_bits;
+using cuda_test::random_rounded;
+using cuda_test::RoundedValues;
+using cuda_test::upload;
 
 constexpr int32_t kNumKvHeads = 2;
 
@@ -63,7 +64,7 @@ void expect_close(DType dtype, const std::vector<uint16_t>& got_bits,
   ASSERT_EQ(got_bits.size(), expected.size());
   int64_t num_bad = 0;
   for (size_t i = 0; i < expected.size(); ++i) {
-    const float got = from_bits(dtype, got_bits[i]);
+    const float got = from_bits(got_bits[i], dtype);
     if (!(std::fabs(got - expected[i]) <= tol)) {
       if (num_bad < 5) {
         ADD_FAILURE() << what << ": element " << i << " got " << got << " expected " << expected[i]
@@ -142,7 +143,7 @@ HostCache make_cache(DType dtype, const PagedLayout& layout, int32_t head_dim,
       const int64_t base = ((block * kNumKvHeads + h) * layout.block_size + offset) * head_dim;
       for (int32_t d = 0; d < head_dim; ++d) {
         for (RoundedValues* pool : {&cache.k, &cache.v}) {
-          pool->bits[base + d] = attn_test::nan_bits(dtype);
+          pool->bits[base + d] = cuda_test::nan_bits(dtype);
           pool->values[base + d] = NAN;
         }
       }
@@ -178,6 +179,35 @@ std::vector<float> reference_attention(const RoundedValues& q, const HostCache& 
   ref.scale = scale;
   cpu::paged_attention(ref, &reference_pool());
   return expected;
+}
+
+// A batch's paged cache on the device, as one layer's PagedKv sees it.
+struct DeviceCache {
+  DeviceBuffer k;             // [num_blocks, kNumKvHeads, block_size, head_dim]
+  DeviceBuffer v;             // [num_blocks, kNumKvHeads, block_size, head_dim]
+  DeviceBuffer block_tables;  // [num_seqs, max_blocks_per_seq]
+  DeviceBuffer context_lens;  // [num_seqs]
+  PagedKv paged_kv;
+};
+
+// Uploads `cache`, the layout's block tables and `context_lens` into `dev`
+// and points dev->paged_kv at them.
+::testing::AssertionResult upload_cache(const HostCache& cache, const PagedLayout& layout,
+                                        const std::vector<int32_t>& context_lens, int32_t head_dim,
+                                        DeviceCache* dev) {
+  ::testing::AssertionResult r = upload(dev->k, cache.k.bits);
+  if (r) r = upload(dev->v, cache.v.bits);
+  if (r) r = upload(dev->block_tables, layout.block_tables);
+  if (r) r = upload(dev->context_lens, context_lens);
+  if (!r) return r;
+  dev->paged_kv.k_cache = dev->k.get();
+  dev->paged_kv.v_cache = dev->v.get();
+  dev->paged_kv.block_tables = dev->block_tables.as<int32_t>();
+  dev->paged_kv.max_blocks_per_seq = layout.max_blocks_per_seq;
+  dev->paged_kv.block_size = layout.block_size;
+  dev->paged_kv.num_kv_heads = kNumKvHeads;
+  dev->paged_kv.head_dim = head_dim;
+  return ::testing::AssertionSuccess();
 }
 
 // Rows of `row` elements laid `stride` apart, as a view into a fused QKV
@@ -239,30 +269,21 @@ class DecodeAttentionTest : public testing::TestWithParam<KernelConfig> {
 
     const size_t q_row = static_cast<size_t>(num_heads) * head_dim;
     const std::vector<uint16_t> q_bits = widen_rows(q.bits, q_row, q_row + q_pad);
-    DeviceBuffer d_q(q_bits.size() * 2), d_out(q_elems * 2), d_k(cache.k.bits.size() * 2),
-        d_v(cache.v.bits.size() * 2), d_tables(layout.block_tables.size() * 4),
-        d_lens(context_lens.size() * 4);
-    PVLLM_ATTN_CUDA_OK(copy_to_device(d_q, q_bits));
-    PVLLM_ATTN_CUDA_OK(copy_to_device(d_k, cache.k.bits));
-    PVLLM_ATTN_CUDA_OK(copy_to_device(d_v, cache.v.bits));
-    PVLLM_ATTN_CUDA_OK(copy_to_device(d_tables, layout.block_tables));
-    PVLLM_ATTN_CUDA_OK(copy_to_device(d_lens, context_lens));
+    DeviceCache dev;
+    ASSERT_TRUE(upload_cache(cache, layout, context_lens, head_dim, &dev));
+    DeviceBuffer d_q, d_out;
+    ASSERT_TRUE(upload(d_q, q_bits));
+    ASSERT_TRUE(cuda_test::allocate(d_out, q_elems * 2));
 
     for (int32_t override_splits : overrides) {
       DecodeAttentionParams p;
       p.q = d_q.get();
       p.out = d_out.get();
-      p.k_cache = d_k.get();
-      p.v_cache = d_v.get();
-      p.block_tables = d_tables.as<int32_t>();
-      p.context_lens = d_lens.as<int32_t>();
+      p.paged_kv = dev.paged_kv;
+      p.context_lens = dev.context_lens.as<int32_t>();
       p.dtype = dtype;
       p.num_seqs = num_seqs;
       p.num_heads = num_heads;
-      p.num_kv_heads = kNumKvHeads;
-      p.head_dim = head_dim;
-      p.block_size = block_size;
-      p.max_blocks_per_seq = layout.max_blocks_per_seq;
       p.max_context_len = max_context_len;
       p.scale = scale;
       p.num_splits_override = override_splits;
@@ -271,15 +292,15 @@ class DecodeAttentionTest : public testing::TestWithParam<KernelConfig> {
       if (override_splits > 0) {
         EXPECT_EQ(num_splits, override_splits);
       }
-      DeviceBuffer workspace(pvllm_cuda_decode_attention_workspace_bytes(p));
-      PVLLM_ATTN_CUDA_OK(workspace.status());
+      DeviceBuffer workspace;
+      ASSERT_TRUE(cuda_test::allocate(workspace, pvllm_cuda_decode_attention_workspace_bytes(p)));
       p.workspace = workspace.get();
       // Garbage in the output first, so a row the kernel skips cannot pass.
-      PVLLM_ATTN_CUDA_OK(cudaMemset(d_out.get(), 0x7F, q_elems * 2));
-      PVLLM_ATTN_CUDA_OK(pvllm_cuda_decode_attention(p, nullptr));
-      PVLLM_ATTN_CUDA_OK(cudaDeviceSynchronize());
-      std::vector<uint16_t> got(q_elems);
-      PVLLM_ATTN_CUDA_OK(copy_to_host(got, d_out));
+      PVLLM_CUDA_OK(cudaMemset(d_out.get(), 0x7F, q_elems * 2));
+      PVLLM_CUDA_OK(pvllm_cuda_decode_attention(p, nullptr));
+      PVLLM_CUDA_OK(cudaDeviceSynchronize());
+      std::vector<uint16_t> got;
+      ASSERT_TRUE(download(d_out, q_elems, &got));
       expect_close(dtype, got, expected, decode_tolerance(dtype),
                    "num_splits " + std::to_string(num_splits) + " (override " +
                        std::to_string(override_splits) + ")");
@@ -288,7 +309,7 @@ class DecodeAttentionTest : public testing::TestWithParam<KernelConfig> {
 };
 
 TEST_P(DecodeAttentionTest, MixedLengthsMatchReferenceSplitAndUnsplit) {
-  PVLLM_ATTN_REQUIRE_DEVICE();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   const int32_t bs = std::get<2>(GetParam());
   // Long and short, block multiples and not, one token; 1 = single pass,
   // 7 = split (some partitions of the short sequences are empty), 0 = auto.
@@ -296,17 +317,17 @@ TEST_P(DecodeAttentionTest, MixedLengthsMatchReferenceSplitAndUnsplit) {
 }
 
 TEST_P(DecodeAttentionTest, EmptyContextWritesZeros) {
-  PVLLM_ATTN_REQUIRE_DEVICE();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   check({0, 5, 0, 64}, {1, 4});
 }
 
 TEST_P(DecodeAttentionTest, SingleTokenContexts) {
-  PVLLM_ATTN_REQUIRE_DEVICE();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   check({1, 1, 1}, {1, 3, 0});
 }
 
 TEST_P(DecodeAttentionTest, QViewIntoFusedQkvMatchesReference) {
-  PVLLM_ATTN_REQUIRE_DEVICE();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   const int32_t head_dim = std::get<1>(GetParam());
   // The stride of a fused QKV row: q, then k and v of every kv head.
   check({300, 1, 45}, {1, 4}, 2 * kNumKvHeads * head_dim);
@@ -366,62 +387,47 @@ class PrefillAttentionTest : public testing::TestWithParam<KernelConfig> {
 
     const size_t q_row = static_cast<size_t>(num_heads) * head_dim;
     const std::vector<uint16_t> q_bits = widen_rows(q.bits, q_row, q_row + q_pad);
-    DeviceBuffer d_q(q_bits.size() * 2), d_out(q.bits.size() * 2), d_k(cache.k.bits.size() * 2),
-        d_v(cache.v.bits.size() * 2), d_k_new(k_new.bits.size() * 2),
-        d_v_new(v_new.bits.size() * 2), d_slots(slot_mapping.size() * 8),
-        d_tables(layout.block_tables.size() * 4), d_lens(context_lens.size() * 4),
-        d_query_start(query_start.size() * 4);
-    PVLLM_ATTN_CUDA_OK(copy_to_device(d_q, q_bits));
-    PVLLM_ATTN_CUDA_OK(copy_to_device(d_k, cache.k.bits));
-    PVLLM_ATTN_CUDA_OK(copy_to_device(d_v, cache.v.bits));
-    PVLLM_ATTN_CUDA_OK(copy_to_device(d_k_new, k_new.bits));
-    PVLLM_ATTN_CUDA_OK(copy_to_device(d_v_new, v_new.bits));
-    PVLLM_ATTN_CUDA_OK(copy_to_device(d_slots, slot_mapping));
-    PVLLM_ATTN_CUDA_OK(copy_to_device(d_tables, layout.block_tables));
-    PVLLM_ATTN_CUDA_OK(copy_to_device(d_lens, context_lens));
-    PVLLM_ATTN_CUDA_OK(copy_to_device(d_query_start, query_start));
+    DeviceCache dev;
+    ASSERT_TRUE(upload_cache(cache, layout, context_lens, head_dim, &dev));
+    DeviceBuffer d_q, d_out, d_k_new, d_v_new, d_slots, d_query_start;
+    ASSERT_TRUE(upload(d_q, q_bits));
+    ASSERT_TRUE(cuda_test::allocate(d_out, q.bits.size() * 2));
+    ASSERT_TRUE(upload(d_k_new, k_new.bits));
+    ASSERT_TRUE(upload(d_v_new, v_new.bits));
+    ASSERT_TRUE(upload(d_slots, slot_mapping));
+    ASSERT_TRUE(upload(d_query_start, query_start));
 
     KvWriteParams w;
     w.k = d_k_new.get();
     w.v = d_v_new.get();
-    w.k_cache = d_k.get();
-    w.v_cache = d_v.get();
+    w.paged_kv = dev.paged_kv;
     w.slot_mapping = d_slots.as<int64_t>();
     w.dtype = dtype;
     w.num_tokens = num_tokens;
-    w.num_kv_heads = kNumKvHeads;
-    w.head_dim = head_dim;
-    w.block_size = block_size;
-    PVLLM_ATTN_CUDA_OK(pvllm_cuda_write_kv(w, nullptr));
+    PVLLM_CUDA_OK(pvllm_cuda_write_kv(w, nullptr));
 
     const std::vector<int32_t> items =
         plan_prefill_attention(query_start.data(), context_lens.data(), num_seqs);
-    DeviceBuffer d_items(items.size() * 4);
-    PVLLM_ATTN_CUDA_OK(copy_to_device(d_items, items));
+    DeviceBuffer d_items;
+    ASSERT_TRUE(upload(d_items, items));
     PrefillAttentionParams p;
     p.q = d_q.get();
     p.out = d_out.get();
-    p.k_cache = d_k.get();
-    p.v_cache = d_v.get();
+    p.paged_kv = dev.paged_kv;
     p.query_start = d_query_start.as<int32_t>();
-    p.context_lens = d_lens.as<int32_t>();
-    p.block_tables = d_tables.as<int32_t>();
+    p.context_lens = dev.context_lens.as<int32_t>();
     p.work_items = d_items.as<int32_t>();
     p.dtype = dtype;
     p.num_work_items = static_cast<int32_t>(items.size() / 2);
     p.num_seqs = num_seqs;
     p.num_heads = num_heads;
-    p.num_kv_heads = kNumKvHeads;
-    p.head_dim = head_dim;
-    p.block_size = block_size;
-    p.max_blocks_per_seq = layout.max_blocks_per_seq;
     p.scale = scale;
     p.q_token_stride = q_pad > 0 ? static_cast<int64_t>(q_row) + q_pad : 0;
-    PVLLM_ATTN_CUDA_OK(cudaMemset(d_out.get(), 0x7F, q.bits.size() * 2));
-    PVLLM_ATTN_CUDA_OK(pvllm_cuda_prefill_attention(p, nullptr));
-    PVLLM_ATTN_CUDA_OK(cudaDeviceSynchronize());
-    std::vector<uint16_t> got(q.bits.size());
-    PVLLM_ATTN_CUDA_OK(copy_to_host(got, d_out));
+    PVLLM_CUDA_OK(cudaMemset(d_out.get(), 0x7F, q.bits.size() * 2));
+    PVLLM_CUDA_OK(pvllm_cuda_prefill_attention(p, nullptr));
+    PVLLM_CUDA_OK(cudaDeviceSynchronize());
+    std::vector<uint16_t> got;
+    ASSERT_TRUE(download(d_out, q.bits.size(), &got));
 
     cpu::WriteKvParams ref_w;
     ref_w.k = k_new.values.data();
@@ -441,31 +447,31 @@ class PrefillAttentionTest : public testing::TestWithParam<KernelConfig> {
 };
 
 TEST_P(PrefillAttentionTest, FreshPromptMatchesReference) {
-  PVLLM_ATTN_REQUIRE_DEVICE();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   check({{0, 150}}, 0);  // not a multiple of the 64-row tile nor of any block size
 }
 
 TEST_P(PrefillAttentionTest, ChunksWithPriorContextMatchReference) {
-  PVLLM_ATTN_REQUIRE_DEVICE();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   // A fresh chunk, a chunk after prior context, a one-token chunk deep in
   // its context, and a chunk straddling several query tiles.
   check({{0, 70}, {100, 77}, {300, 1}, {33, 130}}, 0);
 }
 
 TEST_P(PrefillAttentionTest, SharedPrefixBlocksMatchReference) {
-  PVLLM_ATTN_REQUIRE_DEVICE();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   const int32_t bs = std::get<2>(GetParam());
   // Sequences 0 and 1 share their first two (full) blocks, the cached prefix.
   check({{2 * bs, 40}, {2 * bs, 90}, {5, 20}}, 2);
 }
 
 TEST_P(PrefillAttentionTest, LongContextWithShortNeighbourMatchesReference) {
-  PVLLM_ATTN_REQUIRE_DEVICE();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   check({{2900, 100}, {0, 5}}, 0);
 }
 
 TEST_P(PrefillAttentionTest, QViewIntoFusedQkvMatchesReference) {
-  PVLLM_ATTN_REQUIRE_DEVICE();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   const int32_t head_dim = std::get<1>(GetParam());
   check({{0, 70}, {100, 77}, {300, 1}}, 0, 2 * kNumKvHeads * head_dim);
 }
@@ -486,12 +492,12 @@ class KvWriteTest : public testing::TestWithParam<KernelConfig> {
 };
 
 TEST_P(KvWriteTest, RowsLandInTheirSlotsAndPaddingIsSkipped) {
-  PVLLM_ATTN_REQUIRE_DEVICE();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   check(false);
 }
 
 TEST_P(KvWriteTest, RowsReadFromAFusedQkvOutputLandInTheirSlots) {
-  PVLLM_ATTN_REQUIRE_DEVICE();
+  PVLLM_CUDA_DEVICE_OR_SKIP();
   check(true);
 }
 
@@ -523,14 +529,13 @@ void KvWriteTest::check(bool fused) {
     std::copy_n(k.bits.begin() + t * kv_row, kv_row, qkv.begin() + t * qkv_row + 2 * kv_row);
     std::copy_n(v.bits.begin() + t * kv_row, kv_row, qkv.begin() + t * qkv_row + 3 * kv_row);
   }
-  DeviceBuffer d_k(row_elems * 2), d_v(row_elems * 2), d_qkv(qkv.size() * 2), d_kc(cache_elems * 2),
-      d_vc(cache_elems * 2), d_slots(slots.size() * 8);
-  PVLLM_ATTN_CUDA_OK(copy_to_device(d_k, k.bits));
-  PVLLM_ATTN_CUDA_OK(copy_to_device(d_v, v.bits));
-  PVLLM_ATTN_CUDA_OK(copy_to_device(d_qkv, qkv));
-  PVLLM_ATTN_CUDA_OK(copy_to_device(d_kc, k_cache.bits));
-  PVLLM_ATTN_CUDA_OK(copy_to_device(d_vc, v_cache.bits));
-  PVLLM_ATTN_CUDA_OK(copy_to_device(d_slots, slots));
+  DeviceBuffer d_k, d_v, d_qkv, d_kc, d_vc, d_slots;
+  ASSERT_TRUE(upload(d_k, k.bits));
+  ASSERT_TRUE(upload(d_v, v.bits));
+  ASSERT_TRUE(upload(d_qkv, qkv));
+  ASSERT_TRUE(upload(d_kc, k_cache.bits));
+  ASSERT_TRUE(upload(d_vc, v_cache.bits));
+  ASSERT_TRUE(upload(d_slots, slots));
   KvWriteParams p;
   p.k = d_k.get();
   p.v = d_v.get();
@@ -540,19 +545,19 @@ void KvWriteTest::check(bool fused) {
     p.k_token_stride = static_cast<int64_t>(qkv_row);
     p.v_token_stride = static_cast<int64_t>(qkv_row);
   }
-  p.k_cache = d_kc.get();
-  p.v_cache = d_vc.get();
+  p.paged_kv.k_cache = d_kc.get();
+  p.paged_kv.v_cache = d_vc.get();
+  p.paged_kv.block_size = block_size;
+  p.paged_kv.num_kv_heads = kNumKvHeads;
+  p.paged_kv.head_dim = head_dim;
   p.slot_mapping = d_slots.as<int64_t>();
   p.dtype = dtype;
   p.num_tokens = num_tokens;
-  p.num_kv_heads = kNumKvHeads;
-  p.head_dim = head_dim;
-  p.block_size = block_size;
-  PVLLM_ATTN_CUDA_OK(pvllm_cuda_write_kv(p, nullptr));
-  PVLLM_ATTN_CUDA_OK(cudaDeviceSynchronize());
-  std::vector<uint16_t> got_k(cache_elems), got_v(cache_elems);
-  PVLLM_ATTN_CUDA_OK(copy_to_host(got_k, d_kc));
-  PVLLM_ATTN_CUDA_OK(copy_to_host(got_v, d_vc));
+  PVLLM_CUDA_OK(pvllm_cuda_write_kv(p, nullptr));
+  PVLLM_CUDA_OK(cudaDeviceSynchronize());
+  std::vector<uint16_t> got_k, got_v;
+  ASSERT_TRUE(download(d_kc, cache_elems, &got_k));
+  ASSERT_TRUE(download(d_vc, cache_elems, &got_v));
 
   // Reference: the CPU write of the non-padding rows (it has no padding rule).
   std::vector<float> ref_k, ref_v;
@@ -578,8 +583,8 @@ void KvWriteTest::check(bool fused) {
   // A copy is exact: compare bits.
   int64_t num_bad = 0;
   for (size_t i = 0; i < cache_elems; ++i) {
-    num_bad += got_k[i] != attn_test::to_bits(dtype, k_cache.values[i]);
-    num_bad += got_v[i] != attn_test::to_bits(dtype, v_cache.values[i]);
+    num_bad += got_k[i] != cuda_test::to_bits(k_cache.values[i], dtype);
+    num_bad += got_v[i] != cuda_test::to_bits(v_cache.values[i], dtype);
   }
   EXPECT_EQ(num_bad, 0);
 }
@@ -596,22 +601,29 @@ INSTANTIATE_TEST_SUITE_P(AllSupported, KvWriteTest,
 // happen before the launcher's first CUDA call, so these run without a GPU.
 alignas(16) unsigned char g_dummy[256];
 
+// 2 kv heads of 128, blocks of 16, tables 4 wide.
+PagedKv valid_paged_kv() {
+  PagedKv kv;
+  kv.k_cache = g_dummy;
+  kv.v_cache = g_dummy;
+  kv.block_tables = reinterpret_cast<const int32_t*>(g_dummy);
+  kv.max_blocks_per_seq = 4;
+  kv.block_size = 16;
+  kv.num_kv_heads = 2;
+  kv.head_dim = 128;
+  return kv;
+}
+
 DecodeAttentionParams valid_decode_params() {
   DecodeAttentionParams p;
   p.q = g_dummy;
   p.out = g_dummy;
-  p.k_cache = g_dummy;
-  p.v_cache = g_dummy;
-  p.block_tables = reinterpret_cast<const int32_t*>(g_dummy);
+  p.paged_kv = valid_paged_kv();
   p.context_lens = reinterpret_cast<const int32_t*>(g_dummy);
   p.workspace = g_dummy;
   p.dtype = DType::kBF16;
   p.num_seqs = 1;
   p.num_heads = 8;
-  p.num_kv_heads = 2;
-  p.head_dim = 128;
-  p.block_size = 16;
-  p.max_blocks_per_seq = 4;
   p.max_context_len = 64;
   p.scale = 0.1f;
   p.num_splits_override = 1;
@@ -622,20 +634,14 @@ PrefillAttentionParams valid_prefill_params() {
   PrefillAttentionParams p;
   p.q = g_dummy;
   p.out = g_dummy;
-  p.k_cache = g_dummy;
-  p.v_cache = g_dummy;
+  p.paged_kv = valid_paged_kv();
   p.query_start = reinterpret_cast<const int32_t*>(g_dummy);
   p.context_lens = reinterpret_cast<const int32_t*>(g_dummy);
-  p.block_tables = reinterpret_cast<const int32_t*>(g_dummy);
   p.work_items = reinterpret_cast<const int32_t*>(g_dummy);
   p.dtype = DType::kBF16;
   p.num_work_items = 1;
   p.num_seqs = 1;
   p.num_heads = 8;
-  p.num_kv_heads = 2;
-  p.head_dim = 128;
-  p.block_size = 16;
-  p.max_blocks_per_seq = 4;
   p.scale = 0.1f;
   return p;
 }
@@ -643,7 +649,7 @@ PrefillAttentionParams valid_prefill_params() {
 TEST(DecodeAttentionValidation, RejectsUnsupportedHeadDims) {
   for (int32_t head_dim : {0, 32, 80, 96, 256}) {
     DecodeAttentionParams p = valid_decode_params();
-    p.head_dim = head_dim;
+    p.paged_kv.head_dim = head_dim;
     EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue) << head_dim;
   }
 }
@@ -651,7 +657,7 @@ TEST(DecodeAttentionValidation, RejectsUnsupportedHeadDims) {
 TEST(DecodeAttentionValidation, RejectsUnsupportedBlockSizes) {
   for (int32_t block_size : {0, 1, 8, 64, 128, 512}) {
     DecodeAttentionParams p = valid_decode_params();
-    p.block_size = block_size;
+    p.paged_kv.block_size = block_size;
     EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue) << block_size;
   }
 }
@@ -662,11 +668,11 @@ TEST(DecodeAttentionValidation, RejectsF32AndBadHeadGroups) {
   EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
   p = valid_decode_params();
   p.num_heads = 6;
-  p.num_kv_heads = 4;  // does not divide
+  p.paged_kv.num_kv_heads = 4;  // does not divide
   EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
   p = valid_decode_params();
   p.num_heads = 34;
-  p.num_kv_heads = 1;  // group above kDecodeMaxGroupSize
+  p.paged_kv.num_kv_heads = 1;  // group above kDecodeMaxGroupSize
   EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
 }
 
@@ -675,7 +681,7 @@ TEST(DecodeAttentionValidation, RejectsNullAndMisalignedPointers) {
   p.q = nullptr;
   EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
   p = valid_decode_params();
-  p.k_cache = g_dummy + 2;
+  p.paged_kv.k_cache = g_dummy + 2;
   EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
 }
 
@@ -695,12 +701,12 @@ TEST(DecodeAttentionPlan, OverrideFixesSplitCountAndWorkspace) {
 TEST(PrefillAttentionValidation, RejectsUnsupportedShapes) {
   for (int32_t head_dim : {0, 32, 96, 256}) {
     PrefillAttentionParams p = valid_prefill_params();
-    p.head_dim = head_dim;
+    p.paged_kv.head_dim = head_dim;
     EXPECT_EQ(pvllm_cuda_prefill_attention(p, nullptr), cudaErrorInvalidValue) << head_dim;
   }
   for (int32_t block_size : {0, 8, 64, 128}) {
     PrefillAttentionParams p = valid_prefill_params();
-    p.block_size = block_size;
+    p.paged_kv.block_size = block_size;
     EXPECT_EQ(pvllm_cuda_prefill_attention(p, nullptr), cudaErrorInvalidValue) << block_size;
   }
   PrefillAttentionParams p = valid_prefill_params();
@@ -715,15 +721,15 @@ TEST(KvWriteValidation, RejectsUnsupportedShapes) {
   KvWriteParams p;
   p.k = g_dummy;
   p.v = g_dummy;
-  p.k_cache = g_dummy;
-  p.v_cache = g_dummy;
+  p.paged_kv.k_cache = g_dummy;
+  p.paged_kv.v_cache = g_dummy;
   p.slot_mapping = reinterpret_cast<const int64_t*>(g_dummy);
   p.num_tokens = 1;
-  p.num_kv_heads = 1;
-  p.block_size = 16;
-  p.head_dim = 12;  // not whole 16-byte vectors
+  p.paged_kv.num_kv_heads = 1;
+  p.paged_kv.block_size = 16;
+  p.paged_kv.head_dim = 12;  // not whole 16-byte vectors
   EXPECT_EQ(pvllm_cuda_write_kv(p, nullptr), cudaErrorInvalidValue);
-  p.head_dim = 64;
+  p.paged_kv.head_dim = 64;
   p.dtype = DType::kF32;
   EXPECT_EQ(pvllm_cuda_write_kv(p, nullptr), cudaErrorInvalidValue);
   p.dtype = DType::kF16;

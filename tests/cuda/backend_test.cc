@@ -17,7 +17,7 @@
 #include "core/backend/backend_loader.h"
 #include "core/model/model.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "tests/cuda/ops_test_util.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "tests/util/tiny_model.h"
 
 namespace pvllm {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/engine/engine.h"
-#include "tests/cuda/ops_test_util.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "tests/integration/engine_harness.h"
 #include "tests/util/tiny_model.h"
 

@@ -23,15 +23,16 @@
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope.h"
-#include "tests/cuda/ops_test_util.h"
+#include "tests/cuda/cuda_test_util.h"
 
 namespace pvllm {
 namespace {
 
-using cuda_ops_test::DeviceBuffer;
-using cuda_ops_test::from_bits;
-using cuda_ops_test::half_ulp_rel;
-using cuda_ops_test::to_bits;
+using cuda_test::download;
+using cuda_test::from_bits;
+using cuda_test::half_ulp_rel;
+using cuda_test::to_bits;
+using cuda_test::upload;
 
 // fp32 differences between device and reference (reduction order, expf),
 // relative; far above the ~1e-6 seen in practice, far below a bf16/fp16 ulp.
@@ -164,10 +165,11 @@ TEST_P(CudaRmsNormTest, MatchesCpuReference) {
   std::vector<float> ref(count);
   cpu::rmsnorm(normed_input.data(), weight.data(), num_tokens, hidden, eps, ref.data());
 
-  DeviceBuffer<uint16_t> d_x(to_bits(x, dtype));
-  DeviceBuffer<uint16_t> d_res(to_bits(residual, dtype));
-  DeviceBuffer<uint16_t> d_w(to_bits(weight, dtype));
-  DeviceBuffer<uint16_t> d_out(count);
+  DeviceBuffer d_x, d_res, d_w, d_out;
+  ASSERT_TRUE(upload(d_x, to_bits(x, dtype)));
+  ASSERT_TRUE(upload(d_res, to_bits(residual, dtype)));
+  ASSERT_TRUE(upload(d_w, to_bits(weight, dtype)));
+  ASSERT_TRUE(cuda_test::allocate(d_out, count * sizeof(uint16_t)));
   const RmsNormParams params{d_x.get(),  with_residual ? d_res.get() : nullptr,
                              d_w.get(),  d_out.get(),
                              num_tokens, hidden,
@@ -175,11 +177,14 @@ TEST_P(CudaRmsNormTest, MatchesCpuReference) {
   ASSERT_EQ(pvllm_cuda_rmsnorm(params, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
-  expect_close(d_out.download(), ref, dtype);
+  std::vector<uint16_t> out, res;
+  ASSERT_TRUE(download(d_out, count, &out));
+  ASSERT_TRUE(download(d_res, count, &res));
+  expect_close(out, ref, dtype);
   if (with_residual) {
-    EXPECT_EQ(d_res.download(), new_residual_bits) << "residual must be round(x + residual)";
+    EXPECT_EQ(res, new_residual_bits) << "residual must be round(x + residual)";
   } else {
-    EXPECT_EQ(d_res.download(), to_bits(residual, dtype)) << "residual must be untouched";
+    EXPECT_EQ(res, to_bits(residual, dtype)) << "residual must be untouched";
   }
 }
 
@@ -199,14 +204,17 @@ TEST(CudaRmsNorm, InPlaceOnMisalignedRowsMatchesAlignedResult) {
   x_bits.insert(x_bits.begin(), 0);
   std::vector<uint16_t> w_bits = to_bits(weight, dtype);
   w_bits.insert(w_bits.begin(), 0);
-  DeviceBuffer<uint16_t> d_x(x_bits);
-  DeviceBuffer<uint16_t> d_w(w_bits);
+  DeviceBuffer d_x, d_w;
+  ASSERT_TRUE(upload(d_x, x_bits));
+  ASSERT_TRUE(upload(d_w, w_bits));
   // out aliases x: in place.
-  const RmsNormParams params{d_x.get() + 1, nullptr, d_w.get() + 1, d_x.get() + 1,
-                             num_tokens,    hidden,  1e-6f,         dtype};
+  uint16_t* x_dev = d_x.as<uint16_t>() + 1;
+  const RmsNormParams params{x_dev, nullptr, d_w.as<uint16_t>() + 1, x_dev, num_tokens, hidden,
+                             1e-6f, dtype};
   ASSERT_EQ(pvllm_cuda_rmsnorm(params, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<uint16_t> out = d_x.download();
+  std::vector<uint16_t> out;
+  ASSERT_TRUE(download(d_x, x_bits.size(), &out));
   out.erase(out.begin());
   expect_close(out, ref, dtype);
 }
@@ -224,7 +232,7 @@ std::vector<NormCase> norm_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, CudaRmsNormTest, ::testing::ValuesIn(norm_cases()),
                          [](const auto& info) {
-                           return std::string(cuda_ops_test::dtype_label(info.param.dtype)) + "_h" +
+                           return std::string(cuda_test::dtype_label(info.param.dtype)) + "_h" +
                                   std::to_string(info.param.hidden) +
                                   (info.param.with_residual ? "_residual" : "_plain");
                          });
@@ -249,13 +257,16 @@ TEST_P(CudaSiluMulTest, MatchesCpuReference) {
     const float* row = in.data() + size_t(t) * 2 * intermediate;
     cpu::silu_mul(row, row + intermediate, intermediate, ref.data() + size_t(t) * intermediate);
   }
-  DeviceBuffer<uint16_t> d_in(to_bits(in, dtype));
-  DeviceBuffer<uint16_t> d_out(ref.size());
+  DeviceBuffer d_in, d_out;
+  ASSERT_TRUE(upload(d_in, to_bits(in, dtype)));
+  ASSERT_TRUE(cuda_test::allocate(d_out, ref.size() * sizeof(uint16_t)));
   ASSERT_EQ(pvllm_cuda_silu_mul(
                 SiluMulParams{d_in.get(), d_out.get(), num_tokens, intermediate, dtype}, nullptr),
             cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  expect_close(d_out.download(), ref, dtype);
+  std::vector<uint16_t> out;
+  ASSERT_TRUE(download(d_out, ref.size(), &out));
+  expect_close(out, ref, dtype);
 }
 
 std::vector<ActCase> act_cases() {
@@ -268,7 +279,7 @@ std::vector<ActCase> act_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, CudaSiluMulTest, ::testing::ValuesIn(act_cases()),
                          [](const auto& info) {
-                           return std::string(cuda_ops_test::dtype_label(info.param.dtype)) + "_i" +
+                           return std::string(cuda_test::dtype_label(info.param.dtype)) + "_i" +
                                   std::to_string(info.param.intermediate);
                          });
 
@@ -300,16 +311,19 @@ TEST_P(CudaEmbeddingTest, GathersRowsAndZeroesOutOfRangeIds) {
         expected[size_t(i) * hidden + j] = to_bits(row[j], dtype);
     }
 
-    DeviceBuffer<int32_t> d_ids(ids);
-    DeviceBuffer<uint16_t> d_table(table_bits);
+    DeviceBuffer d_ids, d_table, d_out;
+    ASSERT_TRUE(upload(d_ids, ids));
+    ASSERT_TRUE(upload(d_table, table_bits));
     // Poison the output so that "zeros" must be written, not inherited.
-    DeviceBuffer<uint16_t> d_out(std::vector<uint16_t>(expected.size(), 0x7777));
-    ASSERT_EQ(pvllm_cuda_embedding(EmbeddingParams{d_ids.get(), d_table.get(), d_out.get(),
+    ASSERT_TRUE(upload(d_out, std::vector<uint16_t>(expected.size(), 0x7777)));
+    ASSERT_EQ(pvllm_cuda_embedding(EmbeddingParams{d_ids.as<int32_t>(), d_table.get(), d_out.get(),
                                                    num_tokens, hidden, vocab, dtype},
                                    nullptr),
               cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(d_out.download(), expected) << cuda_ops_test::dtype_label(dtype);
+    std::vector<uint16_t> out;
+    ASSERT_TRUE(download(d_out, expected.size(), &out));
+    EXPECT_EQ(out, expected) << cuda_test::dtype_label(dtype);
   }
 }
 
@@ -368,16 +382,17 @@ TEST_P(CudaRopeTest, MatchesCpuReference) {
       for (int64_t i = 0; i < k_row; ++i) fused.push_back(to_bits(v[t * k_row + i], dtype));
     }
   }
-  DeviceBuffer<uint16_t> d_fused(fused_qkv ? fused : std::vector<uint16_t>(1));
-  DeviceBuffer<uint16_t> d_q(to_bits(q, dtype));
-  DeviceBuffer<uint16_t> d_k(to_bits(k, dtype));
-  DeviceBuffer<int32_t> d_pos(positions);
-  DeviceBuffer<float> d_inv(inv_freq);
+  DeviceBuffer d_fused, d_q, d_k, d_pos, d_inv;
+  ASSERT_TRUE(upload(d_fused, fused_qkv ? fused : std::vector<uint16_t>(1)));
+  ASSERT_TRUE(upload(d_q, to_bits(q, dtype)));
+  ASSERT_TRUE(upload(d_k, to_bits(k, dtype)));
+  ASSERT_TRUE(upload(d_pos, positions));
+  ASSERT_TRUE(upload(d_inv, inv_freq));
   RopeParams params;
   params.q = fused_qkv ? d_fused.get() : d_q.get();
-  params.k = fused_qkv ? d_fused.get() + q_row : d_k.get();
-  params.positions = d_pos.get();
-  params.inv_freq = d_inv.get();
+  params.k = fused_qkv ? static_cast<void*>(d_fused.as<uint16_t>() + q_row) : d_k.get();
+  params.positions = d_pos.as<int32_t>();
+  params.inv_freq = d_inv.as<float>();
   params.num_tokens = num_tokens;
   params.num_heads = num_heads;
   params.num_kv_heads = num_kv_heads;
@@ -392,7 +407,8 @@ TEST_P(CudaRopeTest, MatchesCpuReference) {
   std::vector<uint16_t> q_dev;
   std::vector<uint16_t> k_dev;
   if (fused_qkv) {
-    const std::vector<uint16_t> out = d_fused.download();
+    std::vector<uint16_t> out;
+    ASSERT_TRUE(download(d_fused, fused.size(), &out));
     for (int32_t t = 0; t < num_tokens; ++t) {
       const uint16_t* r = out.data() + t * row;
       q_dev.insert(q_dev.end(), r, r + q_row);
@@ -402,8 +418,8 @@ TEST_P(CudaRopeTest, MatchesCpuReference) {
       }
     }
   } else {
-    q_dev = d_q.download();
-    k_dev = d_k.download();
+    ASSERT_TRUE(download(d_q, q.size(), &q_dev));
+    ASSERT_TRUE(download(d_k, k.size(), &k_dev));
   }
 
   // Per pair (a, b) -> rotated: half a dtype ulp of the result, plus the
@@ -457,7 +473,7 @@ std::vector<RopeCase> rope_cases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaRopeTest, ::testing::ValuesIn(rope_cases()),
                          [](const auto& info) {
                            const RopeCase& c = info.param;
-                           return std::string(cuda_ops_test::dtype_label(c.dtype)) +
+                           return std::string(cuda_test::dtype_label(c.dtype)) +
                                   (c.style == RopeStyle::kInterleaved ? "_interleaved"
                                                                       : "_rotate_half") +
                                   "_d" + std::to_string(c.head_dim) +

@@ -25,12 +25,10 @@
 #include "core/sample/sampler.h"
 #include "core/sample/sampling_params.h"
 #include "kernels/cuda/sampling_plan.h"
-#include "tests/cuda/ops_test_util.h"
+#include "tests/cuda/cuda_test_util.h"
 
 namespace pvllm {
 namespace {
-
-using cuda_ops_test::DeviceBuffer;
 
 struct RowSpec {
   float temperature = 1.0f;
@@ -88,16 +86,18 @@ std::vector<SampleResult> sample_on_device(const std::vector<float>& logits, int
   SamplingPlan plan;
   plan.build(rows, device_row, vocab);
 
-  DeviceBuffer<float> d_logits(logits);
-  DeviceBuffer<unsigned char> d_in(plan.inputs());
-  DeviceBuffer<unsigned char> d_out(plan.output_bytes());
+  DeviceBuffer d_logits, d_in, d_out, d_ws;
+  EXPECT_TRUE(cuda_test::upload(d_logits, logits));
+  EXPECT_TRUE(cuda_test::upload(d_in, plan.inputs()));
+  EXPECT_TRUE(cuda_test::allocate(d_out, plan.output_bytes()));
   const size_t ws_bytes = pvllm_cuda_sampling_workspace_bytes(plan.num_penalty_slots(), vocab);
-  DeviceBuffer<unsigned char> d_ws(ws_bytes + 16);
+  EXPECT_TRUE(cuda_test::allocate(d_ws, ws_bytes + 16));
   DeviceSamplingParams p;
-  plan.bind(d_in.get(), d_out.get(), d_logits.get(), d_ws.get(), ws_bytes, &p);
+  plan.bind(d_in.get(), d_out.get(), d_logits.as<float>(), d_ws.get(), ws_bytes, &p);
   EXPECT_EQ(pvllm_cuda_sample(p, nullptr), cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const std::vector<unsigned char> out = d_out.download();
+  std::vector<unsigned char> out;
+  EXPECT_TRUE(cuda_test::download(d_out, plan.output_bytes(), &out));
   std::vector<SampleResult> results;
   plan.read_results(rows, out.data(), &results);
   return results;
