@@ -184,7 +184,7 @@ for dir in "$root" "$root_as_named" "$build"; do
   for f in "$bundle"/bin/* "$bundle"/lib/* "$bundle"/gpu_check.sh "$bundle"/scripts/*; do
     [ -L "$f" ] && continue
     hits="$(strings -a "$f" | grep -F "$dir" |
-            grep -Ev "^$root/kernels/cuda(/[A-Za-z0-9_]+\.(cu|cuh|h))?$" | sort -u | head -n 3 || true)"
+            grep -Ev "^$root/kernels/cuda(/common)?(/[A-Za-z0-9_]+\.(cu|cuh|h))?$" | sort -u | head -n 3 || true)"
     [ -z "$hits" ] || fail "${f#"$bundle"/} holds the path $dir: $(echo "$hits" | tr '\n' ' ')"
   done
 done

@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/block_copy.h"
-#include "kernels/cuda/vec.cuh"
+#include "kernels/cuda/common/vec.cuh"
 
 namespace pvllm {
 

@@ -9,7 +9,7 @@
 
 #include "kernels/cuda/common/dispatch.cuh"
 #include "kernels/cuda/decode_attention.h"
-#include "kernels/cuda/vec.cuh"
+#include "kernels/cuda/common/vec.cuh"
 
 namespace pvllm {
 

@@ -11,7 +11,7 @@
 
 #include "kernels/cuda/common/dispatch.cuh"
 #include "kernels/cuda/prefill_attention.h"
-#include "kernels/cuda/vec.cuh"
+#include "kernels/cuda/common/vec.cuh"
 
 namespace pvllm {
 

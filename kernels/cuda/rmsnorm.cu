@@ -4,7 +4,7 @@
 
 #include "kernels/cuda/common/dispatch.cuh"
 #include "kernels/cuda/rmsnorm.h"
-#include "kernels/cuda/vec.cuh"
+#include "kernels/cuda/common/vec.cuh"
 
 namespace pvllm {
 
