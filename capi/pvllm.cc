@@ -3,6 +3,10 @@
 // OUT_OF_MEMORY, anything else INTERNAL. Failures reach the caller as a
 // pvllm_error object through the last out parameter, never through
 // thread-local state, so the message belongs to the call that failed.
+// Out-parameters are reset first thing (handles to NULL, ids and counts to
+// 0), so they hold the same values after every failure, whatever failed.
+// Output events reach callers through the engine's EventRouter
+// (event_router.h): per request or engine-wide.
 #include "pvllm/pvllm.h"
 
 #include <algorithm>
@@ -15,12 +19,13 @@
 #include <utility>
 #include <vector>
 
+#include "capi/event_router.h"
+#include "core/base/status.h"
+#include "core/base/tensor.h"
 #include "core/engine/engine.h"
 #include "core/model/model.h"
 #include "core/model/random_model.h"
 #include "core/sample/sampling_params.h"
-#include "core/base/status.h"
-#include "core/base/tensor.h"
 #include "core/tokenizer/tokenizer.h"
 
 using pvllm::Status;
@@ -30,8 +35,10 @@ struct pvllm_error {
   std::string message;
 };
 
+// The router is declared after the engine so that it is destroyed first.
 struct pvllm_engine {
   std::unique_ptr<pvllm::Engine> engine;
+  std::unique_ptr<pvllm::EventRouter> router;
 };
 
 // Owns every byte its pvllm_output entries point to. The backing vectors
@@ -63,6 +70,9 @@ static_assert(static_cast<int>(pvllm::StatusCode::kInternal) == PVLLM_STATUS_INT
 static_assert(static_cast<int>(pvllm::StatusCode::kTokenizerError) == PVLLM_STATUS_TOKENIZER_ERROR);
 static_assert(static_cast<int>(pvllm::StatusCode::kBufferTooSmall) ==
               PVLLM_STATUS_BUFFER_TOO_SMALL);
+static_assert(static_cast<int>(pvllm::StatusCode::kTimeout) == PVLLM_STATUS_TIMEOUT);
+static_assert(static_cast<int>(pvllm::Delivery::kShared) == PVLLM_DELIVERY_SHARED);
+static_assert(static_cast<int>(pvllm::Delivery::kPerRequest) == PVLLM_DELIVERY_PER_REQUEST);
 static_assert(static_cast<int>(pvllm::FinishReason::kNone) == PVLLM_FINISH_NONE);
 static_assert(static_cast<int>(pvllm::FinishReason::kStop) == PVLLM_FINISH_STOP);
 static_assert(static_cast<int>(pvllm::FinishReason::kLength) == PVLLM_FINISH_LENGTH);
@@ -111,9 +121,18 @@ pvllm_status guard(pvllm_error** error, Body&& body) noexcept {
 // copying min(struct_size, sizeof(T)) bytes.
 template <typename T>
 constexpr size_t kV1Size = sizeof(T);
-// pvllm_engine_params grew random_weights after version 1.
+// pvllm_engine_params grew random_weights within 0.1, after ABI 1's first
+// layout; pvllm_request grew delivery in 0.2, past 0.1's sizeof.
 template <>
 constexpr size_t kV1Size<pvllm_engine_params> = offsetof(pvllm_engine_params, random_weights);
+template <>
+constexpr size_t kV1Size<pvllm_request> = offsetof(pvllm_request, delivery);
+// The 0.1 struct was pointer-aligned, so its sizeof is the first multiple
+// of that alignment after `priority`: delivery starts exactly there.
+static_assert(offsetof(pvllm_request, delivery) % alignof(void*) == 0 &&
+                  offsetof(pvllm_request, delivery) - offsetof(pvllm_request, priority) <=
+                      alignof(void*),
+              "pvllm_request.delivery must start where the 0.1 struct ended");
 
 // Larger sizes than this are garbage, not a newer header.
 constexpr size_t kMaxStructSize = 1 << 16;
@@ -297,18 +316,20 @@ Status to_sampling_params(const pvllm_sampling_params* caller, pvllm::SamplingPa
   return Status::Ok();
 }
 
-Status submit(pvllm_engine* engine, const pvllm_request* caller, uint64_t* out_request_id) {
-  if (engine == nullptr) return null_argument("engine");
-  if (caller == nullptr) return null_argument("request");
-  if (out_request_id == nullptr) return null_argument("out_request_id");
-  *out_request_id = 0;
-  PVLLM_RETURN_IF_ERROR(check_struct_size(caller, "request"));
-  const pvllm_request fields = read_struct(caller, zeroed_struct<pvllm_request>());
-  const pvllm_request* request = &fields;
-  pvllm::SamplingParams sampling;
-  if (request->sampling != nullptr) {
-    PVLLM_RETURN_IF_ERROR(to_sampling_params(request->sampling, &sampling));
+Status to_delivery(int64_t value, pvllm::Delivery* out) {
+  if (value != PVLLM_DELIVERY_SHARED && value != PVLLM_DELIVERY_PER_REQUEST) {
+    return invalid(
+        "request->delivery must be PVLLM_DELIVERY_SHARED (0) or PVLLM_DELIVERY_PER_REQUEST (1), "
+        "got " +
+        std::to_string(value));
   }
+  *out = static_cast<pvllm::Delivery>(value);
+  return Status::Ok();
+}
+
+// Queues the request in the engine; the caller registers it with the router.
+Status submit_to_engine(pvllm_engine* engine, const pvllm_request* request,
+                        const pvllm::SamplingParams& sampling, uint64_t* out_request_id) {
   const bool has_text = request->prompt_text != nullptr;
   const bool has_ids = request->prompt_token_ids != nullptr || request->num_prompt_token_ids > 0;
   if (has_text == has_ids) {
@@ -331,6 +352,28 @@ Status submit(pvllm_engine* engine, const pvllm_request* caller, uint64_t* out_r
   std::vector<int32_t> ids(request->prompt_token_ids,
                            request->prompt_token_ids + request->num_prompt_token_ids);
   return engine->engine->submit_tokens(std::move(ids), sampling, request->priority, out_request_id);
+}
+
+Status submit(pvllm_engine* engine, const pvllm_request* caller, uint64_t* out_request_id) {
+  if (out_request_id != nullptr) *out_request_id = 0;
+  if (engine == nullptr) return null_argument("engine");
+  if (caller == nullptr) return null_argument("request");
+  if (out_request_id == nullptr) return null_argument("out_request_id");
+  PVLLM_RETURN_IF_ERROR(check_struct_size(caller, "request"));
+  pvllm_request defaults = zeroed_struct<pvllm_request>();
+  defaults.delivery = PVLLM_DELIVERY_SHARED;
+  const pvllm_request request = read_struct(caller, defaults);
+  pvllm::Delivery delivery = pvllm::Delivery::kShared;
+  PVLLM_RETURN_IF_ERROR(to_delivery(request.delivery, &delivery));
+  pvllm::SamplingParams sampling;
+  if (request.sampling != nullptr) {
+    PVLLM_RETURN_IF_ERROR(to_sampling_params(request.sampling, &sampling));
+  }
+  uint64_t id = 0;
+  PVLLM_RETURN_IF_ERROR(submit_to_engine(engine, &request, sampling, &id));
+  engine->router->add_request(id, delivery);
+  *out_request_id = id;
+  return Status::Ok();
 }
 
 // Builds the C view of polled events. Sizes are counted first so the
@@ -356,6 +399,7 @@ void build_batch(pvllm_output_batch* batch) {
     out.text_len = e.text.size();
     out.finish_reason = static_cast<int32_t>(e.finish_reason);
     out.error_message = e.error.c_str();
+    out.request_finished = e.request_finished ? 1 : 0;
     out.logprobs = nullptr;
     if (!e.logprobs.empty()) {
       out.logprobs = batch->logprobs.data() + batch->logprobs.size();
@@ -435,8 +479,26 @@ const char* pvllm_status_to_string(pvllm_status status) {
       return "PVLLM_STATUS_TOKENIZER_ERROR";
     case PVLLM_STATUS_BUFFER_TOO_SMALL:
       return "PVLLM_STATUS_BUFFER_TOO_SMALL";
+    case PVLLM_STATUS_TIMEOUT:
+      return "PVLLM_STATUS_TIMEOUT";
   }
   return "PVLLM_STATUS_UNKNOWN";
+}
+
+const char* pvllm_finish_reason_to_string(int32_t finish_reason) {
+  switch (finish_reason) {
+    case PVLLM_FINISH_NONE:
+      return "PVLLM_FINISH_NONE";
+    case PVLLM_FINISH_STOP:
+      return "PVLLM_FINISH_STOP";
+    case PVLLM_FINISH_LENGTH:
+      return "PVLLM_FINISH_LENGTH";
+    case PVLLM_FINISH_ABORT:
+      return "PVLLM_FINISH_ABORT";
+    case PVLLM_FINISH_ERROR:
+      return "PVLLM_FINISH_ERROR";
+  }
+  return "PVLLM_FINISH_UNKNOWN";
 }
 
 pvllm_status pvllm_error_status(const pvllm_error* error) {
@@ -465,6 +527,7 @@ pvllm_status pvllm_engine_create(const pvllm_engine_params* params, pvllm_engine
     auto handle = std::make_unique<pvllm_engine>();
     PVLLM_RETURN_IF_ERROR(pvllm::Engine::create(config, &handle->engine));
     if (handle->engine == nullptr) return pvllm::Internal("Engine::create returned no engine");
+    handle->router = std::make_unique<pvllm::EventRouter>(handle->engine.get());
     *out_engine = handle.release();
     return Status::Ok();
   });
@@ -501,10 +564,20 @@ pvllm_status pvllm_abort(pvllm_engine* engine, uint64_t request_id, pvllm_error*
   });
 }
 
-pvllm_status pvllm_step(pvllm_engine* engine, int32_t* out_num_unfinished, pvllm_error** error) {
+pvllm_status pvllm_detach(pvllm_engine* engine, uint64_t request_id, pvllm_error** error) {
   return guard(error, [&]() -> Status {
     if (engine == nullptr) return null_argument("engine");
+    return engine->router->detach(request_id);
+  });
+}
+
+pvllm_status pvllm_step(pvllm_engine* engine, int32_t* out_num_unfinished, pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (out_num_unfinished != nullptr) *out_num_unfinished = 0;
+    if (engine == nullptr) return null_argument("engine");
     Status status = engine->engine->step();
+    // Whatever the step's status, what it made reaches pollers and waiters.
+    engine->router->publish();
     if (out_num_unfinished != nullptr) {
       *out_num_unfinished = engine->engine->num_unfinished_requests();
     }
@@ -523,10 +596,37 @@ pvllm_status pvllm_poll(pvllm_engine* engine, size_t max_events, pvllm_output_ba
     // Allocate the batch before draining, so an allocation failure loses no
     // event.
     auto batch = std::make_unique<pvllm_output_batch>();
-    engine->engine->poll(&batch->events, max_events == 0 ? SIZE_MAX : max_events);
+    engine->router->take_shared(max_events == 0 ? SIZE_MAX : max_events, &batch->events);
     build_batch(batch.get());
     *out_batch = batch.release();
     return Status::Ok();
+  });
+}
+
+pvllm_status pvllm_poll_request(pvllm_engine* engine, uint64_t request_id, size_t max_events,
+                                pvllm_output_batch** out_batch, pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (out_batch != nullptr) *out_batch = nullptr;
+    if (engine == nullptr) return null_argument("engine");
+    if (out_batch == nullptr) return null_argument("out_batch");
+    auto batch = std::make_unique<pvllm_output_batch>();
+    PVLLM_RETURN_IF_ERROR(engine->router->take_request(
+        request_id, max_events == 0 ? SIZE_MAX : max_events, &batch->events));
+    build_batch(batch.get());
+    *out_batch = batch.release();
+    return Status::Ok();
+  });
+}
+
+pvllm_status pvllm_wait(pvllm_engine* engine, uint64_t request_id, int32_t timeout_ms,
+                        pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (engine == nullptr) return null_argument("engine");
+    if (timeout_ms < PVLLM_WAIT_INFINITE) {
+      return invalid("timeout_ms is " + std::to_string(timeout_ms) +
+                     "; use >= 0 milliseconds, or PVLLM_WAIT_INFINITE (-1)");
+    }
+    return engine->router->wait(request_id, timeout_ms);
   });
 }
 
@@ -585,11 +685,11 @@ pvllm_status pvllm_get_stats(pvllm_engine* engine, pvllm_stats* out_stats, pvllm
 pvllm_status pvllm_tokenize(pvllm_engine* engine, const char* text, uint8_t add_bos, int32_t* ids,
                             size_t capacity, size_t* out_num_ids, pvllm_error** error) {
   return guard(error, [&]() -> Status {
+    if (out_num_ids != nullptr) *out_num_ids = 0;
     if (engine == nullptr) return null_argument("engine");
     if (text == nullptr) return null_argument("text");
     if (out_num_ids == nullptr) return null_argument("out_num_ids");
     if (ids == nullptr && capacity > 0) return invalid("ids is NULL but capacity is > 0");
-    *out_num_ids = 0;
     const pvllm::Tokenizer* tokenizer = engine->engine->tokenizer();
     if (tokenizer == nullptr) {
       return pvllm::Status(pvllm::StatusCode::kTokenizerError, "the engine has no tokenizer");
@@ -610,11 +710,11 @@ pvllm_status pvllm_tokenize(pvllm_engine* engine, const char* text, uint8_t add_
 pvllm_status pvllm_detokenize(pvllm_engine* engine, const int32_t* ids, size_t num_ids, char* text,
                               size_t capacity, size_t* out_len, pvllm_error** error) {
   return guard(error, [&]() -> Status {
+    if (out_len != nullptr) *out_len = 0;
     if (engine == nullptr) return null_argument("engine");
     if (ids == nullptr && num_ids > 0) return invalid("ids is NULL but num_ids is > 0");
     if (text == nullptr && capacity > 0) return invalid("text is NULL but capacity is > 0");
     if (out_len == nullptr) return null_argument("out_len");
-    *out_len = 0;
     const pvllm::Tokenizer* tokenizer = engine->engine->tokenizer();
     if (tokenizer == nullptr) {
       return pvllm::Status(pvllm::StatusCode::kTokenizerError, "the engine has no tokenizer");

@@ -21,6 +21,7 @@ enum class StatusCode : int32_t {
   kInternal = 7,         // a broken invariant caught at the boundary
   kTokenizerError = 8,   // the tokenizer failed to load or encode
   kBufferTooSmall = 9,   // an output buffer cannot hold the result
+  kTimeout = 10,         // a wait ended before what it waited for happened
 };
 
 class [[nodiscard]] Status {

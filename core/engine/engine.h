@@ -61,6 +61,8 @@ struct Output {
   FinishReason finish_reason = FinishReason::kNone;
   std::vector<OutputLogprobs> logprobs;  // one per new token when requested
   std::string error;                     // with kError
+  // The request's last event: every one of its n samples has finished.
+  bool request_finished = false;
 };
 
 struct EngineStats {

@@ -193,7 +193,10 @@ void Engine::finish_sequence(Sequence* seq, FinishReason reason, Output* last,
       ++req.num_finished;
     }
   }
-  if (req.num_finished >= req.params.n) finished_requests_.push_back(req.id);
+  if (req.num_finished >= req.params.n) {
+    events->back().request_finished = true;  // the request's last event, pushed just above
+    finished_requests_.push_back(req.id);
+  }
 }
 
 }  // namespace pvllm

@@ -56,6 +56,7 @@ int main(void) {
   FIELD(pvllm_request, num_prompt_token_ids);
   FIELD(pvllm_request, sampling);
   FIELD(pvllm_request, priority);
+  FIELD(pvllm_request, delivery);
 
   SIZE(pvllm_logprob);
   FIELD(pvllm_logprob, token_id);
@@ -78,6 +79,7 @@ int main(void) {
   FIELD(pvllm_output, finish_reason);
   FIELD(pvllm_output, logprobs);
   FIELD(pvllm_output, error_message);
+  FIELD(pvllm_output, request_finished);
 
   SIZE(pvllm_stats);
   FIELD(pvllm_stats, struct_size);

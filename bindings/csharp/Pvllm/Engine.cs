@@ -11,30 +11,30 @@ namespace Pvllm
     /// <summary>
     /// A pvllm engine: a loaded model, its tokenizer and KV cache.
     ///
-    /// Threading follows pvllm.h: Submit, Poll, Abort, GetStats, Tokenize and
-    /// Detokenize may be called from any thread, also while another thread is
-    /// inside Step. Step is serialised here with a lock, so several threads
-    /// (e.g. several Stream or GenerateAsync loops) may drive the same engine.
+    /// Threading follows pvllm.h: Submit, Poll, PollRequest, Wait, Abort,
+    /// Detach, GetStats, Tokenize and Detokenize may be called from any thread,
+    /// also while another thread is inside Step. Step is serialised here with a
+    /// lock, so several threads (e.g. several Stream or GenerateAsync loops) may
+    /// drive the same engine.
     ///
-    /// Outputs of requests started with Stream / GenerateAsync are routed to
-    /// them, whoever polls; Poll returns the outputs of every other request.
-    /// Dispose waits for calls in flight (the SafeHandle counts them) and is
-    /// safe to call twice; any later call throws ObjectDisposedException.
+    /// The library keeps each request's outputs apart: requests started with
+    /// Stream / GenerateAsync are submitted with Delivery.PerRequest and read
+    /// with PollRequest, so Poll (which returns every other request's outputs)
+    /// never takes theirs. Dispose waits for calls in flight (the SafeHandle
+    /// counts them) and is safe to call twice; any later call throws
+    /// ObjectDisposedException.
     /// </summary>
     public sealed class Engine : IDisposable
     {
+        // How long a Stream loop waits for another thread's step before it
+        // tries to step itself.
+        private const int StreamWaitMs = 20;
+
         private readonly EngineHandle handle;
 
-        // Held across pvllm_step: one thread steps at a time.
+        // Held across pvllm_step: one thread steps at a time; a Stream loop
+        // that finds it taken waits for its own outputs instead.
         private readonly object stepLock = new object();
-
-        // Held across poll + routing, and across submit + subscribe in Stream,
-        // so an event is never routed before its request's subscription exists.
-        private readonly object dispatchLock = new object();
-        private readonly Dictionary<ulong, Subscription> subscriptions = new Dictionary<ulong, Subscription>();
-        // Outputs of unsubscribed requests that a Stream's loop polled; the
-        // next Poll returns them first.
-        private readonly List<Output> unclaimed = new List<Output>();
 
         private Engine(EngineHandle handle)
         {
@@ -110,16 +110,23 @@ namespace Pvllm
 
         /// <summary>
         /// Queues a request and returns its id (never 0); its outputs come from
-        /// Poll once Step runs. Thread-safe. Throws PvllmException
-        /// (InvalidArgument, TokenizerError); a failed submit changes nothing.
+        /// Poll (or PollRequest) once Step runs. Thread-safe. Throws
+        /// PvllmException (InvalidArgument, TokenizerError); a failed submit
+        /// changes nothing.
         /// </summary>
-        public ulong Submit(Request request)
+        public ulong Submit(Request request) => Submit(request, Delivery.Shared);
+
+        /// <summary>
+        /// Submit, choosing who may take the request's outputs: with
+        /// Delivery.PerRequest only PollRequest / Wait on its id, never Poll.
+        /// </summary>
+        public ulong Submit(Request request, Delivery delivery)
         {
             if (request == null) throw new ArgumentNullException(nameof(request));
             ThrowIfDisposed();
             using (var scope = new NativeScope())
             {
-                NativeMethods.pvllm_request r = request.ToNative(scope);
+                NativeMethods.pvllm_request r = request.ToNative(scope, delivery);
                 ulong id;
                 IntPtr error;
                 PvllmException.Check(NativeMethods.pvllm_submit(handle, ref r, out id, out error), error);
@@ -156,82 +163,107 @@ namespace Pvllm
         }
 
         /// <summary>
-        /// Takes up to `maxEvents` pending outputs (0 = all) of requests that no
-        /// Stream / GenerateAsync is consuming. Thread-safe; each output is
-        /// delivered once.
+        /// Takes up to `maxEvents` pending outputs (0 = all) of the requests
+        /// submitted with Delivery.Shared (Submit), so never those of a Stream /
+        /// GenerateAsync. Thread-safe; each output is delivered once.
         /// </summary>
         public IReadOnlyList<Output> Poll(int maxEvents = 0)
         {
             if (maxEvents < 0) throw new ArgumentOutOfRangeException(nameof(maxEvents));
             ThrowIfDisposed();
-            lock (dispatchLock)
+            OutputBatchHandle batch;
+            IntPtr error;
+            PvllmException.Check(NativeMethods.pvllm_poll(handle, (UIntPtr)(uint)maxEvents, out batch, out error), error);
+            return ReadBatch(batch);
+        }
+
+        /// <summary>
+        /// Takes up to `maxEvents` pending outputs (0 = all) of one request,
+        /// whatever its delivery, oldest first; empty while it runs and has made
+        /// nothing new. Never blocks (see Wait). Thread-safe. Throws
+        /// PvllmException NotFound once the request is over and its last output
+        /// taken, or after Detach.
+        /// </summary>
+        public IReadOnlyList<Output> PollRequest(ulong requestId, int maxEvents = 0)
+        {
+            if (maxEvents < 0) throw new ArgumentOutOfRangeException(nameof(maxEvents));
+            return PollRequestList(requestId, maxEvents);
+        }
+
+        private List<Output> PollRequestList(ulong requestId, int maxEvents)
+        {
+            ThrowIfDisposed();
+            OutputBatchHandle batch;
+            IntPtr error;
+            PvllmException.Check(NativeMethods.pvllm_poll_request(handle, requestId, (UIntPtr)(uint)maxEvents,
+                                                                  out batch, out error), error);
+            return ReadBatch(batch);
+        }
+
+        /// <summary>
+        /// Blocks until the request has outputs to take (or its last output was
+        /// taken elsewhere while this waited): true; or until `timeoutMs` passes
+        /// (Timeout.Infinite = no limit): false. Outputs appear when a Step
+        /// returns, so another thread must be stepping. Thread-safe. Throws
+        /// PvllmException NotFound as PollRequest.
+        /// </summary>
+        public bool Wait(ulong requestId, int timeoutMs = Timeout.Infinite)
+        {
+            if (timeoutMs < Timeout.Infinite) throw new ArgumentOutOfRangeException(nameof(timeoutMs));
+            ThrowIfDisposed();
+            IntPtr error;
+            PvllmStatus status = NativeMethods.pvllm_wait(handle, requestId, timeoutMs, out error);
+            if (status == PvllmStatus.Timeout)
             {
-                var result = new List<Output>();
-                int fromUnclaimed = maxEvents == 0 ? unclaimed.Count : Math.Min(maxEvents, unclaimed.Count);
-                result.AddRange(unclaimed.GetRange(0, fromUnclaimed));
-                unclaimed.RemoveRange(0, fromUnclaimed);
-                if (maxEvents == 0 || result.Count < maxEvents)
-                {
-                    int rest = maxEvents == 0 ? 0 : maxEvents - result.Count;
-                    result.AddRange(PollAndRouteLocked(rest));
-                }
-                return result;
+                NativeMethods.pvllm_error_free(error);
+                return false;
             }
+            PvllmException.Check(status, error);
+            return true;
+        }
+
+        /// <summary>
+        /// Stops delivering a request's outputs: those pending are dropped now,
+        /// later ones as they come. The request runs on; Abort it first to stop
+        /// it. Thread-safe. Throws PvllmException NotFound as PollRequest.
+        /// </summary>
+        public void Detach(ulong requestId)
+        {
+            ThrowIfDisposed();
+            IntPtr error;
+            PvllmException.Check(NativeMethods.pvllm_detach(handle, requestId, out error), error);
         }
 
         // ---- Streaming ---------------------------------------------------------
 
         /// <summary>
-        /// Submits `request` now and returns its outputs as they are generated,
-        /// until every sample has finished. Enumerating drives the engine (steps
-        /// and polls) from the enumerating thread; several streams may run at
-        /// once on different threads. Leaving the loop early aborts the request.
+        /// Submits `request` now (Delivery.PerRequest) and returns its outputs as
+        /// they are generated, up to the one with RequestFinished. Enumerating
+        /// reads the request's outputs from the library and, when none is
+        /// waiting, steps the engine from the enumerating thread (or waits for
+        /// the thread that is stepping); several streams may run at once on
+        /// different threads, and an unread stream holds back only its own
+        /// request. Leaving the loop early aborts the request and drops its
+        /// remaining outputs.
         /// </summary>
         public IEnumerable<Output> Stream(Request request, CancellationToken cancellationToken = default(CancellationToken))
         {
             if (request == null) throw new ArgumentNullException(nameof(request));
             ThrowIfDisposed();
-            Subscription sub;
-            lock (dispatchLock)
-            {
-                ulong id = Submit(request);
-                sub = new Subscription(id, request.NumSamples);
-                subscriptions.Add(id, sub);
-            }
-            return Iterate(sub, cancellationToken);
+            return Iterate(Submit(request, Delivery.PerRequest), cancellationToken);
         }
 
         /// <summary>
-        /// Streams the outputs of a request submitted earlier with Submit, whose
-        /// outputs Poll has not taken yet; `numSamples` is its n.
+        /// Streams the outputs of a request submitted earlier with Submit, from
+        /// the first one Poll has not taken. `numSamples` is not needed any more
+        /// (the library marks the request's last output) and only checked.
         /// </summary>
         public IEnumerable<Output> Stream(ulong requestId, int numSamples = 1,
                                          CancellationToken cancellationToken = default(CancellationToken))
         {
             if (numSamples < 1) throw new ArgumentOutOfRangeException(nameof(numSamples));
             ThrowIfDisposed();
-            Subscription sub;
-            lock (dispatchLock)
-            {
-                if (subscriptions.ContainsKey(requestId))
-                    throw new InvalidOperationException($"request {requestId} is already being streamed");
-                sub = new Subscription(requestId, numSamples);
-                subscriptions.Add(requestId, sub);
-                for (int i = 0; i < unclaimed.Count;)
-                {
-                    if (unclaimed[i].RequestId == requestId)
-                    {
-                        sub.Deliver(unclaimed[i]);
-                        unclaimed.RemoveAt(i);
-                    }
-                    else
-                    {
-                        i++;
-                    }
-                }
-                if (sub.Remaining == 0) subscriptions.Remove(requestId);
-            }
-            return Iterate(sub, cancellationToken);
+            return Iterate(requestId, cancellationToken);
         }
 
         /// <summary>
@@ -353,6 +385,11 @@ namespace Pvllm
                 throw new PvllmException(PvllmStatus.Unsupported,
                     $"libpvllm has ABI version {abi}, this binding needs {NativeMethods.AbiVersion}");
             }
+            if (NativeMethods.pvllm_version_number() < NativeMethods.MinVersionNumber)
+            {
+                throw new PvllmException(PvllmStatus.Unsupported,
+                    $"libpvllm {Version} is older than the 0.2 this binding needs");
+            }
         }
 
         private void ThrowIfDisposed()
@@ -368,143 +405,121 @@ namespace Pvllm
             return unfinished;
         }
 
-        // Polls the library; routes subscribed outputs, returns the others.
-        // Caller holds dispatchLock.
-        private List<Output> PollAndRouteLocked(int maxEvents)
+        // Copies every output out of a batch and frees it.
+        private static List<Output> ReadBatch(OutputBatchHandle batch)
         {
-            var rest = new List<Output>();
-            OutputBatchHandle batch;
-            IntPtr error;
-            PvllmStatus status = NativeMethods.pvllm_poll(handle, (UIntPtr)(uint)maxEvents, out batch, out error);
-            PvllmException.Check(status, error);
             using (batch)
             {
                 ulong count = NativeMethods.pvllm_output_batch_size(batch).ToUInt64();
+                var outputs = new List<Output>((int)count);
                 for (ulong i = 0; i < count; i++)
                 {
-                    Output output = Output.FromNative(NativeMethods.pvllm_output_batch_get(batch, (UIntPtr)i));
-                    Subscription sub;
-                    if (subscriptions.TryGetValue(output.RequestId, out sub))
-                    {
-                        sub.Deliver(output);
-                        if (sub.Remaining == 0) subscriptions.Remove(output.RequestId);
-                    }
-                    else
-                    {
-                        rest.Add(output);
-                    }
+                    outputs.Add(Output.FromNative(NativeMethods.pvllm_output_batch_get(batch, (UIntPtr)i)));
                 }
-            }
-            return rest;
-        }
-
-        private void PollIntoSubscriptions()
-        {
-            lock (dispatchLock)
-            {
-                unclaimed.AddRange(PollAndRouteLocked(0));
+                return outputs;
             }
         }
 
-        private IEnumerable<Output> Iterate(Subscription sub, CancellationToken cancellationToken)
+        private IEnumerable<Output> Iterate(ulong requestId, CancellationToken cancellationToken)
         {
-            bool completed = false;
+            bool over = false;
             try
             {
-                while (true)
+                while (!over)
                 {
-                    Output output;
-                    while ((output = Take(sub)) != null) yield return output;
-                    if (IsComplete(sub))
+                    foreach (Output output in Next(requestId, cancellationToken))
                     {
-                        completed = true;
-                        yield break;
+                        over = over || output.RequestFinished;
+                        yield return output;
                     }
-                    cancellationToken.ThrowIfCancellationRequested();
-                    Advance(sub);
                 }
             }
             finally
             {
-                if (!completed) Abandon(sub);
+                if (!over) Abandon(requestId);
             }
         }
 
-        // Makes progress for `sub`: takes what another thread's step produced,
-        // otherwise steps once. Throws when the request can make no progress.
-        private void Advance(Subscription sub)
+        // The request's next outputs, at least one: what the library holds for
+        // it, else what a step makes, this thread's or another's. Throws when
+        // the request can make no more.
+        private List<Output> Next(ulong requestId, CancellationToken cancellationToken)
         {
-            lock (stepLock)
+            while (true)
             {
-                PollIntoSubscriptions();
-                if (HasPending(sub)) return;
-                ThrowIfDisposed();
-                int unfinished = -1;
+                cancellationToken.ThrowIfCancellationRequested();
+                List<Output> outputs = TakeOwn(requestId);
+                if (outputs.Count > 0) return outputs;
+                if (!Monitor.TryEnter(stepLock))
+                {
+                    // Another thread is stepping: its step may bring ours.
+                    OwnRequest(requestId, () => Wait(requestId, StreamWaitMs));
+                    continue;
+                }
                 PvllmException stepError = null;
                 try
                 {
-                    unfinished = StepLocked();
+                    ThrowIfDisposed();
+                    StepLocked();
                 }
                 catch (PvllmException e)
                 {
-                    // The failed requests end with FinishReason.Error events;
-                    // the others keep their work, so only fail if `sub` got none.
+                    // The failed requests end with FinishReason.Error outputs and
+                    // the others keep their work, so only fail if this one got none.
                     stepError = e;
                 }
-                PollIntoSubscriptions();
-                if (HasPending(sub)) return;
-                if (stepError != null) throw stepError;
-                if (unfinished == 0)
+                finally
                 {
-                    throw new InvalidOperationException(
-                        $"request {sub.Id} has no more outputs: it is unknown to the engine, " +
-                        "or Poll took its outputs before it was streamed");
+                    Monitor.Exit(stepLock);
                 }
+                outputs = TakeOwn(requestId);
+                if (outputs.Count > 0) return outputs;
+                if (stepError != null) throw stepError;
             }
         }
 
-        private Output Take(Subscription sub)
-        {
-            lock (dispatchLock)
-            {
-                return sub.Pending.Count > 0 ? sub.Pending.Dequeue() : null;
-            }
-        }
+        private List<Output> TakeOwn(ulong requestId)
+            => OwnRequest(requestId, () => PollRequestList(requestId, 0));
 
-        private bool HasPending(Subscription sub)
+        // Runs a per-request call of a Stream loop; NotFound means the stream
+        // cannot finish: say why.
+        private static T OwnRequest<T>(ulong requestId, Func<T> call)
         {
-            lock (dispatchLock)
-            {
-                return sub.Pending.Count > 0 || sub.Remaining == 0;
-            }
-        }
-
-        private bool IsComplete(Subscription sub)
-        {
-            lock (dispatchLock)
-            {
-                return sub.Remaining == 0 && sub.Pending.Count == 0;
-            }
-        }
-
-        // The consumer left early: drop the request's remaining outputs and
-        // abort it, unless it already finished.
-        private void Abandon(Subscription sub)
-        {
-            lock (dispatchLock)
-            {
-                sub.Pending.Clear();
-                if (sub.Remaining == 0) return;
-                sub.Abandoned = true;
-            }
-            if (handle.IsClosed) return;
             try
             {
-                Abort(sub.Id);
+                return call();
             }
             catch (PvllmException e) when (e.Status == PvllmStatus.NotFound)
             {
-                // It finished in the library; its last outputs are dropped on routing.
+                throw new InvalidOperationException(
+                    $"request {requestId} has no more outputs: it is unknown to the engine, " +
+                    "or another consumer (Poll, PollRequest, Detach) took its last one", e);
+            }
+        }
+
+        // The consumer left early: abort the request and drop its remaining
+        // outputs in the library.
+        private void Abandon(ulong requestId)
+        {
+            if (handle.IsClosed) return;
+            try
+            {
+                Abort(requestId);
+            }
+            catch (PvllmException e) when (e.Status == PvllmStatus.NotFound)
+            {
+                // It finished in the library; its last outputs are still there.
+            }
+            catch (ObjectDisposedException)
+            {
+                return;
+            }
+            try
+            {
+                Detach(requestId);
+            }
+            catch (PvllmException e) when (e.Status == PvllmStatus.NotFound)
+            {
             }
             catch (ObjectDisposedException)
             {
@@ -543,29 +558,6 @@ namespace Pvllm
                 samples[i] = new Sample(i, tokens[i], texts[i].ToString(), reasons[i], logprobs[i], errors[i] ?? "");
             }
             return new Generation(requestId, samples);
-        }
-
-        // The outputs of one streamed request. Guarded by dispatchLock.
-        private sealed class Subscription
-        {
-            public Subscription(ulong id, int numSamples)
-            {
-                Id = id;
-                Remaining = numSamples;
-            }
-
-            public readonly ulong Id;
-            public readonly Queue<Output> Pending = new Queue<Output>();
-            // Samples that have not delivered their final output yet.
-            public int Remaining;
-            // The consumer is gone: outputs are dropped until the last one.
-            public bool Abandoned;
-
-            public void Deliver(Output output)
-            {
-                if (output.IsFinished) Remaining--;
-                if (!Abandoned) Pending.Enqueue(output);
-            }
         }
     }
 }

@@ -21,6 +21,11 @@ namespace Pvllm
         // PVLLM_ABI_VERSION this binding was written against.
         internal const uint AbiVersion = 1;
 
+        // The oldest library release this binding calls into (0.2.0: the
+        // per-request calls and pvllm_output.request_finished), as
+        // PVLLM_VERSION_NUMBER counts.
+        internal const uint MinVersionNumber = 200;
+
         // ---- Versions -----------------------------------------------------
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
@@ -38,6 +43,10 @@ namespace Pvllm
         // Returns const char*: a static string, never freed.
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr pvllm_status_to_string(PvllmStatus status);
+
+        // Returns const char*: a static string, never freed. Since 0.2.
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr pvllm_finish_reason_to_string(int finishReason);
 
         // error: const pvllm_error*
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
@@ -130,6 +139,7 @@ namespace Pvllm
             public UIntPtr num_prompt_token_ids;  // size_t
             public IntPtr sampling;               // const pvllm_sampling_params*
             public int priority;
+            public long delivery;                 // int64_t, a pvllm_delivery (since 0.2)
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
@@ -143,6 +153,10 @@ namespace Pvllm
         // engine: pvllm_engine*; error: pvllm_error**
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern PvllmStatus pvllm_abort(EngineHandle engine, ulong requestId, out IntPtr error);
+
+        // engine: pvllm_engine*; error: pvllm_error**. Since 0.2.
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_detach(EngineHandle engine, ulong requestId, out IntPtr error);
 
         // engine: pvllm_engine*; error: pvllm_error**
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
@@ -180,12 +194,24 @@ namespace Pvllm
             public int finish_reason;             // pvllm_finish_reason
             public IntPtr logprobs;               // const pvllm_token_logprobs* [num_token_ids] or NULL
             public IntPtr error_message;          // const char*
+            public byte request_finished;         // uint8_t boolean (since 0.2)
         }
 
         // engine: pvllm_engine*; outBatch: pvllm_output_batch**; error: pvllm_error**
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern PvllmStatus pvllm_poll(EngineHandle engine, UIntPtr maxEvents,
             out OutputBatchHandle outBatch, out IntPtr error);
+
+        // engine: pvllm_engine*; outBatch: pvllm_output_batch**; error: pvllm_error**. Since 0.2.
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_poll_request(EngineHandle engine, ulong requestId,
+            UIntPtr maxEvents, out OutputBatchHandle outBatch, out IntPtr error);
+
+        // engine: pvllm_engine*; timeoutMs: int32_t (-1 = PVLLM_WAIT_INFINITE); error: pvllm_error**.
+        // Blocks the calling thread. Since 0.2.
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_wait(EngineHandle engine, ulong requestId, int timeoutMs,
+            out IntPtr error);
 
         // batch: const pvllm_output_batch*
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]

@@ -40,12 +40,14 @@ namespace Pvllm
     /// <summary>
     /// pvllm_output: the new tokens of one sample of one request. Every sample
     /// of every request ends with exactly one output whose FinishReason is not
-    /// None. Copied out of the library's batch, so it lives as long as needed.
+    /// None, and the request's last output has RequestFinished. Copied out of
+    /// the library's batch, so it lives as long as needed.
     /// </summary>
     public sealed class Output
     {
         internal Output(ulong requestId, int sampleIndex, IReadOnlyList<int> tokenIds, string text,
-                        FinishReason finishReason, IReadOnlyList<TokenLogprobs> logprobs, string errorMessage)
+                        FinishReason finishReason, IReadOnlyList<TokenLogprobs> logprobs, string errorMessage,
+                        bool requestFinished)
         {
             RequestId = requestId;
             SampleIndex = sampleIndex;
@@ -54,6 +56,7 @@ namespace Pvllm
             FinishReason = finishReason;
             Logprobs = logprobs;
             ErrorMessage = errorMessage;
+            RequestFinished = requestFinished;
         }
 
         public ulong RequestId { get; }
@@ -69,9 +72,19 @@ namespace Pvllm
         public IReadOnlyList<TokenLogprobs> Logprobs { get; }
         /// <summary>"" unless FinishReason is Error.</summary>
         public string ErrorMessage { get; }
+        /// <summary>
+        /// The request's last output: every sample has finished and nothing more
+        /// comes for the request (pvllm_output.request_finished).
+        /// </summary>
+        public bool RequestFinished { get; }
+
+        /// <summary>The library's name of a finish reason ("PVLLM_FINISH_STOP", ...).</summary>
+        public static string FinishReasonName(FinishReason reason)
+            => Utf8.FromNative(NativeMethods.pvllm_finish_reason_to_string((int)reason));
 
         public override string ToString()
-            => $"Output(request {RequestId}, sample {SampleIndex}, {TokenIds.Count} tokens, {FinishReason})";
+            => $"Output(request {RequestId}, sample {SampleIndex}, {TokenIds.Count} tokens, {FinishReason}" +
+               (RequestFinished ? ", request finished)" : ")");
 
         /// <summary>Copies the pvllm_output at `p` (a const pvllm_output*).</summary>
         internal static Output FromNative(IntPtr p)
@@ -100,8 +113,10 @@ namespace Pvllm
                     logprobs[i] = new TokenLogprobs(lp.token_id, lp.logprob, top);
                 }
             }
+            // Engine.Create refuses a library older than 0.2, so struct_size
+            // covers request_finished.
             return new Output(o.request_id, o.sample_index, ids, text, (FinishReason)o.finish_reason,
-                              logprobs, Utf8.FromNative(o.error_message));
+                              logprobs, Utf8.FromNative(o.error_message), o.request_finished != 0);
         }
     }
 

@@ -22,6 +22,17 @@ namespace Pvllm
         TokenizerError = 8,
         /// <summary>An output buffer is too small.</summary>
         BufferTooSmall = 9,
+        /// <summary>A wait ran out of time (since libpvllm 0.2; Engine.Wait returns false instead).</summary>
+        Timeout = 10,
+    }
+
+    /// <summary>pvllm_delivery: who may take a request's outputs (since libpvllm 0.2).</summary>
+    public enum Delivery
+    {
+        /// <summary>Engine.Poll (every shared request's outputs) and Engine.PollRequest on its id.</summary>
+        Shared = 0,
+        /// <summary>Only Engine.PollRequest / Engine.Wait on its id; Engine.Poll never returns them.</summary>
+        PerRequest = 1,
     }
 
     /// <summary>pvllm_finish_reason: why a sample ended (None while it is still generating).</summary>

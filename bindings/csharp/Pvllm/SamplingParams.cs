@@ -112,7 +112,7 @@ namespace Pvllm
         /// <summary>How many samples (and so final outputs) the request produces.</summary>
         internal int NumSamples => Sampling?.N ?? 1;
 
-        internal NativeMethods.pvllm_request ToNative(NativeScope scope)
+        internal NativeMethods.pvllm_request ToNative(NativeScope scope, Delivery delivery)
         {
             var r = NativeStruct.Init<NativeMethods.pvllm_request>(NativeMethods.pvllm_request_init);
             r.prompt_text = scope.Utf8String(PromptText);
@@ -125,6 +125,7 @@ namespace Pvllm
             }
             if (Sampling != null) r.sampling = scope.Struct(Sampling.ToNative(scope));
             r.priority = Priority;
+            r.delivery = (long)delivery;
             return r;
         }
     }

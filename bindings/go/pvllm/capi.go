@@ -46,7 +46,7 @@ static pvllm_status pvllm_go_engine_create(pvllm_engine_params* params, uintptr_
 // with a pointer into Go memory (the token ids live in a Go slice).
 static pvllm_status pvllm_go_submit(pvllm_engine* engine, const char* text, const int32_t* ids,
                                     size_t num_ids, const pvllm_sampling_params* sampling,
-                                    int32_t priority, uint64_t* out_request_id,
+                                    int32_t priority, int64_t delivery, uint64_t* out_request_id,
                                     pvllm_error** error) {
   pvllm_request request;
   pvllm_request_init(&request, sizeof request);
@@ -55,6 +55,7 @@ static pvllm_status pvllm_go_submit(pvllm_engine* engine, const char* text, cons
   request.num_prompt_token_ids = num_ids;
   request.sampling = sampling;
   request.priority = priority;
+  request.delivery = delivery;
   return pvllm_submit(engine, &request, out_request_id, error);
 }
 */
@@ -269,7 +270,8 @@ func defaultSamplingParams() SamplingParams {
 	}
 }
 
-// submit queues req. Stop strings and stop token ids are copied into C
+// submit queues req for per-request delivery: only pollRequest on its id
+// takes its events. Stop strings and stop token ids are copied into C
 // memory because the sampling struct that points at them is itself passed
 // to C.
 func submit(h *C.pvllm_engine, req *Request) (uint64, error) {
@@ -335,7 +337,7 @@ func submit(h *C.pvllm_engine, req *Request) (uint64, error) {
 	var id C.uint64_t
 	var cerr *C.pvllm_error
 	st := C.pvllm_go_submit(h, text, ids, C.size_t(len(req.PromptTokens)), &c,
-		C.int32_t(req.Priority), &id, &cerr)
+		C.int32_t(req.Priority), C.PVLLM_DELIVERY_PER_REQUEST, &id, &cerr)
 	if err := takeError(st, cerr); err != nil {
 		return 0, err
 	}
@@ -356,11 +358,29 @@ func step(h *C.pvllm_engine) (int, error) {
 	return int(n), err
 }
 
-// poll drains every pending event and copies it into Go memory.
-func poll(h *C.pvllm_engine) ([]Output, error) {
+// wait blocks until request id has events to take (or its last event was
+// taken elsewhere meanwhile), up to timeoutMs; ready is false on a timeout.
+// The goroutine holds its OS thread while the library blocks.
+func wait(h *C.pvllm_engine, id uint64, timeoutMs int32) (ready bool, err error) {
+	// No error object for a timeout: it is the common outcome.
+	var cerr *C.pvllm_error
+	st := C.pvllm_wait(h, C.uint64_t(id), C.int32_t(timeoutMs), &cerr)
+	if st == C.PVLLM_STATUS_TIMEOUT {
+		C.pvllm_error_free(cerr)
+		return false, nil
+	}
+	if err := takeError(st, cerr); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// pollRequest takes request id's pending events and copies them into Go
+// memory.
+func pollRequest(h *C.pvllm_engine, id uint64) ([]Output, error) {
 	var batch *C.pvllm_output_batch
 	var cerr *C.pvllm_error
-	if err := takeError(C.pvllm_poll(h, 0, &batch, &cerr), cerr); err != nil {
+	if err := takeError(C.pvllm_poll_request(h, C.uint64_t(id), 0, &batch, &cerr), cerr); err != nil {
 		return nil, err
 	}
 	defer C.pvllm_output_batch_free(batch)
@@ -383,6 +403,7 @@ func poll(h *C.pvllm_engine) ([]Output, error) {
 			}
 		}
 		out.Text = C.GoStringN(o.text, C.int(o.text_len))
+		out.RequestFinished = o.request_finished != 0
 		if o.logprobs != nil && o.num_token_ids > 0 {
 			src := unsafe.Slice(o.logprobs, int(o.num_token_ids))
 			out.Logprobs = make([]TokenLogprobs, len(src))

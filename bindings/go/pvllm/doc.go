@@ -9,8 +9,10 @@
 //	res, err := eng.Generate(ctx, "Once upon a time", pvllm.GreedySamplingParams(32))
 //
 // Streaming: Submit returns a Stream whose Events channel carries each new
-// piece of text as it is generated; cancelling the context aborts the
-// request.
+// piece of text as it is generated and closes after the request's last
+// event (Output.RequestFinished); cancelling the context aborts the
+// request. Each Stream reads its own request's events from the library, so
+// any number of goroutines can each follow their own request.
 //
 // Build: the package needs the header and libpvllm. By default it looks for
 // the header in the source tree (capi/include); point CGO_CFLAGS at

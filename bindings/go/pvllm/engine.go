@@ -11,15 +11,12 @@ import (
 // Engine is a loaded model with its KV cache and scheduler. All methods are
 // safe for concurrent use.
 //
-// Two goroutines serve an engine:
-//
-//   - the step loop calls pvllm_step while any request is unfinished and
-//     otherwise sleeps on a channel that Submit and aborts signal;
-//   - the dispatcher wakes after each step, drains pvllm_poll and hands each
-//     event to the Stream of its request.
-//
-// Neither ever waits for a consumer: a Stream queues events that its channel
-// cannot take yet (see Stream), so a slow reader delays only itself.
+// One goroutine, the step loop, calls pvllm_step while any request is
+// unfinished and otherwise sleeps on a channel that Submit and aborts
+// signal. Each Stream reads its own request's events from the library
+// (pvllm_wait, then pvllm_poll_request): the library routes every event to
+// its request, so the package has no dispatcher, and a Stream nobody reads
+// holds back only its own request.
 //
 // Close releases the engine; a finalizer calls it for an Engine that became
 // unreachable, but call Close yourself: the model and KV pool are large.
@@ -32,21 +29,23 @@ type Engine struct {
 type engine struct {
 	// mu guards h: every C call holds a read lock; Close takes the write
 	// lock to destroy h, so destruction never overlaps another call, as
-	// pvllm_engine_destroy requires. Lock order: mu before streamsMu.
+	// pvllm_engine_destroy requires. Lock order: streamsMu before mu.
 	mu sync.RWMutex
 	h  *cEngine // nil once closed
 
-	// streamsMu serialises pvllm_submit + registration against
-	// pvllm_poll + routing, so that no event can be polled before its
-	// request's Stream is registered.
+	// streamsMu guards streams and closing. Submit checks closing and
+	// registers its Stream under it, so every request Close does not refuse
+	// is in streams when Close aborts them.
 	streamsMu sync.Mutex
-	streams   map[uint64]*Stream
+	streams   map[uint64]*Stream // requests whose last event is still in the library
+	closing   bool
+	closingCh chan struct{} // closed when Close starts
 
-	wakeStep     chan struct{} // capacity 1: "there may be work"
-	wakeDispatch chan struct{} // capacity 1: "there may be events"
-	quit         chan struct{}
-	wg           sync.WaitGroup
-	closeOnce    sync.Once
+	pumps     sync.WaitGroup // Streams still reading from the library
+	wakeStep  chan struct{}  // capacity 1: "there may be work"
+	quit      chan struct{}
+	loopDone  chan struct{}
+	closeOnce sync.Once
 
 	streamBuffer int
 
@@ -54,7 +53,7 @@ type engine struct {
 	stepErr   error // the latest pvllm_step failure, for Err
 }
 
-// New loads the model described by cfg and starts the engine's goroutines.
+// New loads the model described by cfg and starts the engine's step loop.
 func New(cfg Config) (*Engine, error) {
 	if got := ABIVersion(); got != BuiltABIVersion {
 		return nil, &Error{Status: StatusUnsupported, Message: fmt.Sprintf(
@@ -67,26 +66,27 @@ func New(cfg Config) (*Engine, error) {
 	e := &engine{
 		h:            h,
 		streams:      make(map[uint64]*Stream),
+		closingCh:    make(chan struct{}),
 		wakeStep:     make(chan struct{}, 1),
-		wakeDispatch: make(chan struct{}, 1),
 		quit:         make(chan struct{}),
+		loopDone:     make(chan struct{}),
 		streamBuffer: cfg.StreamBuffer,
 	}
 	if e.streamBuffer <= 0 {
 		e.streamBuffer = 64
 	}
-	e.wg.Add(2)
 	go e.stepLoop()
-	go e.dispatchLoop()
 	eng := &Engine{e: e}
 	runtime.SetFinalizer(eng, func(eng *Engine) { eng.e.close() })
 	return eng, nil
 }
 
-// Close stops the engine's goroutines, ends every unfinished request with a
-// FinishAbort event whose Err is ErrClosed, and frees the engine. It waits
-// for a step in progress to end. Calling it again does nothing; every other
-// method returns ErrClosed afterwards.
+// Close aborts every unfinished request (their samples end with FinishAbort
+// events whose Err is ErrClosed), waits until every Stream has taken its
+// request's last event from the library, stops the step loop and frees the
+// engine. Streams then deliver what they hold and close their channels.
+// Calling it again does nothing; every other method returns ErrClosed
+// afterwards.
 func (eng *Engine) Close() error {
 	runtime.SetFinalizer(eng, nil)
 	eng.e.close()
@@ -95,20 +95,44 @@ func (eng *Engine) Close() error {
 
 func (e *engine) close() {
 	e.closeOnce.Do(func() {
+		e.streamsMu.Lock()
+		e.closing = true
+		close(e.closingCh)
+		live := make([]uint64, 0, len(e.streams))
+		for id := range e.streams {
+			live = append(live, id)
+		}
+		e.streamsMu.Unlock()
+		for _, id := range live {
+			_ = e.abort(id) // NotFound: it finished meanwhile
+		}
+		// The step loop applies the aborts; each Stream takes its last
+		// event, without waiting for its reader now that closingCh is
+		// closed.
+		e.pumps.Wait()
 		close(e.quit)
-		e.wg.Wait()
-		e.drain() // deliver what the last step produced
+		<-e.loopDone
 		e.mu.Lock()
 		engineDestroy(e.h)
 		e.h = nil
 		e.mu.Unlock()
-		e.streamsMu.Lock()
-		for id, s := range e.streams {
-			s.closeWith(ErrClosed)
-			delete(e.streams, id)
-		}
-		e.streamsMu.Unlock()
 	})
+}
+
+func (e *engine) isClosing() bool {
+	select {
+	case <-e.closingCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// forget drops a Stream whose last event left the library.
+func (e *engine) forget(id uint64) {
+	e.streamsMu.Lock()
+	delete(e.streams, id)
+	e.streamsMu.Unlock()
 }
 
 // Submit queues a request and returns the Stream of its events. When ctx is
@@ -121,22 +145,23 @@ func (eng *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 		return nil, err
 	}
 	e := eng.e
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if e.h == nil {
+	e.streamsMu.Lock()
+	defer e.streamsMu.Unlock()
+	if e.closing {
 		return nil, ErrClosed
 	}
-	e.streamsMu.Lock()
+	e.mu.RLock()
 	id, err := submit(e.h, &req)
+	e.mu.RUnlock()
 	if err != nil {
-		e.streamsMu.Unlock()
 		return nil, err
 	}
 	s := newStream(eng, ctx, id, req.Params.N, e.streamBuffer)
 	e.streams[id] = s
-	e.streamsMu.Unlock()
+	e.pumps.Add(1)
 	signal(e.wakeStep)
 	go s.pump()
+	go s.watch()
 	return s, nil
 }
 
@@ -216,7 +241,7 @@ func signal(ch chan struct{}) {
 }
 
 func (e *engine) stepLoop() {
-	defer e.wg.Done()
+	defer close(e.loopDone)
 	for {
 		select {
 		case <-e.quit:
@@ -232,7 +257,6 @@ func (e *engine) stepLoop() {
 			e.mu.RLock()
 			n, err := step(e.h)
 			e.mu.RUnlock()
-			signal(e.wakeDispatch)
 			if err != nil {
 				e.stepErrMu.Lock()
 				e.stepErr = err
@@ -244,43 +268,6 @@ func (e *engine) stepLoop() {
 			if n == 0 {
 				break
 			}
-		}
-	}
-}
-
-func (e *engine) dispatchLoop() {
-	defer e.wg.Done()
-	for {
-		select {
-		case <-e.quit:
-			return
-		case <-e.wakeDispatch:
-			e.drain()
-		}
-	}
-}
-
-// drain polls every pending event and routes it to its Stream.
-func (e *engine) drain() {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if e.h == nil {
-		return
-	}
-	e.streamsMu.Lock()
-	defer e.streamsMu.Unlock()
-	outs, err := poll(e.h)
-	if err != nil {
-		// pvllm_poll fails only for NULL arguments; nothing to route.
-		return
-	}
-	for _, o := range outs {
-		s := e.streams[o.RequestID]
-		if s == nil {
-			continue
-		}
-		if s.deliver(o) {
-			delete(e.streams, o.RequestID)
 		}
 	}
 }

@@ -14,15 +14,16 @@ type Status int32
 // The statuses of pvllm.h, with the same numbers.
 const (
 	StatusOK              Status = 0
-	StatusInvalidArgument Status = 1 // NULL, out of range, wrong struct_size
-	StatusNotFound        Status = 2 // file, tensor or request unknown
-	StatusIOError         Status = 3 // the OS refused a file
-	StatusCorruptModel    Status = 4 // malformed or inconsistent model file
-	StatusUnsupported     Status = 5 // valid, but this build cannot serve it
-	StatusOutOfMemory     Status = 6 // host/device memory or KV pool exhausted
-	StatusInternal        Status = 7 // a bug in pvllm
-	StatusTokenizerError  Status = 8 // tokenizer missing or failed
-	StatusBufferTooSmall  Status = 9 // an output buffer is too small
+	StatusInvalidArgument Status = 1  // NULL, out of range, wrong struct_size
+	StatusNotFound        Status = 2  // file, tensor or request unknown
+	StatusIOError         Status = 3  // the OS refused a file
+	StatusCorruptModel    Status = 4  // malformed or inconsistent model file
+	StatusUnsupported     Status = 5  // valid, but this build cannot serve it
+	StatusOutOfMemory     Status = 6  // host/device memory or KV pool exhausted
+	StatusInternal        Status = 7  // a bug in pvllm
+	StatusTokenizerError  Status = 8  // tokenizer missing or failed
+	StatusBufferTooSmall  Status = 9  // an output buffer is too small
+	StatusTimeout         Status = 10 // a wait ran out of time (libpvllm 0.2)
 )
 
 // String returns the C constant's name, e.g. "PVLLM_STATUS_NOT_FOUND".

@@ -3,18 +3,23 @@ package pvllm
 import (
 	"context"
 	"strings"
-	"sync"
 )
 
+// waitSliceMs bounds one pvllm_wait of a Stream. Waits end as soon as the
+// request has events, and cancellation and Close both end in events (an
+// abort), so the bound is only a backstop.
+const waitSliceMs = 1000
+
 // Stream delivers the events of one request. Events() is closed after the
-// last sample's final event.
+// request's last event (Output.RequestFinished).
 //
-// Delivery policy: the dispatcher appends events to the stream's own queue
-// and never blocks; a per-stream goroutine moves them into the channel (of
-// capacity Config.StreamBuffer). So a slow consumer never stalls the step
-// loop or other requests; its backlog is held in Go memory and is bounded
-// by the request itself (at most max_tokens events per sample, plus the
-// final one). Nothing is dropped while the request's context is live.
+// The request is submitted for per-request delivery, and a goroutine per
+// Stream reads its events from the library (pvllm_wait, then
+// pvllm_poll_request) and sends them on the channel (of capacity
+// Config.StreamBuffer). A slow or absent reader holds back only its own
+// request: its events wait in the library, which keeps each request's apart,
+// while the step loop and every other request go on. Nothing is dropped
+// while the request's context is live.
 //
 // Once the context is done the request is aborted, and from then on a full
 // channel gives way: the oldest buffered event is discarded to make room.
@@ -23,34 +28,29 @@ import (
 type Stream struct {
 	eng *Engine // keeps the engine alive while the stream is open
 	id  uint64
+	n   int // samples
 	ctx context.Context
 	ch  chan Output
-
-	mu        sync.Mutex
-	queue     []Output
-	finished  []bool // per sample
-	remaining int
-	done      bool          // every sample has its final event queued
-	wake      chan struct{} // capacity 1
+	// fetched is closed once the last event has left the library.
+	fetched chan struct{}
 }
 
 func newStream(eng *Engine, ctx context.Context, id uint64, n, buffer int) *Stream {
 	return &Stream{
-		eng:       eng,
-		id:        id,
-		ctx:       ctx,
-		ch:        make(chan Output, buffer),
-		finished:  make([]bool, n),
-		remaining: n,
-		wake:      make(chan struct{}, 1),
+		eng:     eng,
+		id:      id,
+		n:       n,
+		ctx:     ctx,
+		ch:      make(chan Output, buffer),
+		fetched: make(chan struct{}),
 	}
 }
 
 // ID returns the library's request id.
 func (s *Stream) ID() uint64 { return s.id }
 
-// Events returns the channel of the request's events, closed after every
-// sample finished.
+// Events returns the channel of the request's events, closed after its last
+// event.
 func (s *Stream) Events() <-chan Output { return s.ch }
 
 // Abort asks the engine to abort the request; its samples end with
@@ -58,76 +58,91 @@ func (s *Stream) Events() <-chan Output { return s.ch }
 // StatusNotFound.
 func (s *Stream) Abort() error { return s.eng.e.abort(s.id) }
 
-// deliver queues one event (called by the dispatcher) and reports whether
-// it was the request's last.
-func (s *Stream) deliver(o Output) bool {
-	s.mu.Lock()
-	s.queue = append(s.queue, o)
-	if o.FinishReason != FinishNone && o.Index >= 0 && o.Index < len(s.finished) &&
-		!s.finished[o.Index] {
-		s.finished[o.Index] = true
-		s.remaining--
+// watch turns a cancelled context into an abort, which ends the request
+// with FinishAbort events that pump then delivers.
+func (s *Stream) watch() {
+	select {
+	case <-s.ctx.Done():
+		_ = s.eng.e.abort(s.id) // NotFound: it finished meanwhile
+	case <-s.fetched:
 	}
-	s.done = s.remaining == 0
-	done := s.done
-	s.mu.Unlock()
-	signal(s.wake)
-	return done
 }
 
-// closeWith ends every unfinished sample with a FinishAbort event carrying
-// err (the engine closed under the request).
-func (s *Stream) closeWith(err error) {
-	s.mu.Lock()
-	for i, f := range s.finished {
-		if !f {
-			s.finished[i] = true
-			s.queue = append(s.queue, Output{RequestID: s.id, Index: i,
-				FinishReason: FinishAbort, Err: err})
-		}
-	}
-	s.remaining = 0
-	s.done = true
-	s.mu.Unlock()
-	signal(s.wake)
-}
-
-// pump moves queued events into the channel and turns a cancelled context
-// into an abort. It is the only sender on s.ch.
+// pump moves the request's events from the library into the channel. It is
+// the only sender on s.ch.
 func (s *Stream) pump() {
 	defer close(s.ch)
+	e := s.eng.e
+	var queue []Output
+	inLibrary := true // the request's last event has not been fetched yet
 	ctxDone := s.ctx.Done()
 	cancelled := false
-	cancel := func() {
-		cancelled = true
-		ctxDone = nil
-		_ = s.eng.e.abort(s.id) // NotFound: it finished meanwhile
-	}
 	for {
-		s.mu.Lock()
-		batch, done := s.queue, s.done
-		s.queue = nil
-		s.mu.Unlock()
-		for _, o := range batch {
-			if !cancelled {
-				select {
-				case s.ch <- o:
-					continue
-				case <-ctxDone:
-					cancel()
-				}
+		// Fetch when there is nothing to send, and during Close without
+		// waiting for the reader: Close waits for every last event.
+		if inLibrary && (len(queue) == 0 || e.isClosing()) {
+			outs, last := s.fetch()
+			queue = append(queue, outs...)
+			if last {
+				inLibrary = false
+				close(s.fetched)
+				e.forget(s.id)
+				e.pumps.Done()
 			}
-			s.sendDroppingOldest(o)
+			continue
 		}
-		if done {
+		if len(queue) == 0 {
 			return
 		}
+		if cancelled {
+			s.sendDroppingOldest(queue[0])
+			queue = queue[1:]
+			continue
+		}
+		var closing <-chan struct{}
+		if inLibrary {
+			closing = e.closingCh
+		}
 		select {
-		case <-s.wake:
+		case s.ch <- queue[0]:
+			queue = queue[1:]
 		case <-ctxDone:
-			cancel()
+			cancelled, ctxDone = true, nil
+		case <-closing:
 		}
 	}
+}
+
+// fetch waits for the request's next events and takes them from the
+// library; last reports that the request's last event is among them.
+func (s *Stream) fetch() (outs []Output, last bool) {
+	e := s.eng.e
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.h == nil {
+		// Close destroys the engine only after every Stream's last event,
+		// so this is a backstop, not a path.
+		return []Output{{RequestID: s.id, FinishReason: FinishAbort, Err: ErrClosed,
+			RequestFinished: true}}, true
+	}
+	ready, err := wait(e.h, s.id, waitSliceMs)
+	if err == nil && ready {
+		outs, err = pollRequest(e.h, s.id)
+	}
+	if err != nil {
+		// The library lost track of the request (nothing else takes its
+		// events, so this would be a bug): end the stream with the reason.
+		return []Output{{RequestID: s.id, FinishReason: FinishError, Err: err,
+			RequestFinished: true}}, true
+	}
+	closing := e.isClosing()
+	for i := range outs {
+		if closing && outs[i].FinishReason == FinishAbort {
+			outs[i].Err = ErrClosed
+		}
+		last = last || outs[i].RequestFinished
+	}
+	return outs, last
 }
 
 // sendDroppingOldest sends without blocking, discarding the oldest buffered
@@ -175,7 +190,7 @@ func (r *Result) Text() string {
 // the stream context's error when the request was aborted because of it,
 // otherwise the first sample's error, if any.
 func (s *Stream) Collect() (*Result, error) {
-	res := &Result{RequestID: s.id, Samples: make([]Sample, len(s.finished))}
+	res := &Result{RequestID: s.id, Samples: make([]Sample, s.n)}
 	texts := make([]strings.Builder, len(res.Samples))
 	for o := range s.ch {
 		if o.Index < 0 || o.Index >= len(res.Samples) {

@@ -32,8 +32,8 @@ type Config struct {
 	Progress func(fraction float32, stage string)
 
 	// StreamBuffer is the capacity of each Stream's channel (default 64).
-	// It only smooths delivery: a full channel never stalls the engine
-	// (see Stream).
+	// It only smooths delivery: a full channel never stalls the engine or
+	// another request (see Stream).
 	StreamBuffer int
 }
 
@@ -158,6 +158,9 @@ type Output struct {
 	// the event carries no status, so Status is StatusInternal), and is
 	// ErrClosed when the engine was closed under the request.
 	Err error
+	// RequestFinished marks the request's last event: every sample has
+	// finished, and the Stream's channel closes after it.
+	RequestFinished bool
 }
 
 // Stats is a snapshot of the engine's counters (pvllm_stats).

@@ -2,7 +2,23 @@
  * pvllm.h — the public C ABI of pvllm, an embeddable LLM inference engine
  * with a paged KV cache and continuous batching.
  *
- * This header is the contract. Conventions that hold for every function:
+ * This header is the contract. docs/api.md walks through it with examples.
+ *
+ * Versions and "since" marks
+ *  - PVLLM_VERSION_* is the library's release (MAJOR.MINOR.PATCH);
+ *    PVLLM_ABI_VERSION (also the SONAME's number, libpvllm.so.1) changes only
+ *    with an incompatible change. Within one ABI version a release only
+ *    appends: new functions, new enum values, new fields at the end of
+ *    structs. Nothing is removed, renumbered or reordered.
+ *  - Everything carries the release that added it. No mark means 0.1 (ABI
+ *    1's first release); "Since 0.2." marks what 0.2.0 appended. A program
+ *    built against this header and using something marked "since X.Y"
+ *    needs a library at least that new: a missing function fails at load
+ *    time; for an enum value or a struct field, check
+ *    pvllm_version_number() >= X * 10000 + Y * 100 at run time, or, in a
+ *    struct the library fills, PVLLM_STRUCT_HAS (below).
+ *
+ * Conventions that hold for every function:
  *
  *  - Every fallible function returns a pvllm_status and takes a last
  *    argument `pvllm_error** error`. On failure, when `error` is not NULL,
@@ -22,11 +38,52 @@
  *    struct_size covers (later fields take their defaults), so a binary
  *    built against an older header keeps working with a newer library. A
  *    struct_size smaller than the struct had in ABI version 1 is
- *    PVLLM_STATUS_INVALID_ARGUMENT.
+ *    PVLLM_STATUS_INVALID_ARGUMENT. An appended field starts at or after
+ *    the struct's previous sizeof, never in its tail padding, so an older
+ *    caller's struct_size never covers bytes it did not know about.
  *  - Input buffers (strings, token arrays) are copied before the call
  *    returns; the caller may free or move them right after.
+ *  - Out-parameters after a failure (any status but OK, INVALID_ARGUMENT
+ *    included, whenever the out-pointer itself is not NULL): a handle
+ *    (*out_engine, *out_batch, *out_info) is NULL; *out_request_id is 0; a
+ *    count is 0 unless the function says otherwise (BUFFER_TOO_SMALL
+ *    reports the size needed; pvllm_step reports the unfinished requests
+ *    even when the step failed); a struct the caller handed in for the
+ *    library to fill (pvllm_stats, pvllm_model_config, pvllm_tensor_info,
+ *    pvllm_memory_estimate) is left exactly as it was.
+ *  - Memory the library hands out: a pointer inside a struct the library
+ *    filled (pvllm_output and the arrays it points to,
+ *    pvllm_tensor_info.name) belongs to the object it came from (the batch,
+ *    the model info) and stays valid until that object is freed; never free
+ *    it yourself. Static strings (pvllm_version, the *_to_string names,
+ *    pvllm_tensor_info.dtype) live as long as the process. Objects the
+ *    library returns (engines, batches, errors, model infos) do not depend
+ *    on each other: a batch or an error stays valid after its engine is
+ *    destroyed.
  *  - Every destructor accepts NULL. No C++ exception crosses this boundary.
  *  - Integers are fixed width; booleans in structs are uint8_t (0 or 1).
+ *
+ * Threads (each function says more):
+ *  - On one engine, pvllm_submit, pvllm_abort, pvllm_detach, pvllm_poll,
+ *    pvllm_poll_request, pvllm_wait, pvllm_get_stats, pvllm_tokenize and
+ *    pvllm_detokenize may run on any threads at once, also while another
+ *    thread is inside pvllm_step. pvllm_step calls are serialised (a second
+ *    caller waits for the first). pvllm_engine_destroy must not overlap any
+ *    other call on its engine, a blocked pvllm_wait included.
+ *  - The typical service: one thread steps in a loop; request threads
+ *    submit, then pvllm_wait and pvllm_poll_request their own request (see
+ *    "Outputs").
+ *  - Objects the caller owns: a batch, an error or a model info is never
+ *    changed by the library after it is returned, so any thread may read it
+ *    and several may read it at once; free it once, after the last read.
+ *    Parameter structs (pvllm_engine_params, pvllm_request,
+ *    pvllm_sampling_params) are only read, and only during the call they are
+ *    passed to: several threads may pass the same one at once, and it may be
+ *    changed or freed as soon as the call returns. A struct the library
+ *    fills (pvllm_stats, ...) is written during the call: give each
+ *    concurrent call its own.
+ *  - Functions that take no engine (versions, *_to_string, *_init, model
+ *    inspection, memory estimates) are thread-safe.
  */
 #ifndef PVLLM_PVLLM_H_
 #define PVLLM_PVLLM_H_
@@ -53,7 +110,7 @@ extern "C" {
  * ------------------------------------------------------------------------ */
 
 #define PVLLM_VERSION_MAJOR 0
-#define PVLLM_VERSION_MINOR 1
+#define PVLLM_VERSION_MINOR 2
 #define PVLLM_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define PVLLM_VERSION_NUMBER \
@@ -67,6 +124,14 @@ PVLLM_API uint32_t pvllm_version_number(void);
 /* "MAJOR.MINOR.PATCH"; a static string, never freed. */
 PVLLM_API const char* pvllm_version(void);
 PVLLM_API uint32_t pvllm_abi_version(void);
+
+/* Since 0.2. Whether a struct the library filled, `ptr` (of type `type`,
+ * struct_size first), holds `field`: true when the library that wrote it
+ * knows the field. Use it before reading a field newer than the oldest
+ * library a program supports, e.g.
+ * PVLLM_STRUCT_HAS(output, pvllm_output, request_finished). */
+#define PVLLM_STRUCT_HAS(ptr, type, field) \
+  ((size_t)(ptr)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field))
 
 /* ------------------------------------------------------------------------
  * Status and errors
@@ -82,13 +147,17 @@ typedef enum pvllm_status {
   PVLLM_STATUS_OUT_OF_MEMORY = 6,    /* host/device memory or KV pool exhausted */
   PVLLM_STATUS_INTERNAL = 7,         /* a bug in pvllm; please report */
   PVLLM_STATUS_TOKENIZER_ERROR = 8,  /* tokenizer missing or failed */
-  PVLLM_STATUS_BUFFER_TOO_SMALL = 9  /* an output buffer is too small */
+  PVLLM_STATUS_BUFFER_TOO_SMALL = 9, /* an output buffer is too small */
+  PVLLM_STATUS_TIMEOUT = 10          /* since 0.2: pvllm_wait's time ran out */
 } pvllm_status;
 
 /* A short constant name ("PVLLM_STATUS_OK", ...); never NULL, never freed.
  * Unknown values give "PVLLM_STATUS_UNKNOWN". Thread-safe. */
 PVLLM_API const char* pvllm_status_to_string(pvllm_status status);
 
+/* An error: a status and a message, made by the call that failed and owned
+ * by its caller (see the conventions above). Immutable: any thread may read
+ * it; free it once. */
 typedef struct pvllm_error pvllm_error;
 
 /* The status an error carries; PVLLM_STATUS_OK for NULL. */
@@ -134,7 +203,9 @@ typedef struct pvllm_engine_params {
   void* progress_user_data;
   /* How sequences reserve KV slots, a pvllm_kv_allocator; default PAGED. */
   int32_t kv_allocator;
-  /* Appended after ABI version 1. NULL (default) = load model_path. A shape
+  /* Appended within 0.1, after ABI 1's first layout: a struct_size that
+   * ends before this field is accepted and the fields from here on take
+   * their defaults. NULL (default) = load model_path. A shape
    * name ("tiny", "tinyllama-1.1b", "llama-2-7b", "llama-3-8b") = build that
    * model in memory with random bf16 weights (fixed seed) for benchmarks;
    * model_path is then ignored and may be NULL. Such a model has no
@@ -142,7 +213,8 @@ typedef struct pvllm_engine_params {
    * unknown shape is INVALID_ARGUMENT, the message listing the known ones.
    * pvllm_estimate_memory honours it too. */
   const char* random_weights;
-  /* Appended after ABI version 1: CUDA devices only (ignored on the CPU).
+  /* Appended within 0.1 (as random_weights). CUDA devices only (ignored on
+   * the CPU).
    * The KV pool gets free GPU memory * gpu_memory_utilization, measured
    * after the weights and activation buffers, less a fixed reserve
    * (num_kv_blocks > 0 still fixes the count; kv_cache_bytes is ignored on
@@ -192,9 +264,11 @@ PVLLM_API void pvllm_engine_params_init(pvllm_engine_params* params, size_t stru
 PVLLM_API pvllm_status pvllm_engine_create(const pvllm_engine_params* params,
                                            pvllm_engine** out_engine, pvllm_error** error);
 
-/* Finishes nothing and frees everything: pending outputs are dropped.
- * NULL is a no-op. Must not run concurrently with any other call on the
- * same engine. */
+/* Finishes nothing and frees everything: pending outputs are dropped
+ * (batches and errors already returned stay valid). NULL is a no-op. Must
+ * not run concurrently with any other call on the same engine, a blocked
+ * pvllm_wait included: end the waits first (give them a finite timeout, or
+ * abort their requests and step until their last events are taken). */
 PVLLM_API void pvllm_engine_destroy(pvllm_engine* engine);
 
 /* ------------------------------------------------------------------------
@@ -203,26 +277,38 @@ PVLLM_API void pvllm_engine_destroy(pvllm_engine* engine);
 
 typedef struct pvllm_sampling_params {
   uint32_t struct_size;
-  float temperature;        /* 0 = greedy; default 1 */
-  int32_t top_k;            /* 0 = off (default) */
-  float top_p;              /* (0, 1]; 1 = off (default) */
-  float min_p;              /* [0, 1]; 0 = off (default) */
-  float repetition_penalty; /* > 0; 1 = off (default) */
-  float presence_penalty;   /* default 0 */
-  float frequency_penalty;  /* default 0 */
-  int32_t max_tokens;       /* >= 1; default 16 */
+  float temperature;             /* 0 = greedy; default 1 */
+  int32_t top_k;                 /* 0 = off (default) */
+  float top_p;                   /* (0, 1]; 1 = off (default) */
+  float min_p;                   /* [0, 1]; 0 = off (default) */
+  float repetition_penalty;      /* > 0; 1 = off (default) */
+  float presence_penalty;        /* default 0 */
+  float frequency_penalty;       /* default 0 */
+  int32_t max_tokens;            /* >= 1; default 16 */
   const int32_t* stop_token_ids; /* extra tokens that end generation */
   size_t num_stop_token_ids;
-  const char* const* stop;  /* stop strings, NUL-terminated; not in the output */
+  const char* const* stop; /* stop strings, NUL-terminated; not in the output */
   size_t num_stop;
-  uint8_t ignore_eos;       /* 1 = do not stop at EOS (nor the model's extra stop ids) */
-  int32_t logprobs;         /* -1 none (default); 0 chosen token; k: plus top k (<= 20) */
-  uint8_t has_seed;         /* 1 = use `seed`; otherwise a random seed */
+  uint8_t ignore_eos; /* 1 = do not stop at EOS (nor the model's extra stop ids) */
+  int32_t logprobs;   /* -1 none (default); 0 chosen token; k: plus top k (<= 20) */
+  uint8_t has_seed;   /* 1 = use `seed`; otherwise a random seed */
   uint64_t seed;
-  int32_t n;                /* parallel samples, 1..max_num_seqs; default 1 */
+  int32_t n; /* parallel samples, 1..max_num_seqs; default 1 */
 } pvllm_sampling_params;
 
 PVLLM_API void pvllm_sampling_params_init(pvllm_sampling_params* params, size_t struct_size);
+
+/* Values of pvllm_request.delivery (since 0.2): who may take a request's
+ * output events. */
+typedef enum pvllm_delivery {
+  /* Any poller: pvllm_poll (every shared request's events) and
+   * pvllm_poll_request / pvllm_wait on this id; whoever comes first. */
+  PVLLM_DELIVERY_SHARED = 0,
+  /* Only pvllm_poll_request / pvllm_wait on this id. pvllm_poll never
+   * returns its events, so an engine-wide poller elsewhere in the program
+   * cannot take them from the request's own consumer. */
+  PVLLM_DELIVERY_PER_REQUEST = 1
+} pvllm_delivery;
 
 typedef struct pvllm_request {
   uint32_t struct_size;
@@ -233,33 +319,56 @@ typedef struct pvllm_request {
   size_t num_prompt_token_ids;
   const pvllm_sampling_params* sampling; /* NULL = defaults */
   int32_t priority; /* lower values are served first and preempted last; default 0 */
+  /* Since 0.2. A pvllm_delivery; default SHARED (what every request got
+   * before 0.2). 64 bits wide so that it starts past the 0.1 struct's tail
+   * padding (see struct_size above). */
+  int64_t delivery;
 } pvllm_request;
 
 PVLLM_API void pvllm_request_init(pvllm_request* request, size_t struct_size);
 
-/* Queues a request; its outputs appear through pvllm_poll once
- * pvllm_step runs. *out_request_id receives its id (never 0).
+/* Queues a request; its output events appear once pvllm_step runs, to be
+ * taken as request->delivery says (see "Outputs"). *out_request_id receives
+ * its id, never 0 and never reused by this engine; 0 after a failure.
  * Thread-safe: may be called from any thread, also while another thread is
  * inside pvllm_step. Everything is copied before it returns.
  * Returns OK; INVALID_ARGUMENT (NULL, bad struct_size, empty prompt, both or
  * neither prompt form, token id outside the vocabulary, sampling out of
  * range, prompt longer than the context leaves room for, n larger than
- * max_num_seqs); TOKENIZER_ERROR. A failed submit changes nothing. */
+ * max_num_seqs, an unknown delivery); TOKENIZER_ERROR. A failed submit
+ * changes nothing. */
 PVLLM_API pvllm_status pvllm_submit(pvllm_engine* engine, const pvllm_request* request,
                                     uint64_t* out_request_id, pvllm_error** error);
 
-/* Aborts a request in any state; its samples end with
- * PVLLM_FINISH_ABORT events. Thread-safe like pvllm_submit.
- * Returns OK; INVALID_ARGUMENT (NULL engine); NOT_FOUND (unknown or already
- * finished id). */
-PVLLM_API pvllm_status pvllm_abort(pvllm_engine* engine, uint64_t request_id,
-                                   pvllm_error** error);
+/* Aborts a request in any state; the next pvllm_step ends each of its
+ * unfinished samples with a PVLLM_FINISH_ABORT event (the last of them
+ * with request_finished = 1), delivered like its other events.
+ * Thread-safe like pvllm_submit.
+ * Returns OK; INVALID_ARGUMENT (NULL engine); NOT_FOUND (unknown id, or a
+ * request whose samples have all finished, even if some of its events are
+ * not taken yet). */
+PVLLM_API pvllm_status pvllm_abort(pvllm_engine* engine, uint64_t request_id, pvllm_error** error);
+
+/* Since 0.2. Stops delivering a request's events: those not taken yet are
+ * dropped now, those it makes later are dropped as they come, and the
+ * library forgets the request once it has finished. The request itself runs
+ * on: pvllm_abort it first to stop it early. For a consumer that walks away
+ * (a closed stream, a cancelled call), so that nobody has to take events
+ * nobody wants. Waiters on the request return NOT_FOUND.
+ * Thread-safe like pvllm_submit.
+ * Returns OK; INVALID_ARGUMENT (NULL engine); NOT_FOUND (as
+ * pvllm_poll_request: unknown, already detached, or over with every event
+ * taken). */
+PVLLM_API pvllm_status pvllm_detach(pvllm_engine* engine, uint64_t request_id, pvllm_error** error);
 
 /* Runs one scheduler iteration: admits queued requests, runs one forward
- * pass over the scheduled batch, samples and queues output events.
+ * pass over the scheduled batch, samples and publishes output events. The
+ * events become visible to pvllm_poll / pvllm_poll_request, and wake the
+ * threads in pvllm_wait on their requests, before this returns.
  * *out_num_unfinished (may be NULL) receives the number of requests not yet
- * finished after the step. Only one thread may step an engine at a time
- * (concurrent calls are serialised).
+ * finished after the step (also when the step failed; 0 for a NULL
+ * engine). Only one thread steps an engine at a time: concurrent calls are
+ * serialised.
  * Returns OK; INVALID_ARGUMENT (NULL engine); INTERNAL or OUT_OF_MEMORY when
  * the engine itself failed — then the affected requests end with
  * PVLLM_FINISH_ERROR events and the others keep their work. */
@@ -268,6 +377,41 @@ PVLLM_API pvllm_status pvllm_step(pvllm_engine* engine, int32_t* out_num_unfinis
 
 /* ------------------------------------------------------------------------
  * Outputs
+ *
+ * Each pvllm_step turns its work into events: the new tokens of one sample
+ * of one request (pvllm_output). The library keeps every event until it is
+ * taken, and delivers each exactly once, to whoever takes it first:
+ *  - pvllm_poll takes the oldest events of all requests submitted with
+ *    PVLLM_DELIVERY_SHARED (the default);
+ *  - pvllm_poll_request takes the oldest events of one request, whatever
+ *    its delivery;
+ *  - pvllm_wait blocks until one request has events to take.
+ * A request's events come in the order they were made. Each of its n
+ * samples ends with exactly one event whose finish_reason is not NONE, and
+ * its very last event has request_finished = 1 (all n samples done): once
+ * that is taken the request is over and its id is unknown to
+ * pvllm_poll_request, pvllm_wait and pvllm_detach (NOT_FOUND).
+ *
+ * One consumer per request, any number of them on their own threads, while
+ * one thread steps (error handling left out):
+ *
+ *   request.delivery = PVLLM_DELIVERY_PER_REQUEST;
+ *   pvllm_submit(engine, &request, &id, NULL);
+ *   for (int over = 0; !over;) {
+ *     if (pvllm_wait(engine, id, 1000, NULL) == PVLLM_STATUS_TIMEOUT) continue;
+ *     pvllm_output_batch* batch;
+ *     if (pvllm_poll_request(engine, id, 0, &batch, NULL) != PVLLM_STATUS_OK) break;
+ *     for (size_t i = 0; i < pvllm_output_batch_size(batch); ++i) {
+ *       const pvllm_output* out = pvllm_output_batch_get(batch, i);
+ *       fwrite(out->text, 1, out->text_len, stdout);
+ *       over = over || out->request_finished;
+ *     }
+ *     pvllm_output_batch_free(batch);
+ *   }
+ *
+ * A consumer that stops early calls pvllm_abort and pvllm_detach. A
+ * consumer that stops reading holds back only its own request's events; the
+ * engine and every other request go on.
  * ------------------------------------------------------------------------ */
 
 typedef enum pvllm_finish_reason {
@@ -278,6 +422,11 @@ typedef enum pvllm_finish_reason {
   PVLLM_FINISH_ERROR = 4   /* see error_message */
 } pvllm_finish_reason;
 
+/* Since 0.2. A short constant name ("PVLLM_FINISH_STOP", ...) for a value
+ * of pvllm_output.finish_reason (hence the int32_t); never NULL, never
+ * freed. Unknown values give "PVLLM_FINISH_UNKNOWN". Thread-safe. */
+PVLLM_API const char* pvllm_finish_reason_to_string(int32_t finish_reason);
+
 typedef struct pvllm_logprob {
   int32_t token_id;
   float logprob;
@@ -286,41 +435,103 @@ typedef struct pvllm_logprob {
 typedef struct pvllm_token_logprobs {
   int32_t token_id; /* the chosen token */
   float logprob;    /* its log-probability under the raw model distribution */
-  const pvllm_logprob* top; /* the most likely alternatives, best first */
+  /* The most likely alternatives, best first: [num_top], NULL when num_top
+   * is 0. Owned by the batch, like every pointer in pvllm_output. */
+  const pvllm_logprob* top;
   size_t num_top;
 } pvllm_token_logprobs;
 
-/* One event: new tokens of one sample of one request. Every sample of every
- * request ends with exactly one event whose finish_reason is not NONE. */
+/* One event: new tokens of one sample of one request. The library fills
+ * it; read it through pvllm_output_batch_get. Every pointer in it (and in
+ * the pvllm_token_logprobs it points to) is owned by the batch that holds it
+ * and valid until pvllm_output_batch_free(batch); copy what must live
+ * longer. */
 typedef struct pvllm_output {
-  uint32_t struct_size; /* filled by the library */
+  /* The bytes the library filled: sizeof(pvllm_output) of the library that
+   * made it. A field newer than the library a program runs with is beyond
+   * it (PVLLM_STRUCT_HAS). */
+  uint32_t struct_size;
   uint64_t request_id;
-  int32_t sample_index; /* 0..n-1 */
-  const int32_t* token_ids; /* new tokens since the previous event */
-  size_t num_token_ids;
-  const char* text;   /* their text, NUL-terminated UTF-8, never a broken character */
-  size_t text_len;    /* bytes, without the NUL */
-  int32_t finish_reason; /* a pvllm_finish_reason */
-  const pvllm_token_logprobs* logprobs; /* num_token_ids entries, or NULL */
-  const char* error_message; /* "" unless finish_reason is PVLLM_FINISH_ERROR */
+  int32_t sample_index;     /* 0..n-1 */
+  const int32_t* token_ids; /* new tokens since this sample's previous event: [num_token_ids],
+                               NULL when 0 */
+  size_t num_token_ids;     /* 0 on a final event that adds no token (a stop token, an abort) */
+  const char* text;      /* their text, NUL-terminated UTF-8, never a broken character; never NULL
+                            ("" when empty) */
+  size_t text_len;       /* bytes, without the NUL */
+  int32_t finish_reason; /* a pvllm_finish_reason; NONE until the sample's final event */
+  /* [num_token_ids] when the request asked for logprobs (sampling.logprobs
+   * >= 0) and num_token_ids > 0; NULL otherwise. */
+  const pvllm_token_logprobs* logprobs;
+  const char* error_message; /* never NULL; "" unless finish_reason is PVLLM_FINISH_ERROR */
+  /* Since 0.2. 1 on the request's last event: every one of its n samples
+   * has finished (this event's sample was the last), and nothing more will
+   * come for the request; 0 on every other event. Check
+   * PVLLM_STRUCT_HAS(output, pvllm_output, request_finished) first when the
+   * library may be 0.1. */
+  uint8_t request_finished;
 } pvllm_output;
 
+/* A set of events taken by one poll, owned by the caller. Immutable: any
+ * thread may read it, several at once; free it once, after the last read.
+ * It does not depend on the engine (it may outlive it). */
 typedef struct pvllm_output_batch pvllm_output_batch;
 
-/* Moves up to `max_events` pending events (0 = all) into a new batch that
- * the caller owns and frees with pvllm_output_batch_free; *out_batch may
- * hold zero events. Thread-safe: several threads may poll; each event is
- * delivered once.
+/* Moves up to `max_events` (0 = all) of the oldest events of requests
+ * submitted with PVLLM_DELIVERY_SHARED into a new batch that the caller
+ * owns and frees with pvllm_output_batch_free; the batch may hold zero
+ * events. Never blocks beyond a short lock. Events of PER_REQUEST requests
+ * are never returned here.
+ * Thread-safe: several threads may poll, also while another steps; each
+ * event is delivered once.
  * Returns OK; INVALID_ARGUMENT (NULL engine or out_batch). */
 PVLLM_API pvllm_status pvllm_poll(pvllm_engine* engine, size_t max_events,
                                   pvllm_output_batch** out_batch, pvllm_error** error);
+
+/* Since 0.2. Moves up to `max_events` (0 = all) of request_id's oldest
+ * events, whatever its delivery, into a new batch that the caller owns and
+ * frees with pvllm_output_batch_free. The batch may hold zero events: the
+ * request is still running and has made nothing new (pvllm_wait blocks
+ * until it has). Never blocks beyond a short lock.
+ * Thread-safe like pvllm_poll. Several threads may poll the same request
+ * (each event still goes to one of them), though one consumer per request
+ * is the intended use; a SHARED request's events may also go to pvllm_poll.
+ * Returns OK; INVALID_ARGUMENT (NULL engine or out_batch); NOT_FOUND:
+ * request_id is unknown, detached, or over with every event taken (for an
+ * id that pvllm_submit returned, NOT_FOUND means the request is over and
+ * someone else took its last event). */
+PVLLM_API pvllm_status pvllm_poll_request(pvllm_engine* engine, uint64_t request_id,
+                                          size_t max_events, pvllm_output_batch** out_batch,
+                                          pvllm_error** error);
+
+/* pvllm_wait's timeout_ms for "no limit". */
+#define PVLLM_WAIT_INFINITE (-1)
+
+/* Since 0.2. Blocks the calling thread until request_id has an event to
+ * take, or until timeout_ms milliseconds have passed (0: check and return
+ * at once; PVLLM_WAIT_INFINITE: no limit). Takes nothing: follow it with
+ * pvllm_poll_request. Events appear when the pvllm_step that made them
+ * returns, so some other thread must be stepping: a wait without a limit on
+ * the only thread that steps never returns.
+ * Thread-safe: any number of threads may wait, on the same or on different
+ * requests, while others step, submit, poll or abort. pvllm_engine_destroy
+ * must not run while a wait is blocked.
+ * Returns
+ *  - OK: the request has at least one event to take, or its last event was
+ *    taken by another thread while this call waited (the request is over);
+ *  - TIMEOUT: neither happened within timeout_ms (a normal outcome: pass
+ *    error = NULL to skip making an error object for it);
+ *  - NOT_FOUND: as pvllm_poll_request when the call starts, or the request
+ *    was detached while it waited;
+ *  - INVALID_ARGUMENT: NULL engine, or timeout_ms below -1. */
+PVLLM_API pvllm_status pvllm_wait(pvllm_engine* engine, uint64_t request_id, int32_t timeout_ms,
+                                  pvllm_error** error);
 
 /* Number of events in a batch; 0 for NULL. */
 PVLLM_API size_t pvllm_output_batch_size(const pvllm_output_batch* batch);
 /* Event i, valid until pvllm_output_batch_free(batch); NULL when out of
  * range. */
-PVLLM_API const pvllm_output* pvllm_output_batch_get(const pvllm_output_batch* batch,
-                                                     size_t index);
+PVLLM_API const pvllm_output* pvllm_output_batch_get(const pvllm_output_batch* batch, size_t index);
 /* NULL is a no-op. */
 PVLLM_API void pvllm_output_batch_free(pvllm_output_batch* batch);
 
@@ -362,7 +573,9 @@ typedef struct pvllm_stats {
 
 PVLLM_API void pvllm_stats_init(pvllm_stats* stats, size_t struct_size);
 
-/* A snapshot taken after the latest step. Thread-safe.
+/* A snapshot taken after the latest step, written into the fields that
+ * out_stats->struct_size covers (set by pvllm_stats_init); out_stats is
+ * left as it was on failure. Thread-safe.
  * Returns OK; INVALID_ARGUMENT (NULL, bad struct_size). */
 PVLLM_API pvllm_status pvllm_get_stats(pvllm_engine* engine, pvllm_stats* out_stats,
                                        pvllm_error** error);
@@ -374,7 +587,11 @@ PVLLM_API pvllm_status pvllm_get_stats(pvllm_engine* engine, pvllm_stats* out_st
 /* Encodes `text` (NUL-terminated UTF-8) into `ids` (capacity entries).
  * *out_num_ids receives the number of ids the text needs, also when the
  * buffer is too small (then BUFFER_TOO_SMALL and nothing useful in ids);
- * ids may be NULL with capacity 0 to ask for the size. Thread-safe. */
+ * ids may be NULL with capacity 0 to ask for the size. After any other
+ * failure *out_num_ids is 0. Thread-safe.
+ * Returns OK; BUFFER_TOO_SMALL; INVALID_ARGUMENT (NULL engine, text or
+ * out_num_ids; NULL ids with capacity > 0); TOKENIZER_ERROR (no tokenizer,
+ * or it failed). */
 PVLLM_API pvllm_status pvllm_tokenize(pvllm_engine* engine, const char* text, uint8_t add_bos,
                                       int32_t* ids, size_t capacity, size_t* out_num_ids,
                                       pvllm_error** error);
@@ -382,7 +599,10 @@ PVLLM_API pvllm_status pvllm_tokenize(pvllm_engine* engine, const char* text, ui
 /* Decodes ids into `text` (capacity bytes, NUL-terminated on success).
  * *out_len receives the byte length without the NUL, also when the buffer
  * is too small (BUFFER_TOO_SMALL). INVALID_ARGUMENT for an id outside the
- * vocabulary. Thread-safe. */
+ * vocabulary. After any other failure *out_len is 0 and text is left as it
+ * was. Thread-safe.
+ * Returns OK; BUFFER_TOO_SMALL; INVALID_ARGUMENT (also NULL engine or
+ * out_len, NULL ids or text with a count > 0); TOKENIZER_ERROR. */
 PVLLM_API pvllm_status pvllm_detokenize(pvllm_engine* engine, const int32_t* ids, size_t num_ids,
                                         char* text, size_t capacity, size_t* out_len,
                                         pvllm_error** error);
@@ -413,12 +633,14 @@ typedef struct pvllm_model_config {
 PVLLM_API void pvllm_model_config_init(pvllm_model_config* config, size_t struct_size);
 
 typedef struct pvllm_tensor_info {
-  const char* name;  /* valid until the model info is freed */
-  const char* dtype; /* "F32", "F16" or "BF16" */
+  const char* name;  /* owned by the model info: valid until pvllm_model_info_free */
+  const char* dtype; /* "F32", "F16" or "BF16": a static string */
   int32_t num_dims;
   int64_t shape[4];
 } pvllm_tensor_info;
 
+/* A model's config and tensor table, owned by the caller. Immutable: any
+ * thread may read it, several at once; free it once. */
 typedef struct pvllm_model_info pvllm_model_info;
 
 /* Reads a model's config and tensor table without loading weights.
@@ -432,19 +654,22 @@ PVLLM_API pvllm_status pvllm_model_inspect(const char* model_path, pvllm_model_i
  * ones). The caller frees *out_info with pvllm_model_info_free. */
 PVLLM_API pvllm_status pvllm_model_inspect_random(const char* shape, pvllm_model_info** out_info,
                                                   pvllm_error** error);
+/* Writes the model's config into the fields out_config->struct_size covers
+ * (set by pvllm_model_config_init). Returns OK; INVALID_ARGUMENT (NULL, bad
+ * struct_size). */
 PVLLM_API pvllm_status pvllm_model_info_config(const pvllm_model_info* info,
-                                               pvllm_model_config* out_config,
-                                               pvllm_error** error);
+                                               pvllm_model_config* out_config, pvllm_error** error);
+/* 0 for NULL. */
 PVLLM_API size_t pvllm_model_info_num_tensors(const pvllm_model_info* info);
-/* Tensor i; INVALID_ARGUMENT when out of range. */
+/* Tensor i. Returns OK; INVALID_ARGUMENT (NULL, or index out of range);
+ * UNSUPPORTED (more dimensions than pvllm_tensor_info holds). */
 PVLLM_API pvllm_status pvllm_model_info_tensor(const pvllm_model_info* info, size_t index,
-                                               pvllm_tensor_info* out_tensor,
-                                               pvllm_error** error);
+                                               pvllm_tensor_info* out_tensor, pvllm_error** error);
 /* NULL is a no-op. */
 PVLLM_API void pvllm_model_info_free(pvllm_model_info* info);
 
 typedef struct pvllm_memory_estimate {
-  uint32_t struct_size; /* set by the caller (pvllm_memory_estimate_init) */
+  uint32_t struct_size;        /* set by the caller (pvllm_memory_estimate_init) */
   uint64_t weight_bytes;       /* weights as stored */
   uint64_t kv_bytes_per_block; /* K and V of all layers for one block */
   int32_t num_blocks;          /* what the params' KV budget buys */
@@ -461,6 +686,8 @@ PVLLM_API void pvllm_memory_estimate_init(pvllm_memory_estimate* estimate, size_
  * memory buys now (an estimate: the engine measures again after uploading);
  * "cuda" with no module, driver or device is UNSUPPORTED, as at create;
  * "auto" without a GPU estimates the CPU pool.
+ * Writes the fields out_estimate->struct_size covers (set by
+ * pvllm_memory_estimate_init).
  * Returns the statuses of pvllm_model_inspect, and INVALID_ARGUMENT for
  * params out of range. */
 PVLLM_API pvllm_status pvllm_estimate_memory(const pvllm_engine_params* params,

@@ -4,21 +4,25 @@ use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_void};
 use std::panic::{self, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
+use std::time::Duration;
 
 use pvllm_sys as sys;
 
 use crate::config::{nul_error, EngineConfig};
 use crate::error::{check, Error, Result, Status};
 use crate::output::{Completion, FinishReason, Output, RequestId, TokenLogprobs};
-use crate::request::{Prompt, Request, SamplingParams, TokenId};
+use crate::request::{Delivery, Prompt, Request, SamplingParams, TokenId};
 use crate::stream::OutputStream;
 
-/// A loaded model with its KV-cache pool, scheduler and output queue.
+/// A loaded model with its KV-cache pool, scheduler and output queues.
 ///
 /// Submit requests from any thread, drive the engine with [`step`](Self::step)
-/// and collect events with [`poll`](Self::poll) — or let an
-/// [`OutputStream`] or [`generate`](Self::generate) do the loop. Dropping
-/// the engine frees everything; pending outputs are dropped.
+/// and collect events with [`poll`](Self::poll) (every shared request's) or
+/// [`poll_request`](Self::poll_request) and [`wait`](Self::wait) (one
+/// request's) — or let an [`OutputStream`] or [`generate`](Self::generate)
+/// do the loop. The library routes each event to its request, so any number
+/// of consumers, one per request, can share an engine. Dropping the engine
+/// frees everything; pending outputs are dropped.
 pub struct Engine {
     handle: NonNull<sys::pvllm_engine>,
 }
@@ -30,13 +34,15 @@ pub struct Engine {
 unsafe impl Send for Engine {}
 
 // SAFETY (Sync): every method takes `&self` and maps to a call the header
-// declares safe to make concurrently: submit, abort, poll, get_stats,
-// tokenize and detokenize are thread-safe, also while another thread is
-// inside pvllm_step; pvllm_step itself serialises concurrent calls
+// declares safe to make concurrently: submit, abort, detach, poll,
+// poll_request, wait, get_stats, tokenize and detokenize are thread-safe,
+// also while another thread is inside pvllm_step (or blocked in pvllm_wait);
+// pvllm_step itself serialises concurrent calls
 // internally ("only one thread may step an engine at a time (concurrent calls
 // are serialised)"), so two threads stepping through `&Engine` wait for each
 // other instead of racing. The one call that must not overlap anything,
-// pvllm_engine_destroy, runs only in `Drop`, which has exclusive ownership.
+// pvllm_engine_destroy, runs only in `Drop`, which has exclusive ownership,
+// so no `wait` can still be blocked in the library when it runs.
 // Hence `Arc<Engine>` can be shared by a stepping thread and any number of
 // submitting/polling threads.
 unsafe impl Sync for Engine {}
@@ -184,6 +190,19 @@ impl Engine {
                 ),
             ));
         }
+        // Per-request delivery and request_finished are since 0.2.
+        let needed = sys::PVLLM_VERSION_MAJOR * 10000 + sys::PVLLM_VERSION_MINOR * 100;
+        if version_number() < needed {
+            return Err(Error::new(
+                Status::Unsupported,
+                format!(
+                    "libpvllm {} is older than the {}.{} this crate was built for",
+                    version(),
+                    sys::PVLLM_VERSION_MAJOR,
+                    sys::PVLLM_VERSION_MINOR
+                ),
+            ));
+        }
         let mut params = config.to_raw()?;
         if let Some((callback, user_data)) = progress {
             params.raw.progress = Some(callback);
@@ -206,14 +225,24 @@ impl Engine {
         self.handle.as_ptr()
     }
 
-    /// Queues a request; its outputs come through [`poll`](Self::poll) as
-    /// the engine steps. Safe from any thread, also while another steps.
+    /// Queues a request; its outputs come through [`poll`](Self::poll) (or
+    /// [`poll_request`](Self::poll_request)) as the engine steps. Safe from
+    /// any thread, also while another steps.
     ///
     /// Fails with [`Status::InvalidArgument`] for an empty prompt, a token
     /// id outside the vocabulary, sampling out of range, a prompt longer
     /// than the context or `n` above `max_num_seqs`; a failed submit changes
     /// nothing.
     pub fn submit(&self, request: &Request) -> Result<RequestId> {
+        self.submit_with(request, Delivery::Shared)
+    }
+
+    /// Like [`submit`](Self::submit), choosing who may take the request's
+    /// events: with [`Delivery::PerRequest`] only
+    /// [`poll_request`](Self::poll_request) on its id does, never
+    /// [`poll`](Self::poll), so an engine-wide poller elsewhere cannot take
+    /// them from the request's own consumer.
+    pub fn submit_with(&self, request: &Request, delivery: Delivery) -> Result<RequestId> {
         let sampling = request.sampling.to_raw()?;
         let text;
         // SAFETY: pvllm_request_init fills every field.
@@ -238,6 +267,7 @@ impl Engine {
         }
         raw.sampling = &sampling.raw;
         raw.priority = request.priority;
+        raw.delivery = delivery.to_raw();
         let mut id = 0u64;
         // SAFETY: every pointer in `raw` outlives the call; the library
         // copies what it keeps.
@@ -259,35 +289,70 @@ impl Engine {
         Ok(unfinished.max(0) as usize)
     }
 
-    /// Takes every pending output event. Safe from any thread; each event
-    /// is delivered to exactly one poller.
+    /// Takes every pending output event of the requests submitted with
+    /// [`Delivery::Shared`] (every [`submit`](Self::submit)). Safe from any
+    /// thread; each event is delivered to exactly one poller.
     pub fn poll(&self) -> Result<Vec<Output>> {
         self.poll_max(0)
     }
 
     /// Takes up to `max_events` pending events (0 = all).
     pub fn poll_max(&self, max_events: usize) -> Result<Vec<Output>> {
-        struct Batch(*mut sys::pvllm_output_batch);
-        impl Drop for Batch {
-            fn drop(&mut self) {
-                // SAFETY: a batch from pvllm_poll, or NULL (a no-op).
-                unsafe { sys::pvllm_output_batch_free(self.0) }
-            }
-        }
         let mut batch = Batch(ptr::null_mut());
         // SAFETY: a live handle and a valid out-pointer; `Batch` frees it.
         check(|err| unsafe { sys::pvllm_poll(self.raw(), max_events, &mut batch.0, err) })?;
-        // SAFETY: events are valid until the batch is freed, after the copy.
-        unsafe {
-            let size = sys::pvllm_output_batch_size(batch.0);
-            let mut outputs = Vec::with_capacity(size);
-            for i in 0..size {
-                if let Some(event) = sys::pvllm_output_batch_get(batch.0, i).as_ref() {
-                    outputs.push(Output::from_raw(event));
-                }
+        Ok(batch.outputs())
+    }
+
+    /// Takes the pending events of one request, whatever its delivery,
+    /// oldest first; empty when it is running and has made nothing new.
+    /// Never blocks (see [`wait`](Self::wait)). [`Status::NotFound`] once
+    /// the request is over and its last event taken (by this or another
+    /// consumer), or after [`detach`](Self::detach).
+    pub fn poll_request(&self, id: RequestId) -> Result<Vec<Output>> {
+        self.poll_request_max(id, 0)
+    }
+
+    /// Takes up to `max_events` of one request's pending events (0 = all).
+    pub fn poll_request_max(&self, id: RequestId, max_events: usize) -> Result<Vec<Output>> {
+        let mut batch = Batch(ptr::null_mut());
+        // SAFETY: a live handle and a valid out-pointer; `Batch` frees it.
+        check(|err| unsafe {
+            sys::pvllm_poll_request(self.raw(), id.0, max_events, &mut batch.0, err)
+        })?;
+        Ok(batch.outputs())
+    }
+
+    /// Blocks until request `id` has events to take, or `timeout` passes
+    /// (`None`: no limit; it is rounded up to whole milliseconds). `Ok(true)`:
+    /// [`poll_request`](Self::poll_request) now returns events, or the
+    /// request's last event was taken elsewhere while this waited;
+    /// `Ok(false)`: the timeout passed. [`Status::NotFound`] as
+    /// `poll_request`. Events appear when a [`step`](Self::step) returns, so
+    /// another thread must be stepping.
+    pub fn wait(&self, id: RequestId, timeout: Option<Duration>) -> Result<bool> {
+        let timeout_ms = match timeout {
+            None => sys::PVLLM_WAIT_INFINITE,
+            Some(t) => {
+                let ms = (t.as_nanos() + 999_999) / 1_000_000;
+                i32::try_from(ms).unwrap_or(i32::MAX)
             }
-            Ok(outputs)
+        };
+        // SAFETY: a live handle; `Drop` cannot run while `&self` is borrowed.
+        match check(|err| unsafe { sys::pvllm_wait(self.raw(), id.0, timeout_ms, err) }) {
+            Ok(()) => Ok(true),
+            Err(e) if e.status() == Status::Timeout => Ok(false),
+            Err(e) => Err(e),
         }
+    }
+
+    /// Stops delivering a request's events: those pending are dropped now,
+    /// later ones as they come. The request runs on; [`abort`](Self::abort)
+    /// it first to stop it. [`Status::NotFound`] as
+    /// [`poll_request`](Self::poll_request).
+    pub fn detach(&self, id: RequestId) -> Result<()> {
+        // SAFETY: a live handle.
+        check(|err| unsafe { sys::pvllm_detach(self.raw(), id.0, err) })
     }
 
     /// Aborts a request in any state; each of its samples ends with a
@@ -423,10 +488,8 @@ impl Engine {
 
     /// Generates the completions of one prompt: submits it, steps the
     /// engine until every sample has finished and returns them ordered by
-    /// sample index.
-    ///
-    /// Meant for an engine this caller alone polls: events of other
-    /// requests that the loop takes from the queue are dropped.
+    /// sample index. It takes only its own request's events, so other
+    /// consumers of the engine, on this thread or others, lose nothing.
     pub fn generate(
         &self,
         prompt: impl Into<Prompt>,
@@ -442,9 +505,6 @@ impl Engine {
         let mut samples: Vec<Option<Completion>> = Vec::new();
         for event in &mut stream {
             let event = event?;
-            if event.request_id != id {
-                continue;
-            }
             let index = event.sample_index as usize;
             if samples.len() <= index {
                 samples.resize(index + 1, None);
@@ -477,6 +537,34 @@ impl Engine {
             ));
         }
         Ok(samples.into_iter().flatten().collect())
+    }
+}
+
+/// A batch from pvllm_poll / pvllm_poll_request, freed on drop.
+struct Batch(*mut sys::pvllm_output_batch);
+
+impl Batch {
+    /// Copies every event out of the batch.
+    fn outputs(&self) -> Vec<Output> {
+        // SAFETY: the batch is live (or NULL: size 0); events are valid until
+        // it is freed, after the copy.
+        unsafe {
+            let size = sys::pvllm_output_batch_size(self.0);
+            let mut outputs = Vec::with_capacity(size);
+            for i in 0..size {
+                if let Some(event) = sys::pvllm_output_batch_get(self.0, i).as_ref() {
+                    outputs.push(Output::from_raw(event));
+                }
+            }
+            outputs
+        }
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        // SAFETY: a batch from the library, or NULL (a no-op).
+        unsafe { sys::pvllm_output_batch_free(self.0) }
     }
 }
 

@@ -31,6 +31,9 @@ pub enum Status {
     /// An output buffer was too small (the safe API sizes its buffers, so
     /// this is not expected here).
     BufferTooSmall,
+    /// A wait ended before its request had an event (libpvllm 0.2;
+    /// [`Engine::wait`](crate::Engine::wait) reports it as `Ok(false)`).
+    Timeout,
     /// A status newer than this crate.
     Unknown(u32),
 }
@@ -47,6 +50,7 @@ impl Status {
             sys::pvllm_status_PVLLM_STATUS_INTERNAL => Status::Internal,
             sys::pvllm_status_PVLLM_STATUS_TOKENIZER_ERROR => Status::TokenizerError,
             sys::pvllm_status_PVLLM_STATUS_BUFFER_TOO_SMALL => Status::BufferTooSmall,
+            sys::pvllm_status_PVLLM_STATUS_TIMEOUT => Status::Timeout,
             other => Status::Unknown(other),
         }
     }
@@ -63,6 +67,7 @@ impl Status {
             Status::Internal => sys::pvllm_status_PVLLM_STATUS_INTERNAL,
             Status::TokenizerError => sys::pvllm_status_PVLLM_STATUS_TOKENIZER_ERROR,
             Status::BufferTooSmall => sys::pvllm_status_PVLLM_STATUS_BUFFER_TOO_SMALL,
+            Status::Timeout => sys::pvllm_status_PVLLM_STATUS_TIMEOUT,
             Status::Unknown(raw) => raw,
         }
     }

@@ -4,10 +4,13 @@
 //!
 //! An [`Engine`] owns a model, its KV-cache pool and a scheduler. Requests
 //! are [`submit`](Engine::submit)ted from any thread; each
-//! [`step`](Engine::step) runs one batch through the model, and
-//! [`poll`](Engine::poll) returns the new tokens as [`Output`] events. An
-//! [`OutputStream`] runs that loop as an iterator, and
-//! [`generate`](Engine::generate) runs it to the end for one prompt.
+//! [`step`](Engine::step) runs one batch through the model, and the new
+//! tokens come out as [`Output`] events: [`poll`](Engine::poll) takes every
+//! shared request's, [`poll_request`](Engine::poll_request) and
+//! [`wait`](Engine::wait) one request's (the library keeps each request's
+//! events apart). An [`OutputStream`] runs that loop for its own requests
+//! as an iterator, and [`generate`](Engine::generate) runs it to the end for
+//! one prompt.
 //!
 //! ```
 //! use pvllm::{Engine, EngineConfig, FinishReason, SamplingParams};
@@ -45,9 +48,12 @@
 //! # Threads
 //!
 //! `Engine` is `Send` and `Sync` (see the comment on the impls): share it in
-//! an `Arc`, step it from one thread and submit, abort and poll from any
-//! other. Errors are returned by the call that failed, whatever thread it
-//! ran on.
+//! an `Arc`, step it from one thread and submit, abort, poll and wait from
+//! any other — for example one thread per request, each blocked in
+//! [`wait`](Engine::wait) on its own request and reading it with
+//! [`poll_request`](Engine::poll_request), or each iterating its own
+//! [`OutputStream`]. Errors are returned by the call that failed, whatever
+//! thread it ran on.
 //!
 //! # Linking
 //!
@@ -67,7 +73,7 @@ pub use config::{estimate_memory, Dtype, EngineConfig, KvAllocator, MemoryEstima
 pub use engine::{abi_version, version, version_number, Engine, Stats};
 pub use error::{Error, Result, Status};
 pub use output::{Completion, FinishReason, Logprob, Output, RequestId, TokenLogprobs};
-pub use request::{Prompt, Request, SamplingParams, TokenId};
+pub use request::{Delivery, Prompt, Request, SamplingParams, TokenId};
 pub use stream::OutputStream;
 
 /// The ABI version this crate was generated against (`PVLLM_ABI_VERSION`).

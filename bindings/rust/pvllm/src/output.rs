@@ -48,6 +48,22 @@ pub enum FinishReason {
 }
 
 impl FinishReason {
+    /// The library's constant name, e.g. `"PVLLM_FINISH_STOP"`
+    /// (`pvllm_finish_reason_to_string`).
+    pub fn name(self) -> &'static str {
+        let raw = match self {
+            FinishReason::Stop => sys::pvllm_finish_reason_PVLLM_FINISH_STOP as i32,
+            FinishReason::Length => sys::pvllm_finish_reason_PVLLM_FINISH_LENGTH as i32,
+            FinishReason::Abort => sys::pvllm_finish_reason_PVLLM_FINISH_ABORT as i32,
+            FinishReason::Error => sys::pvllm_finish_reason_PVLLM_FINISH_ERROR as i32,
+            FinishReason::Unknown(raw) => raw,
+        };
+        // SAFETY: a static NUL-terminated string for every value, never NULL.
+        unsafe { CStr::from_ptr(sys::pvllm_finish_reason_to_string(raw)) }
+            .to_str()
+            .unwrap_or("PVLLM_FINISH_UNKNOWN")
+    }
+
     /// `None` for PVLLM_FINISH_NONE (still generating).
     pub(crate) fn from_raw(raw: i32) -> Option<FinishReason> {
         let value = match u32::try_from(raw) {
@@ -86,9 +102,12 @@ pub struct TokenLogprobs {
     pub top: Vec<Logprob>,
 }
 
-/// One event from [`Engine::poll`](crate::Engine::poll): the new tokens of
-/// one sample of one request. Every sample ends with exactly one event whose
-/// `finish_reason` is `Some`.
+/// One event from [`Engine::poll`](crate::Engine::poll),
+/// [`Engine::poll_request`](crate::Engine::poll_request) or an
+/// [`OutputStream`](crate::OutputStream): the new tokens of one sample of
+/// one request. Every sample ends with exactly one event whose
+/// `finish_reason` is `Some`, and the request's very last event has
+/// `request_finished` set.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Output {
     /// The request the event belongs to.
@@ -106,10 +125,14 @@ pub struct Output {
     pub logprobs: Option<Vec<TokenLogprobs>>,
     /// The engine's message when `finish_reason` is `Some(Error)`.
     pub error_message: Option<String>,
+    /// The request's last event: all of its samples have finished and
+    /// nothing more will come for it.
+    pub request_finished: bool,
 }
 
 impl Output {
-    /// Whether this is the sample's last event.
+    /// Whether this is the sample's last event (see also
+    /// [`request_finished`](Self::request_finished) for the request's).
     pub fn is_finished(&self) -> bool {
         self.finish_reason.is_some()
     }
@@ -162,6 +185,9 @@ impl Output {
             finish_reason,
             logprobs,
             error_message,
+            // Engine::new refuses a library older than 0.2, so the field is
+            // there (struct_size covers it).
+            request_finished: raw.request_finished != 0,
         }
     }
 }

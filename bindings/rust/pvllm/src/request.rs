@@ -232,3 +232,29 @@ impl Request {
         self
     }
 }
+
+/// Who may take a request's output events (`pvllm_delivery`): see
+/// [`Engine::submit_with`](crate::Engine::submit_with).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Delivery {
+    /// Any poller: [`Engine::poll`](crate::Engine::poll) (every shared
+    /// request's events) and [`Engine::poll_request`](crate::Engine::poll_request)
+    /// on this id, whoever comes first. What [`Engine::submit`](crate::Engine::submit)
+    /// uses.
+    #[default]
+    Shared,
+    /// Only [`Engine::poll_request`](crate::Engine::poll_request) and
+    /// [`Engine::wait`](crate::Engine::wait) on this id: `Engine::poll` never
+    /// returns its events. What an [`OutputStream`](crate::OutputStream) uses.
+    PerRequest,
+}
+
+impl Delivery {
+    pub(crate) fn to_raw(self) -> i64 {
+        match self {
+            Delivery::Shared => i64::from(sys::pvllm_delivery_PVLLM_DELIVERY_SHARED),
+            Delivery::PerRequest => i64::from(sys::pvllm_delivery_PVLLM_DELIVERY_PER_REQUEST),
+        }
+    }
+}

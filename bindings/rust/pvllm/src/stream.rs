@@ -1,20 +1,26 @@
-//! An iterator that drives the engine and yields output events.
-use std::collections::{HashMap, VecDeque};
+//! An iterator that drives the engine and yields its requests' events.
+use std::collections::VecDeque;
 
 use crate::engine::Engine;
-use crate::error::Result;
+use crate::error::{Error, Result, Status};
 use crate::output::{Output, RequestId};
-use crate::request::Request;
+use crate::request::{Delivery, Request};
 
-/// Steps an [`Engine`] and yields its output events until every request
-/// submitted through the stream has finished (every sample has had its
-/// final event).
+/// Yields the output events of the requests submitted through it, stepping
+/// the [`Engine`] when none is waiting, until each request's last event
+/// ([`Output::request_finished`]).
 ///
-/// Polling drains the engine's whole queue, so events of requests submitted
-/// elsewhere are yielded too — check [`Output::request_id`] when several
-/// producers share an engine. A step that fails is yielded as an `Err`, after
-/// which the stream ends. Dropping a stream before it ends aborts its
-/// unfinished requests.
+/// The requests are submitted with [`Delivery::PerRequest`] and the stream
+/// takes their events from the library with
+/// [`Engine::poll_request`]: it sees nothing of other requests, and nothing
+/// else takes its events — neither [`Engine::poll`] nor another stream, on
+/// this thread or another. Several streams may share an engine (each steps
+/// it when it has nothing to yield; steps are serialised by the library),
+/// and a stream that is not read holds back only its own requests' events.
+///
+/// A failed step is yielded as an `Err`, after which the stream ends.
+/// Dropping a stream before it ends aborts its unfinished requests and
+/// drops their remaining events ([`Engine::detach`]).
 ///
 /// ```no_run
 /// # fn main() -> pvllm::Result<()> {
@@ -32,8 +38,8 @@ use crate::request::Request;
 pub struct OutputStream<'e> {
     engine: &'e Engine,
     ids: Vec<RequestId>,
-    /// Samples per request that have not had their final event yet.
-    unfinished: HashMap<RequestId, u32>,
+    /// Requests whose last event has not been taken yet, in submission order.
+    open: Vec<RequestId>,
     queue: VecDeque<Output>,
     failed: bool,
 }
@@ -43,7 +49,7 @@ impl<'e> OutputStream<'e> {
         OutputStream {
             engine,
             ids: Vec::new(),
-            unfinished: HashMap::new(),
+            open: Vec::new(),
             queue: VecDeque::new(),
             failed: false,
         }
@@ -52,9 +58,9 @@ impl<'e> OutputStream<'e> {
     /// Submits one more request and follows it. On failure the stream's
     /// other requests are left as they are.
     pub fn submit(&mut self, request: &Request) -> Result<RequestId> {
-        let id = self.engine.submit(request)?;
+        let id = self.engine.submit_with(request, Delivery::PerRequest)?;
         self.ids.push(id);
-        self.unfinished.insert(id, request.sampling.n.max(1));
+        self.open.push(id);
         Ok(id)
     }
 
@@ -63,9 +69,10 @@ impl<'e> OutputStream<'e> {
         &self.ids
     }
 
-    /// Whether every followed request has finished.
+    /// Whether every followed request has delivered its last event to this
+    /// stream (some may still wait in the stream's queue).
     pub fn is_finished(&self) -> bool {
-        self.unfinished.is_empty()
+        self.open.is_empty()
     }
 
     /// The engine this stream drives.
@@ -73,16 +80,41 @@ impl<'e> OutputStream<'e> {
         self.engine
     }
 
-    fn note(&mut self, event: &Output) {
-        if !event.is_finished() {
-            return;
-        }
-        if let Some(samples) = self.unfinished.get_mut(&event.request_id) {
-            *samples = samples.saturating_sub(1);
-            if *samples == 0 {
-                self.unfinished.remove(&event.request_id);
+    /// Moves the events the library holds for the open requests into the
+    /// queue.
+    fn take_pending(&mut self) -> Result<()> {
+        let engine = self.engine;
+        let queue = &mut self.queue;
+        let mut result = Ok(());
+        self.open.retain(|&id| {
+            if result.is_err() {
+                return true;
             }
-        }
+            match engine.poll_request(id) {
+                Ok(events) => {
+                    let over = events.iter().any(|e| e.request_finished);
+                    queue.extend(events);
+                    !over
+                }
+                Err(e) => {
+                    result = Err(if e.status() == Status::NotFound {
+                        Error::new(
+                            Status::NotFound,
+                            format!(
+                                "request {} ended without its last event reaching this stream \
+                                 (another consumer took or detached it): {}",
+                                id,
+                                e.message()
+                            ),
+                        )
+                    } else {
+                        e
+                    });
+                    true
+                }
+            }
+        });
+        result
     }
 }
 
@@ -94,43 +126,30 @@ impl Iterator for OutputStream<'_> {
             if let Some(event) = self.queue.pop_front() {
                 return Some(Ok(event));
             }
-            if self.failed || self.unfinished.is_empty() {
+            if self.failed || self.open.is_empty() {
                 return None;
             }
-            let num_unfinished = match self.engine.step() {
-                Ok(n) => n,
-                Err(e) => {
-                    self.failed = true;
-                    return Some(Err(e));
-                }
+            // What another thread's step made comes first; step only when
+            // nothing is waiting.
+            let stepped = match self.take_pending() {
+                Ok(()) if !self.queue.is_empty() || self.open.is_empty() => continue,
+                Ok(()) => self.engine.step().map(|_| ()),
+                Err(e) => Err(e),
             };
-            let events = match self.engine.poll() {
-                Ok(events) => events,
-                Err(e) => {
-                    self.failed = true;
-                    return Some(Err(e));
-                }
-            };
-            if events.is_empty() && num_unfinished == 0 {
-                // Nothing left to run, yet some of our requests never
-                // reported their end: another poller took their events.
-                // Stop rather than step an idle engine forever.
+            if let Err(e) = stepped.and_then(|()| self.take_pending()) {
                 self.failed = true;
-                return None;
+                return Some(Err(e));
             }
-            for event in &events {
-                self.note(event);
-            }
-            self.queue.extend(events);
         }
     }
 }
 
 impl Drop for OutputStream<'_> {
     fn drop(&mut self) {
-        for id in self.unfinished.keys() {
-            // An id that finished meanwhile gives NotFound: nothing to do.
-            let _ = self.engine.abort(*id);
+        for &id in &self.open {
+            // NotFound: it finished meanwhile, or its events are gone already.
+            let _ = self.engine.abort(id);
+            let _ = self.engine.detach(id);
         }
     }
 }

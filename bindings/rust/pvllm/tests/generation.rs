@@ -306,14 +306,20 @@ fn dropping_a_stream_aborts_its_requests() {
         let first = stream.next().unwrap().unwrap();
         assert_eq!(first.request_id, id);
     }
-    engine.step().unwrap();
-    let events = engine.poll().unwrap();
-    let last = events.last().expect("the abort event");
-    assert_eq!(
-        (last.request_id, last.finish_reason),
-        (id, Some(FinishReason::Abort))
-    );
+    // The next step applies the abort: the 400-token request ends at once.
     assert_eq!(engine.step().unwrap(), 0);
+    assert!(engine.stats().unwrap().num_generation_tokens < 400);
+    // Its remaining events, the abort event included, went with the stream
+    // (it detached them): nobody else receives them.
+    assert!(engine.poll().unwrap().is_empty());
+    assert_eq!(
+        engine.poll_request(id).unwrap_err().status(),
+        pvllm::Status::NotFound
+    );
+    assert_eq!(
+        engine.abort(id).unwrap_err().status(),
+        pvllm::Status::NotFound
+    );
 }
 
 #[test]

@@ -1,0 +1,141 @@
+#include "capi/event_router.h"
+
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "core/base/check.h"
+
+namespace pvllm {
+
+void EventRouter::add_request(uint64_t id, Delivery delivery) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RecordPtr& record = records_[id];
+  if (!record) record = std::make_shared<Record>();
+  record->added = true;
+  record->delivery = delivery;
+  if (record->over) {
+    // Its last event was taken by a poll on this id before the submit
+    // returned: nothing left to keep.
+    records_.erase(id);
+    return;
+  }
+  if (delivery == Delivery::kShared) {
+    for (const Queued& q : record->events) shared_.emplace(q.seq, id);
+  }
+}
+
+void EventRouter::publish() {
+  std::lock_guard<std::mutex> lock(mu_);
+  drain_locked();
+}
+
+void EventRouter::take_shared(size_t max_events, std::vector<Output>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  drain_locked();
+  while (max_events > 0 && !shared_.empty()) {
+    const auto [seq, id] = *shared_.begin();
+    Record* record = records_.at(id).get();
+    PVLLM_CHECK(!record->events.empty() && record->events.front().seq == seq,
+                "the oldest shared event is the front of its request's queue");
+    out->push_back(take_front_locked(id, record));
+    --max_events;
+  }
+}
+
+Status EventRouter::take_request(uint64_t id, size_t max_events, std::vector<Output>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  drain_locked();
+  const RecordPtr record = find_open_locked(id);
+  if (!record) return not_found(id);
+  while (max_events > 0 && !record->events.empty()) {
+    out->push_back(take_front_locked(id, record.get()));
+    --max_events;
+  }
+  return Status::Ok();
+}
+
+Status EventRouter::wait(uint64_t id, int32_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  drain_locked();
+  const RecordPtr record = find_open_locked(id);
+  if (!record) return not_found(id);
+  // The record outlives its erasure from records_ while this holds it, so
+  // the wait can see it end.
+  const auto ready = [&] { return !record->events.empty() || record->over || record->detached; };
+  if (timeout_ms < 0) {
+    record->changed.wait(lock, ready);
+  } else if (!record->changed.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
+    return Status(StatusCode::kTimeout, "request " + std::to_string(id) + " made no event in " +
+                                            std::to_string(timeout_ms) + " ms");
+  }
+  if (!record->events.empty()) return Status::Ok();
+  if (record->detached) return not_found(id);
+  return Status::Ok();  // over: its last event was taken while this waited
+}
+
+Status EventRouter::detach(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  drain_locked();
+  const RecordPtr record = find_open_locked(id);
+  if (!record) return not_found(id);
+  record->detached = true;
+  bool has_last = false;
+  for (const Queued& q : record->events) {
+    shared_.erase(q.seq);
+    has_last = has_last || q.event.request_finished;
+  }
+  record->events.clear();
+  if (has_last) end_locked(id, record.get());
+  record->changed.notify_all();
+  return Status::Ok();
+}
+
+void EventRouter::drain_locked() {
+  drained_.clear();
+  engine_->poll(&drained_);
+  for (Output& event : drained_) {
+    const uint64_t id = event.request_id;
+    RecordPtr& slot = records_[id];
+    if (!slot) slot = std::make_shared<Record>();
+    Record* record = slot.get();
+    if (record->detached) {
+      if (event.request_finished) end_locked(id, record);
+      continue;
+    }
+    const uint64_t seq = next_seq_++;
+    if (record->added && record->delivery == Delivery::kShared) shared_.emplace(seq, id);
+    record->events.push_back(Queued{seq, std::move(event)});
+    record->changed.notify_all();
+  }
+  drained_.clear();
+}
+
+EventRouter::RecordPtr EventRouter::find_open_locked(uint64_t id) const {
+  const auto it = records_.find(id);
+  if (it == records_.end() || it->second->over || it->second->detached) return nullptr;
+  return it->second;
+}
+
+Output EventRouter::take_front_locked(uint64_t id, Record* record) {
+  Queued front = std::move(record->events.front());
+  record->events.pop_front();
+  if (record->added && record->delivery == Delivery::kShared) shared_.erase(front.seq);
+  if (front.event.request_finished) end_locked(id, record);
+  return std::move(front.event);
+}
+
+void EventRouter::end_locked(uint64_t id, Record* record) {
+  record->over = true;
+  record->changed.notify_all();
+  // Before add_request the record must stay, so that add_request knows the
+  // request is already over.
+  if (record->added) records_.erase(id);
+}
+
+Status EventRouter::not_found(uint64_t id) {
+  return NotFound("request " + std::to_string(id) +
+                  " is unknown, detached, or over with every event delivered");
+}
+
+}  // namespace pvllm
