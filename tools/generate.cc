@@ -202,13 +202,6 @@ bool collect_prompts(const GenerateOptions& o, std::vector<std::string>* prompts
   return true;
 }
 
-struct EngineDeleter {
-  void operator()(pvllm_engine* e) const { pvllm_engine_destroy(e); }
-};
-struct BatchDeleter {
-  void operator()(pvllm_output_batch* b) const { pvllm_output_batch_free(b); }
-};
-
 // "1,2,3" -> {1, 2, 3}; false for anything else.
 bool parse_ids(const std::string& text, std::vector<int32_t>* ids) {
   ids->clear();
@@ -255,11 +248,11 @@ class Generator {
       params.progress = print_progress;
       params.progress_user_data = &stderr_is_tty_;
     }
-    pvllm_engine* engine = nullptr;
-    pvllm_error* error = nullptr;
-    const pvllm_status status = pvllm_engine_create(&params, &engine, &error);
-    if (status != PVLLM_STATUS_OK) return report_error("cannot create the engine", status, error);
-    engine_.reset(engine);
+    try {
+      engine_ = pvllm::cxx::Engine(params);
+    } catch (const pvllm::cxx::Error& e) {
+      return report_error("cannot create the engine", e);
+    }
     return 0;
   }
 
@@ -277,8 +270,7 @@ class Generator {
     const size_t num_samples = sampling.n > 0 ? static_cast<size_t>(sampling.n) : 1;
 
     for (size_t i = 0; i < prompts_.size(); ++i) {
-      pvllm_request request;
-      pvllm_request_init(&request, sizeof request);
+      pvllm_request request = pvllm::cxx::defaults<pvllm_request>();
       std::vector<int32_t> ids;
       if (!o_.prompt_ids.empty()) {
         if (!parse_ids(prompts_[i], &ids)) {
@@ -294,11 +286,10 @@ class Generator {
       request.sampling = &sampling;
       request.priority = o_.priority;
       uint64_t id = 0;
-      pvllm_error* error = nullptr;
-      const pvllm_status status = pvllm_submit(engine_.get(), &request, &id, &error);
-      if (status != PVLLM_STATUS_OK) {
-        const std::string what = "cannot submit prompt " + std::to_string(i);
-        return report_error(what.c_str(), status, error);
+      try {
+        id = engine_.submit(request);
+      } catch (const pvllm::cxx::Error& e) {
+        return report_error("cannot submit prompt " + std::to_string(i), e);
       }
       RequestState& r = requests_[id];
       r.index = i;
@@ -317,13 +308,13 @@ class Generator {
 
   int step_until_done() {
     while (num_samples_left_ > 0) {
-      int32_t num_unfinished = 0;
-      pvllm_error* error = nullptr;
-      const pvllm_status status = pvllm_step(engine_.get(), &num_unfinished, &error);
-      if (status != PVLLM_STATUS_OK) {
+      int32_t num_unfinished = -1;  // unknown after a failed step
+      try {
+        num_unfinished = engine_.step();
+      } catch (const pvllm::cxx::Error& e) {
         // The failed requests end with FINISH_ERROR events; keep stepping
         // the others.
-        report_error("step failed", status, error);
+        report_error("step failed", e);
       }
       if (int rc = drain(); rc != 0) return rc;
       if (num_unfinished == 0 && num_samples_left_ > 0) {
@@ -336,14 +327,13 @@ class Generator {
   }
 
   int drain() {
-    pvllm_output_batch* raw = nullptr;
-    pvllm_error* error = nullptr;
-    const pvllm_status status = pvllm_poll(engine_.get(), 0, &raw, &error);
-    if (status != PVLLM_STATUS_OK) return report_error("poll failed", status, error);
-    std::unique_ptr<pvllm_output_batch, BatchDeleter> batch(raw);
-    for (size_t i = 0; i < pvllm_output_batch_size(batch.get()); ++i) {
-      handle(*pvllm_output_batch_get(batch.get(), i));
+    pvllm::cxx::OutputBatch batch;
+    try {
+      batch = engine_.poll();
+    } catch (const pvllm::cxx::Error& e) {
+      return report_error("poll failed", e);
     }
+    for (const pvllm_output& event : batch) handle(event);
     return 0;
   }
 
@@ -405,11 +395,10 @@ class Generator {
 
   void print_summary(double seconds) {
     pvllm_stats stats;
-    pvllm_stats_init(&stats, sizeof stats);
-    pvllm_error* error = nullptr;
-    const pvllm_status status = pvllm_get_stats(engine_.get(), &stats, &error);
-    if (status != PVLLM_STATUS_OK) {
-      report_error("cannot read statistics", status, error);
+    try {
+      stats = engine_.stats();
+    } catch (const pvllm::cxx::Error& e) {
+      report_error("cannot read statistics", e);
       return;
     }
     const double safe_seconds = seconds > 0.0 ? seconds : 1e-9;
@@ -427,7 +416,7 @@ class Generator {
 
   const GenerateOptions& o_;
   std::vector<std::string> prompts_;
-  std::unique_ptr<pvllm_engine, EngineDeleter> engine_;
+  pvllm::cxx::Engine engine_;
   std::unordered_map<uint64_t, RequestState> requests_;
   size_t num_samples_left_ = 0;
   bool streaming_ = false;
@@ -458,8 +447,8 @@ int run_generate(const GenerateOptions& o) {
 
 void add_generate_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<GenerateOptions>();
-  pvllm_sampling_params_init(&o->sampling, sizeof o->sampling);
-  pvllm_engine_params_init(&o->engine, sizeof o->engine);
+  o->sampling = pvllm::cxx::defaults<pvllm_sampling_params>();
+  o->engine = pvllm::cxx::defaults<pvllm_engine_params>();
   o->kv_cache_mb = o->engine.kv_cache_bytes >> 20;
 
   CLI::App* sub = app.add_subcommand(
