@@ -8,12 +8,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -81,90 +81,37 @@ const char* finish_reason_name(int32_t reason) {
   return "unknown";
 }
 
-// JSON string escaping. The library hands out valid UTF-8, so only quotes,
-// backslashes and control characters need escaping.
-void append_json_string(std::string* out, const std::string& s) {
-  out->push_back('"');
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        *out += "\\\"";
-        break;
-      case '\\':
-        *out += "\\\\";
-        break;
-      case '\n':
-        *out += "\\n";
-        break;
-      case '\r':
-        *out += "\\r";
-        break;
-      case '\t':
-        *out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          *out += buf;
-        } else {
-          out->push_back(static_cast<char>(c));
-        }
-    }
-  }
-  out->push_back('"');
-}
-
-// JSON has no infinities (a logprob can be -inf): those become null.
-void append_json_float(std::string* out, float v) {
-  if (!std::isfinite(v)) {
-    *out += "null";
-    return;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.6g", static_cast<double>(v));
-  *out += buf;
-}
+// JSON that stores floats as float: a logprob prints as the shortest text
+// that reads back as the same float (-0.0317028), not as the double it
+// widens to (-0.031702801585197449), and an infinite one as null. Keys keep
+// their insertion order.
+using Json = nlohmann::basic_json<nlohmann::ordered_map, std::vector, std::string, bool,
+                                  std::int64_t, std::uint64_t, float>;
 
 std::string sample_json(const RequestState& r, size_t sample_index, bool with_logprobs) {
   const Sample& s = r.samples[sample_index];
-  std::string out = "{\"request\":" + std::to_string(r.index) +
-                    ",\"sample\":" + std::to_string(sample_index) + ",\"prompt\":";
-  append_json_string(&out, r.prompt);
-  out += ",\"text\":";
-  append_json_string(&out, s.text);
-  out += ",\"token_ids\":[";
-  for (size_t i = 0; i < s.token_ids.size(); ++i) {
-    if (i > 0) out += ',';
-    out += std::to_string(s.token_ids[i]);
-  }
-  out += "],\"finish_reason\":\"";
-  out += finish_reason_name(s.finish_reason);
-  out += '"';
+  Json j;
+  j["request"] = r.index;
+  j["sample"] = sample_index;
+  j["prompt"] = r.prompt;
+  j["text"] = s.text;
+  j["token_ids"] = s.token_ids;
+  j["finish_reason"] = finish_reason_name(s.finish_reason);
   if (with_logprobs) {
-    out += ",\"logprobs\":[";
-    for (size_t i = 0; i < s.logprobs.size(); ++i) {
-      const TokenLogprobs& lp = s.logprobs[i];
-      if (i > 0) out += ',';
-      out += "{\"token_id\":" + std::to_string(lp.token_id) + ",\"logprob\":";
-      append_json_float(&out, lp.logprob);
-      out += ",\"top\":[";
-      for (size_t k = 0; k < lp.top.size(); ++k) {
-        if (k > 0) out += ',';
-        out += "{\"token_id\":" + std::to_string(lp.top[k].token_id) + ",\"logprob\":";
-        append_json_float(&out, lp.top[k].logprob);
-        out += '}';
+    Json logprobs = Json::array();
+    for (const TokenLogprobs& lp : s.logprobs) {
+      Json top = Json::array();
+      for (const pvllm_logprob& alt : lp.top) {
+        top.push_back({{"token_id", alt.token_id}, {"logprob", alt.logprob}});
       }
-      out += "]}";
+      logprobs.push_back({{"token_id", lp.token_id}, {"logprob", lp.logprob}, {"top", top}});
     }
-    out += ']';
+    j["logprobs"] = std::move(logprobs);
   }
-  if (s.finish_reason == PVLLM_FINISH_ERROR) {
-    out += ",\"error\":";
-    append_json_string(&out, s.error);
-  }
-  out += '}';
-  return out;
+  if (s.finish_reason == PVLLM_FINISH_ERROR) j["error"] = s.error;
+  // The library's text is valid UTF-8, a prompt read from a file may not
+  // be: its invalid bytes print as U+FFFD instead of throwing.
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 // Load progress on stderr: a line that redraws itself on a terminal, one
