@@ -83,38 +83,28 @@ struct RequestTiming {
   int64_t num_tokens = 0;
 };
 
-struct EngineDeleter {
-  void operator()(pvllm_engine* e) const { pvllm_engine_destroy(e); }
-};
-
 int32_t allocator_value(const std::string& name) {
   return name == "contiguous" ? PVLLM_KV_ALLOCATOR_CONTIGUOUS : PVLLM_KV_ALLOCATOR_PAGED;
 }
 
-// Drains pending events: counts come from the stats; the events give each
-// request's token times (sample 0), recorded in *timings.
-bool drain(pvllm_engine* engine, std::unordered_map<uint64_t, RequestTiming>* timings, RunResult* r,
-           std::string* error) {
-  pvllm_output_batch* batch = nullptr;
-  pvllm_error* err = nullptr;
-  if (pvllm_poll(engine, 0, &batch, &err) != PVLLM_STATUS_OK) {
-    *error = pvllm_error_message(err);
-    pvllm_error_free(err);
-    return false;
-  }
-  for (size_t i = 0; i < pvllm_output_batch_size(batch); ++i) {
-    const pvllm_output* o = pvllm_output_batch_get(batch, i);
-    if (o->finish_reason == PVLLM_FINISH_ERROR) *error = o->error_message;
-    auto it = timings->find(o->request_id);
-    if (it == timings->end() || o->sample_index != 0) continue;
+// Reads one poll's events: counts come from the stats; the events give
+// each request's token times (sample 0), recorded in *timings. False (with
+// *error) when a request failed.
+bool record(const pvllm::cxx::OutputBatch& batch,
+            std::unordered_map<uint64_t, RequestTiming>* timings, RunResult* r,
+            std::string* error) {
+  for (const pvllm_output& o : batch) {
+    if (o.finish_reason == PVLLM_FINISH_ERROR) *error = o.error_message;
+    auto it = timings->find(o.request_id);
+    if (it == timings->end() || o.sample_index != 0) continue;
     RequestTiming& t = it->second;
-    if (o->num_token_ids > 0) {
+    if (o.num_token_ids > 0) {
       const Clock::time_point now = Clock::now();
       if (t.num_tokens == 0) t.first_token = now;
       t.last_token = now;
-      t.num_tokens += static_cast<int64_t>(o->num_token_ids);
+      t.num_tokens += static_cast<int64_t>(o.num_token_ids);
     }
-    if (o->finish_reason != PVLLM_FINISH_NONE) {
+    if (o.finish_reason != PVLLM_FINISH_NONE) {
       if (t.num_tokens > 0) {
         r->ttft_s.push_back(std::chrono::duration<double>(t.first_token - t.submitted).count());
       }
@@ -125,7 +115,6 @@ bool drain(pvllm_engine* engine, std::unordered_map<uint64_t, RequestTiming>* ti
       timings->erase(it);
     }
   }
-  pvllm_output_batch_free(batch);
   return error->empty();
 }
 
@@ -133,8 +122,7 @@ RunResult run_workload(const BenchOptions& o, const std::string& allocator,
                        const std::vector<BenchRequest>& reqs) {
   RunResult r;
   r.allocator = allocator;
-  pvllm_engine_params params;
-  pvllm_engine_params_init(&params, sizeof params);
+  pvllm_engine_params params = pvllm::cxx::defaults<pvllm_engine_params>();
   params.model_path = o.model.empty() ? nullptr : o.model.c_str();
   params.random_weights = o.random_weights.empty() ? nullptr : o.random_weights.c_str();
   params.device = o.device.c_str();
@@ -146,14 +134,13 @@ RunResult run_workload(const BenchOptions& o, const std::string& allocator,
   params.num_threads = o.num_threads;
   params.enable_prefix_caching = o.no_prefix_caching ? 0 : 1;
   params.kv_allocator = allocator_value(allocator);
-  pvllm_engine* raw = nullptr;
-  pvllm_error* err = nullptr;
-  if (pvllm_engine_create(&params, &raw, &err) != PVLLM_STATUS_OK) {
-    r.error = std::string("engine: ") + pvllm_error_message(err);
-    pvllm_error_free(err);
+  pvllm::cxx::Engine engine;
+  try {
+    engine = pvllm::cxx::Engine(params);
+  } catch (const pvllm::cxx::Error& e) {
+    r.error = std::string("engine: ") + e.what();
     return r;
   }
-  std::unique_ptr<pvllm_engine, EngineDeleter> engine(raw);
 
   std::unordered_map<uint64_t, RequestTiming> timings;
   const auto start = std::chrono::steady_clock::now();
@@ -165,39 +152,34 @@ RunResult run_workload(const BenchOptions& o, const std::string& allocator,
     if (num_unfinished == 0 && reqs[next].arrival_step > step) step = reqs[next].arrival_step;
     for (; next < reqs.size() && reqs[next].arrival_step <= step; ++next) {
       const BenchRequest& q = reqs[next];
-      pvllm_sampling_params sp;
-      pvllm_sampling_params_init(&sp, sizeof sp);
+      pvllm_sampling_params sp = pvllm::cxx::defaults<pvllm_sampling_params>();
       sp.temperature = 1.0f;
       sp.max_tokens = q.max_tokens;
       sp.ignore_eos = 1;
       sp.has_seed = 1;
       sp.seed = o.workload.seed * 1000003u + next;
       sp.n = q.n;
-      pvllm_request req;
-      pvllm_request_init(&req, sizeof req);
-      req.prompt_token_ids = q.prompt.data();
-      req.num_prompt_token_ids = q.prompt.size();
-      req.sampling = &sp;
-      uint64_t id = 0;
-      if (pvllm_submit(engine.get(), &req, &id, &err) != PVLLM_STATUS_OK) {
-        if (!o.quiet) std::fprintf(stderr, "pvllm bench: rejected: %s\n", pvllm_error_message(err));
-        pvllm_error_free(err);
-        err = nullptr;
+      try {
+        const uint64_t id = engine.submit(q.prompt, sp);
+        r.num_prompt_tokens += static_cast<int64_t>(q.prompt.size());
+        timings[id].submitted = Clock::now();
+      } catch (const pvllm::cxx::Error& e) {
+        if (!o.quiet) std::fprintf(stderr, "pvllm bench: rejected: %s\n", e.what());
         ++r.num_rejected;
-        continue;
       }
-      r.num_prompt_tokens += static_cast<int64_t>(q.prompt.size());
-      timings[id].submitted = Clock::now();
     }
-    if (pvllm_step(engine.get(), &num_unfinished, &err) != PVLLM_STATUS_OK) {
-      r.error = std::string("step: ") + pvllm_error_message(err);
-      pvllm_error_free(err);
+    pvllm_stats s;
+    const char* stage = "step";  // the call that may throw
+    try {
+      num_unfinished = engine.step();
+      stage = "poll";
+      if (!record(engine.poll(), &timings, &r, &r.error)) return r;
+      stage = "stats";
+      s = engine.stats();
+    } catch (const pvllm::cxx::Error& e) {
+      r.error = std::string(stage) + ": " + e.what();
       return r;
     }
-    if (!drain(engine.get(), &timings, &r, &r.error)) return r;
-    pvllm_stats s;
-    pvllm_stats_init(&s, sizeof s);
-    pvllm_get_stats(engine.get(), &s, nullptr);
     Sample sample;
     sample.step = step;
     sample.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -391,17 +373,14 @@ int run_bench(BenchOptions& o) {
     return 2;
   }
   const std::string model_name = o.model.empty() ? "random:" + o.random_weights : o.model;
-  pvllm_model_info* info = nullptr;
-  pvllm_error* err = nullptr;
-  pvllm_status st = o.random_weights.empty()
-                        ? pvllm_model_inspect(o.model.c_str(), &info, &err)
-                        : pvllm_model_inspect_random(o.random_weights.c_str(), &info, &err);
-  if (st != PVLLM_STATUS_OK) return report_error("inspect", st, err);
   pvllm_model_config mc;
-  pvllm_model_config_init(&mc, sizeof mc);
-  st = pvllm_model_info_config(info, &mc, &err);
-  pvllm_model_info_free(info);
-  if (st != PVLLM_STATUS_OK) return report_error("inspect", st, err);
+  try {
+    mc = (o.random_weights.empty() ? pvllm::cxx::ModelInfo::inspect(o.model)
+                                   : pvllm::cxx::ModelInfo::inspect_random(o.random_weights))
+             .config();
+  } catch (const pvllm::cxx::Error& e) {
+    return report_error("inspect", e);
+  }
   o.workload.context = o.max_model_len > 0 ? std::min(o.max_model_len, mc.max_position_embeddings)
                                            : mc.max_position_embeddings;
   o.workload.vocab_size = mc.vocab_size;

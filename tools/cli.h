@@ -1,10 +1,11 @@
 // Shared declarations of the pvllm command. The command uses only the
-// public C ABI (pvllm/pvllm.h): it is the first client of libpvllm.
+// public C ABI (pvllm/pvllm.h), through its C++ header pvllm/pvllm.hpp: it
+// is the first client of libpvllm.
 #pragma once
 
-#include <pvllm/pvllm.h>
-
 #include <CLI/CLI.hpp>
+#include <pvllm/pvllm.hpp>
+#include <string>
 
 namespace pvllm_cli {
 
@@ -18,8 +19,8 @@ void add_inspect_command(CLI::App& app, int* exit_code);
 // Registers the `bench` subcommand (tools/bench.cc), likewise.
 void add_bench_command(CLI::App& app, int* exit_code);
 
-// Prints "pvllm: <what>: <message> (<status name>)" to stderr, frees
-// `error` and returns the exit status for a failure (1).
-int report_error(const char* what, pvllm_status status, pvllm_error* error);
+// Prints "pvllm: <what>: <message> (<status name>)" to stderr and returns
+// the exit status for a failure (1).
+int report_error(const std::string& what, const pvllm::cxx::Error& error);
 
 }  // namespace pvllm_cli

@@ -8,12 +8,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -81,90 +81,37 @@ const char* finish_reason_name(int32_t reason) {
   return "unknown";
 }
 
-// JSON string escaping. The library hands out valid UTF-8, so only quotes,
-// backslashes and control characters need escaping.
-void append_json_string(std::string* out, const std::string& s) {
-  out->push_back('"');
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        *out += "\\\"";
-        break;
-      case '\\':
-        *out += "\\\\";
-        break;
-      case '\n':
-        *out += "\\n";
-        break;
-      case '\r':
-        *out += "\\r";
-        break;
-      case '\t':
-        *out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          *out += buf;
-        } else {
-          out->push_back(static_cast<char>(c));
-        }
-    }
-  }
-  out->push_back('"');
-}
-
-// JSON has no infinities (a logprob can be -inf): those become null.
-void append_json_float(std::string* out, float v) {
-  if (!std::isfinite(v)) {
-    *out += "null";
-    return;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.6g", static_cast<double>(v));
-  *out += buf;
-}
+// JSON that stores floats as float: a logprob prints as the shortest text
+// that reads back as the same float (-0.0317028), not as the double it
+// widens to (-0.031702801585197449), and an infinite one as null. Keys keep
+// their insertion order.
+using Json = nlohmann::basic_json<nlohmann::ordered_map, std::vector, std::string, bool,
+                                  std::int64_t, std::uint64_t, float>;
 
 std::string sample_json(const RequestState& r, size_t sample_index, bool with_logprobs) {
   const Sample& s = r.samples[sample_index];
-  std::string out = "{\"request\":" + std::to_string(r.index) +
-                    ",\"sample\":" + std::to_string(sample_index) + ",\"prompt\":";
-  append_json_string(&out, r.prompt);
-  out += ",\"text\":";
-  append_json_string(&out, s.text);
-  out += ",\"token_ids\":[";
-  for (size_t i = 0; i < s.token_ids.size(); ++i) {
-    if (i > 0) out += ',';
-    out += std::to_string(s.token_ids[i]);
-  }
-  out += "],\"finish_reason\":\"";
-  out += finish_reason_name(s.finish_reason);
-  out += '"';
+  Json j;
+  j["request"] = r.index;
+  j["sample"] = sample_index;
+  j["prompt"] = r.prompt;
+  j["text"] = s.text;
+  j["token_ids"] = s.token_ids;
+  j["finish_reason"] = finish_reason_name(s.finish_reason);
   if (with_logprobs) {
-    out += ",\"logprobs\":[";
-    for (size_t i = 0; i < s.logprobs.size(); ++i) {
-      const TokenLogprobs& lp = s.logprobs[i];
-      if (i > 0) out += ',';
-      out += "{\"token_id\":" + std::to_string(lp.token_id) + ",\"logprob\":";
-      append_json_float(&out, lp.logprob);
-      out += ",\"top\":[";
-      for (size_t k = 0; k < lp.top.size(); ++k) {
-        if (k > 0) out += ',';
-        out += "{\"token_id\":" + std::to_string(lp.top[k].token_id) + ",\"logprob\":";
-        append_json_float(&out, lp.top[k].logprob);
-        out += '}';
+    Json logprobs = Json::array();
+    for (const TokenLogprobs& lp : s.logprobs) {
+      Json top = Json::array();
+      for (const pvllm_logprob& alt : lp.top) {
+        top.push_back({{"token_id", alt.token_id}, {"logprob", alt.logprob}});
       }
-      out += "]}";
+      logprobs.push_back({{"token_id", lp.token_id}, {"logprob", lp.logprob}, {"top", top}});
     }
-    out += ']';
+    j["logprobs"] = std::move(logprobs);
   }
-  if (s.finish_reason == PVLLM_FINISH_ERROR) {
-    out += ",\"error\":";
-    append_json_string(&out, s.error);
-  }
-  out += '}';
-  return out;
+  if (s.finish_reason == PVLLM_FINISH_ERROR) j["error"] = s.error;
+  // The library's text is valid UTF-8, a prompt read from a file may not
+  // be: its invalid bytes print as U+FFFD instead of throwing.
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 // Load progress on stderr: a line that redraws itself on a terminal, one
@@ -201,13 +148,6 @@ bool collect_prompts(const GenerateOptions& o, std::vector<std::string>* prompts
   }
   return true;
 }
-
-struct EngineDeleter {
-  void operator()(pvllm_engine* e) const { pvllm_engine_destroy(e); }
-};
-struct BatchDeleter {
-  void operator()(pvllm_output_batch* b) const { pvllm_output_batch_free(b); }
-};
 
 // "1,2,3" -> {1, 2, 3}; false for anything else.
 bool parse_ids(const std::string& text, std::vector<int32_t>* ids) {
@@ -255,11 +195,11 @@ class Generator {
       params.progress = print_progress;
       params.progress_user_data = &stderr_is_tty_;
     }
-    pvllm_engine* engine = nullptr;
-    pvllm_error* error = nullptr;
-    const pvllm_status status = pvllm_engine_create(&params, &engine, &error);
-    if (status != PVLLM_STATUS_OK) return report_error("cannot create the engine", status, error);
-    engine_.reset(engine);
+    try {
+      engine_ = pvllm::cxx::Engine(params);
+    } catch (const pvllm::cxx::Error& e) {
+      return report_error("cannot create the engine", e);
+    }
     return 0;
   }
 
@@ -277,8 +217,7 @@ class Generator {
     const size_t num_samples = sampling.n > 0 ? static_cast<size_t>(sampling.n) : 1;
 
     for (size_t i = 0; i < prompts_.size(); ++i) {
-      pvllm_request request;
-      pvllm_request_init(&request, sizeof request);
+      pvllm_request request = pvllm::cxx::defaults<pvllm_request>();
       std::vector<int32_t> ids;
       if (!o_.prompt_ids.empty()) {
         if (!parse_ids(prompts_[i], &ids)) {
@@ -294,11 +233,10 @@ class Generator {
       request.sampling = &sampling;
       request.priority = o_.priority;
       uint64_t id = 0;
-      pvllm_error* error = nullptr;
-      const pvllm_status status = pvllm_submit(engine_.get(), &request, &id, &error);
-      if (status != PVLLM_STATUS_OK) {
-        const std::string what = "cannot submit prompt " + std::to_string(i);
-        return report_error(what.c_str(), status, error);
+      try {
+        id = engine_.submit(request);
+      } catch (const pvllm::cxx::Error& e) {
+        return report_error("cannot submit prompt " + std::to_string(i), e);
       }
       RequestState& r = requests_[id];
       r.index = i;
@@ -317,13 +255,13 @@ class Generator {
 
   int step_until_done() {
     while (num_samples_left_ > 0) {
-      int32_t num_unfinished = 0;
-      pvllm_error* error = nullptr;
-      const pvllm_status status = pvllm_step(engine_.get(), &num_unfinished, &error);
-      if (status != PVLLM_STATUS_OK) {
+      int32_t num_unfinished = -1;  // unknown after a failed step
+      try {
+        num_unfinished = engine_.step();
+      } catch (const pvllm::cxx::Error& e) {
         // The failed requests end with FINISH_ERROR events; keep stepping
         // the others.
-        report_error("step failed", status, error);
+        report_error("step failed", e);
       }
       if (int rc = drain(); rc != 0) return rc;
       if (num_unfinished == 0 && num_samples_left_ > 0) {
@@ -336,14 +274,13 @@ class Generator {
   }
 
   int drain() {
-    pvllm_output_batch* raw = nullptr;
-    pvllm_error* error = nullptr;
-    const pvllm_status status = pvllm_poll(engine_.get(), 0, &raw, &error);
-    if (status != PVLLM_STATUS_OK) return report_error("poll failed", status, error);
-    std::unique_ptr<pvllm_output_batch, BatchDeleter> batch(raw);
-    for (size_t i = 0; i < pvllm_output_batch_size(batch.get()); ++i) {
-      handle(*pvllm_output_batch_get(batch.get(), i));
+    pvllm::cxx::OutputBatch batch;
+    try {
+      batch = engine_.poll();
+    } catch (const pvllm::cxx::Error& e) {
+      return report_error("poll failed", e);
     }
+    for (const pvllm_output& event : batch) handle(event);
     return 0;
   }
 
@@ -405,11 +342,10 @@ class Generator {
 
   void print_summary(double seconds) {
     pvllm_stats stats;
-    pvllm_stats_init(&stats, sizeof stats);
-    pvllm_error* error = nullptr;
-    const pvllm_status status = pvllm_get_stats(engine_.get(), &stats, &error);
-    if (status != PVLLM_STATUS_OK) {
-      report_error("cannot read statistics", status, error);
+    try {
+      stats = engine_.stats();
+    } catch (const pvllm::cxx::Error& e) {
+      report_error("cannot read statistics", e);
       return;
     }
     const double safe_seconds = seconds > 0.0 ? seconds : 1e-9;
@@ -427,7 +363,7 @@ class Generator {
 
   const GenerateOptions& o_;
   std::vector<std::string> prompts_;
-  std::unique_ptr<pvllm_engine, EngineDeleter> engine_;
+  pvllm::cxx::Engine engine_;
   std::unordered_map<uint64_t, RequestState> requests_;
   size_t num_samples_left_ = 0;
   bool streaming_ = false;
@@ -458,8 +394,8 @@ int run_generate(const GenerateOptions& o) {
 
 void add_generate_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<GenerateOptions>();
-  pvllm_sampling_params_init(&o->sampling, sizeof o->sampling);
-  pvllm_engine_params_init(&o->engine, sizeof o->engine);
+  o->sampling = pvllm::cxx::defaults<pvllm_sampling_params>();
+  o->engine = pvllm::cxx::defaults<pvllm_engine_params>();
   o->kv_cache_mb = o->engine.kv_cache_bytes >> 20;
 
   CLI::App* sub = app.add_subcommand(

@@ -17,10 +17,6 @@ struct InspectOptions {
   int64_t kv_cache_mb = 0;
 };
 
-struct InfoDeleter {
-  void operator()(pvllm_model_info* info) const { pvllm_model_info_free(info); }
-};
-
 std::string human_bytes(uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(bytes);
@@ -34,12 +30,7 @@ std::string human_bytes(uint64_t bytes) {
   return buf;
 }
 
-int print_config(const pvllm_model_info* info) {
-  pvllm_model_config c;
-  pvllm_model_config_init(&c, sizeof c);
-  pvllm_error* error = nullptr;
-  const pvllm_status status = pvllm_model_info_config(info, &c, &error);
-  if (status != PVLLM_STATUS_OK) return report_error("cannot read the config", status, error);
+void print_config(const pvllm_model_config& c) {
   std::printf("config\n");
   std::printf("  architecture             %s\n", c.architecture);
   std::printf("  format                   %s\n", c.format);
@@ -56,18 +47,14 @@ int print_config(const pvllm_model_info* info) {
   std::printf("  tie_word_embeddings      %s\n", c.tie_word_embeddings ? "true" : "false");
   std::printf("  bos_token_id             %d\n", c.bos_token_id);
   std::printf("  eos_token_id             %d\n", c.eos_token_id);
-  return 0;
 }
 
-int print_tensors(const pvllm_model_info* info) {
-  const size_t num_tensors = pvllm_model_info_num_tensors(info);
+void print_tensors(const pvllm::cxx::ModelInfo& info) {
+  const size_t num_tensors = info.num_tensors();
   std::printf("\ntensors (%zu)\n", num_tensors);
   std::printf("  %-48s %-5s %s\n", "name", "dtype", "shape");
   for (size_t i = 0; i < num_tensors; ++i) {
-    pvllm_tensor_info t;
-    pvllm_error* error = nullptr;
-    const pvllm_status status = pvllm_model_info_tensor(info, i, &t, &error);
-    if (status != PVLLM_STATUS_OK) return report_error("cannot read a tensor", status, error);
+    const pvllm_tensor_info t = info.tensor(i);
     std::string shape = "[";
     for (int32_t d = 0; d < t.num_dims; ++d) {
       if (d > 0) shape += ", ";
@@ -76,19 +63,14 @@ int print_tensors(const pvllm_model_info* info) {
     shape += "]";
     std::printf("  %-48s %-5s %s\n", t.name, t.dtype, shape.c_str());
   }
-  return 0;
 }
 
-int print_estimate(const InspectOptions& o) {
+void print_estimate(const InspectOptions& o) {
   pvllm_engine_params params = o.engine;
   params.model_path = o.model.empty() ? nullptr : o.model.c_str();
   params.random_weights = o.random_weights.empty() ? nullptr : o.random_weights.c_str();
   params.kv_cache_bytes = o.kv_cache_mb * (int64_t{1} << 20);
-  pvllm_memory_estimate e;
-  pvllm_memory_estimate_init(&e, sizeof e);
-  pvllm_error* error = nullptr;
-  const pvllm_status status = pvllm_estimate_memory(&params, &e, &error);
-  if (status != PVLLM_STATUS_OK) return report_error("cannot estimate memory", status, error);
+  const pvllm_memory_estimate e = pvllm::cxx::estimate_memory(params);
   std::printf("\nmemory (block size %d, KV budget %s)\n", params.block_size,
               human_bytes(static_cast<uint64_t>(params.kv_cache_bytes)).c_str());
   std::printf("  weights                  %s (%" PRIu64 " bytes)\n",
@@ -98,31 +80,35 @@ int print_estimate(const InspectOptions& o) {
   std::printf("  KV blocks                %d\n", e.num_blocks);
   std::printf("  KV total                 %s\n", human_bytes(e.kv_bytes_total).c_str());
   std::printf("  tokens in cache          %" PRId64 "\n", e.max_tokens_in_cache);
-  return 0;
 }
 
 int run_inspect(const InspectOptions& o) {
-  pvllm_model_info* raw = nullptr;
-  pvllm_error* error = nullptr;
   if (o.model.empty() == o.random_weights.empty()) {
     std::fprintf(stderr, "pvllm: give a model path or --random-weights SHAPE (one of them)\n");
     return 2;
   }
-  const pvllm_status status =
-      o.random_weights.empty() ? pvllm_model_inspect(o.model.c_str(), &raw, &error)
-                               : pvllm_model_inspect_random(o.random_weights.c_str(), &raw, &error);
-  if (status != PVLLM_STATUS_OK) return report_error("cannot inspect the model", status, error);
-  std::unique_ptr<pvllm_model_info, InfoDeleter> info(raw);
-  if (int rc = print_config(info.get()); rc != 0) return rc;
-  if (int rc = print_tensors(info.get()); rc != 0) return rc;
-  return print_estimate(o);
+  const char* what = "cannot inspect the model";  // the step that may throw
+  try {
+    const pvllm::cxx::ModelInfo info =
+        o.random_weights.empty() ? pvllm::cxx::ModelInfo::inspect(o.model)
+                                 : pvllm::cxx::ModelInfo::inspect_random(o.random_weights);
+    what = "cannot read the config";
+    print_config(info.config());
+    what = "cannot read a tensor";
+    print_tensors(info);
+    what = "cannot estimate memory";
+    print_estimate(o);
+  } catch (const pvllm::cxx::Error& e) {
+    return report_error(what, e);
+  }
+  return 0;
 }
 
 }  // namespace
 
 void add_inspect_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<InspectOptions>();
-  pvllm_engine_params_init(&o->engine, sizeof o->engine);
+  o->engine = pvllm::cxx::defaults<pvllm_engine_params>();
   o->kv_cache_mb = o->engine.kv_cache_bytes >> 20;
 
   CLI::App* sub = app.add_subcommand(

@@ -7,11 +7,8 @@
 
 namespace pvllm_cli {
 
-int report_error(const char* what, pvllm_status status, pvllm_error* error) {
-  const char* message = pvllm_error_message(error);
-  std::fprintf(stderr, "pvllm: %s: %s (%s)\n", what, message[0] != '\0' ? message : "failed",
-               pvllm_status_to_string(status));
-  pvllm_error_free(error);
+int report_error(const std::string& what, const pvllm::cxx::Error& error) {
+  std::fprintf(stderr, "pvllm: %s: %s (%s)\n", what.c_str(), error.what(), error.status_name());
   return 1;
 }
 

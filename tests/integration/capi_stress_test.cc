@@ -3,13 +3,13 @@
 // interleaving, every sample of every submitted request must end with
 // exactly one finish event, and no event may name an unknown request.
 #include <gtest/gtest.h>
-#include <pvllm/pvllm.h>
 
 #include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <pvllm/pvllm.hpp>
 #include <random>
 #include <string>
 #include <thread>
@@ -54,8 +54,7 @@ TEST(CapiStressTest, ConcurrentSubmitPollAbortFinishEverySampleExactlyOnce) {
   pvllm_error* error = nullptr;
   ASSERT_EQ(pvllm_engine_create(&params, &raw_engine, &error), PVLLM_STATUS_OK)
       << error_text(error);
-  std::unique_ptr<pvllm_engine, decltype(&pvllm_engine_destroy)> engine(raw_engine,
-                                                                        pvllm_engine_destroy);
+  pvllm::cxx::EnginePtr engine(raw_engine);
 
   constexpr int kNumSubmitters = 4;
   constexpr int kRequestsPerSubmitter = 15;

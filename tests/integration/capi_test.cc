@@ -3,7 +3,6 @@
 // samples, per-call error messages under threads, model inspection, and
 // the library's exported symbol set.
 #include <gtest/gtest.h>
-#include <pvllm/pvllm.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +12,7 @@
 #include <latch>
 #include <map>
 #include <memory>
+#include <pvllm/pvllm.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,14 +46,7 @@ class Error {
   pvllm_error* error_ = nullptr;
 };
 
-struct EngineDeleter {
-  void operator()(pvllm_engine* e) const { pvllm_engine_destroy(e); }
-};
-using EnginePtr = std::unique_ptr<pvllm_engine, EngineDeleter>;
-
-struct BatchDeleter {
-  void operator()(pvllm_output_batch* b) const { pvllm_output_batch_free(b); }
-};
+using EnginePtr = pvllm::cxx::EnginePtr;
 
 // An event copied out of its batch, so it outlives pvllm_output_batch_free.
 struct Event {
@@ -144,7 +137,7 @@ class CapiTest : public ::testing::Test {
     pvllm_output_batch* raw = nullptr;
     Error error;
     ASSERT_EQ(pvllm_poll(engine, 0, &raw, error.out()), PVLLM_STATUS_OK) << error.message();
-    std::unique_ptr<pvllm_output_batch, BatchDeleter> batch(raw);
+    pvllm::cxx::OutputBatchPtr batch(raw);
     for (size_t i = 0; i < pvllm_output_batch_size(batch.get()); ++i) {
       const pvllm_output* o = pvllm_output_batch_get(batch.get(), i);
       ASSERT_NE(o, nullptr);
@@ -500,8 +493,7 @@ TEST_F(CapiTest, ModelInspectReportsConfigAndTensorTable) {
   Error error;
   ASSERT_EQ(pvllm_model_inspect(model_dir_.c_str(), &raw, error.out()), PVLLM_STATUS_OK)
       << error.message();
-  std::unique_ptr<pvllm_model_info, decltype(&pvllm_model_info_free)> info(raw,
-                                                                           pvllm_model_info_free);
+  pvllm::cxx::ModelInfoPtr info(raw);
   pvllm_model_config config;
   pvllm_model_config_init(&config, sizeof config);
   ASSERT_EQ(pvllm_model_info_config(info.get(), &config, error.out()), PVLLM_STATUS_OK);
@@ -544,8 +536,7 @@ TEST_F(CapiTest, ModelInspectReadsLlama2cCheckpoints) {
   Error error;
   ASSERT_EQ(pvllm_model_inspect(bin.c_str(), &raw, error.out()), PVLLM_STATUS_OK)
       << error.message();
-  std::unique_ptr<pvllm_model_info, decltype(&pvllm_model_info_free)> info(raw,
-                                                                           pvllm_model_info_free);
+  pvllm::cxx::ModelInfoPtr info(raw);
   pvllm_model_config config;
   pvllm_model_config_init(&config, sizeof config);
   ASSERT_EQ(pvllm_model_info_config(info.get(), &config, error.out()), PVLLM_STATUS_OK);
@@ -560,8 +551,7 @@ TEST_F(CapiTest, EstimateMemoryMatchesTensorTableAndBudget) {
   pvllm_model_info* raw = nullptr;
   Error error;
   ASSERT_EQ(pvllm_model_inspect(model_dir_.c_str(), &raw, error.out()), PVLLM_STATUS_OK);
-  std::unique_ptr<pvllm_model_info, decltype(&pvllm_model_info_free)> info(raw,
-                                                                           pvllm_model_info_free);
+  pvllm::cxx::ModelInfoPtr info(raw);
   uint64_t tensor_bytes = 0;
   for (size_t i = 0; i < pvllm_model_info_num_tensors(info.get()); ++i) {
     pvllm_tensor_info t;

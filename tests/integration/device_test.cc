@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "pvllm/pvllm.h"
+#include "pvllm/pvllm.hpp"
 #include "tests/util/loaded_library.h"
 #include "tests/util/tiny_model.h"
 
@@ -23,10 +23,7 @@ using pvllm::testing::make_temp_dir;
 using pvllm::testing::TinyModelSpec;
 using pvllm::testing::write_tiny_hf_model;
 
-struct EngineDeleter {
-  void operator()(pvllm_engine* e) const { pvllm_engine_destroy(e); }
-};
-using EnginePtr = std::unique_ptr<pvllm_engine, EngineDeleter>;
+using EnginePtr = pvllm::cxx::EnginePtr;
 
 struct Created {
   pvllm_status status = PVLLM_STATUS_OK;
