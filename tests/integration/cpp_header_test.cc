@@ -147,6 +147,13 @@ pvllm_status pvllm_poll(pvllm_engine* engine, size_t max_events, pvllm_output_ba
   if (out_batch != nullptr) ledger().made(*out_batch);
   return note(status, error);
 }
+pvllm_status pvllm_poll_request(pvllm_engine* engine, uint64_t request_id, size_t max_events,
+                                pvllm_output_batch** out_batch, pvllm_error** error) {
+  static const auto fn = LIBRARY(pvllm_poll_request);
+  const pvllm_status status = fn(engine, request_id, max_events, out_batch, error);
+  if (out_batch != nullptr) ledger().made(*out_batch);
+  return note(status, error);
+}
 pvllm_status pvllm_model_inspect(const char* model_path, pvllm_model_info** out_info,
                                  pvllm_error** error) {
   static const auto fn = LIBRARY(pvllm_model_inspect);
@@ -171,6 +178,15 @@ pvllm_status pvllm_submit(pvllm_engine* engine, const pvllm_request* request,
 pvllm_status pvllm_abort(pvllm_engine* engine, uint64_t request_id, pvllm_error** error) {
   static const auto fn = LIBRARY(pvllm_abort);
   return note(fn(engine, request_id, error), error);
+}
+pvllm_status pvllm_detach(pvllm_engine* engine, uint64_t request_id, pvllm_error** error) {
+  static const auto fn = LIBRARY(pvllm_detach);
+  return note(fn(engine, request_id, error), error);
+}
+pvllm_status pvllm_wait(pvllm_engine* engine, uint64_t request_id, int32_t timeout_ms,
+                        pvllm_error** error) {
+  static const auto fn = LIBRARY(pvllm_wait);
+  return note(fn(engine, request_id, timeout_ms, error), error);
 }
 pvllm_status pvllm_step(pvllm_engine* engine, int32_t* out_num_unfinished, pvllm_error** error) {
   static const auto fn = LIBRARY(pvllm_step);
@@ -500,6 +516,54 @@ TEST_F(CppHeaderTest, AbortReportsWhetherTheRequestWasStillThere) {
   EXPECT_TRUE(saw_abort);
   EXPECT_FALSE(engine.abort(id)) << "finished";
   EXPECT_FALSE(engine.abort(987654321)) << "never submitted";
+}
+
+// A request of its own delivery read through wait and poll_request gives
+// the tokens the shared poll gives, ends on request_finished, and then the
+// request is gone (NOT_FOUND); a wait on nothing times out.
+TEST_F(CppHeaderTest, PerRequestWaitAndPollEqualTheSharedPoll) {
+  Samples shared;
+  {
+    px::Engine engine(params());
+    const pvllm_sampling_params s = sampling(6);
+    engine.submit(kPromptIds, s);
+    for (int32_t unfinished = 1; unfinished > 0;) {
+      unfinished = engine.step();
+      for (const pvllm_output& out : engine.poll()) add_event(out, 0, &shared);
+    }
+  }
+  px::Engine engine(params());
+  const pvllm_sampling_params s = sampling(6);
+  pvllm_request request = px::defaults<pvllm_request>();
+  request.prompt_token_ids = kPromptIds.data();
+  request.num_prompt_token_ids = kPromptIds.size();
+  request.sampling = &s;
+  request.delivery = PVLLM_DELIVERY_PER_REQUEST;
+  const uint64_t id = engine.submit(request);
+  EXPECT_FALSE(engine.wait(id, 0)) << "nothing to take before a step";
+  Samples own;
+  bool finished = false;
+  while (!finished) {
+    engine.step();
+    EXPECT_TRUE(engine.poll().empty()) << "the shared poll must not see it";
+    ASSERT_TRUE(engine.wait(id, 1000));
+    for (const pvllm_output& out : engine.poll_request(id)) {
+      add_event(out, 0, &own);
+      finished = finished || out.request_finished != 0;
+    }
+  }
+  EXPECT_EQ(own.size(), shared.size());
+  for (const auto& [key, sample] : shared) {
+    EXPECT_EQ(own[key].token_ids, sample.token_ids);
+    EXPECT_EQ(own[key].num_finish_events, 1);
+  }
+  try {
+    engine.poll_request(id);
+    ADD_FAILURE() << "a finished request whose events were all taken is NOT_FOUND";
+  } catch (const px::Error& e) {
+    EXPECT_EQ(e.status(), PVLLM_STATUS_NOT_FOUND);
+  }
+  EXPECT_FALSE(engine.detach(id)) << "already over";
 }
 
 TEST_F(CppHeaderTest, EveryHandleIsFreedOnceItsOwnerGoes) {

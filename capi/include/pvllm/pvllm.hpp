@@ -337,6 +337,47 @@ class Engine {
     return true;
   }
 
+  /* pvllm_poll_request (since 0.2): up to max_events (0 = all) of one
+   * request's events. An empty batch when it has none yet; throws NOT_FOUND
+   * once the request is over and every event taken (or it was detached). */
+  OutputBatch poll_request(uint64_t request_id, size_t max_events = 0) {
+    pvllm_output_batch* batch = nullptr;
+    pvllm_error* error = nullptr;
+    const pvllm_status status =
+        pvllm_poll_request(engine_.get(), request_id, max_events, &batch, &error);
+    OutputBatch owned{OutputBatchPtr(batch)};
+    detail::check(status, error);
+    return owned;
+  }
+
+  /* pvllm_wait (since 0.2): blocks until request_id has an event to take or
+   * is over (true), or timeout_ms passes (false; PVLLM_WAIT_INFINITE never
+   * times out). Throws NOT_FOUND for an unknown, detached or fully taken
+   * request, and for any other failure. */
+  bool wait(uint64_t request_id, int32_t timeout_ms = PVLLM_WAIT_INFINITE) {
+    pvllm_error* error = nullptr;
+    const pvllm_status status = pvllm_wait(engine_.get(), request_id, timeout_ms, &error);
+    if (status == PVLLM_STATUS_TIMEOUT) {
+      pvllm_error_free(error);
+      return false;
+    }
+    detail::check(status, error);
+    return true;
+  }
+
+  /* pvllm_detach (since 0.2): its events are no longer delivered. Returns
+   * false (NOT_FOUND) when the id is unknown or already over. */
+  bool detach(uint64_t request_id) {
+    pvllm_error* error = nullptr;
+    const pvllm_status status = pvllm_detach(engine_.get(), request_id, &error);
+    if (status == PVLLM_STATUS_NOT_FOUND) {
+      pvllm_error_free(error);
+      return false;
+    }
+    detail::check(status, error);
+    return true;
+  }
+
   /* pvllm_get_stats: a snapshot taken after the latest step. */
   pvllm_stats stats() const {
     pvllm_stats stats = defaults<pvllm_stats>();
