@@ -41,7 +41,7 @@ class Backend {
   // One engine step: runs the model over `md` (writes K/V of every row at its
   // slot, attends over each sequence's block table) and draws a token for
   // every sample row, out[i] for rows[i] (out is resized to rows.size()),
-  // with core/sampler.h's rules; logprobs only for rows whose params ask.
+  // with core/sample/sampler.h's rules; logprobs only for rows whose params ask.
   // Only the results reach the host: logits stay where they were computed.
   // On failure *out is unspecified; the K/V rows of `md` may be written in
   // part, and running the same batch again writes the same values.
@@ -81,7 +81,7 @@ int32_t kv_pool_blocks(int32_t num_blocks, double budget_bytes, size_t bytes_per
                        int32_t block_size);
 
 // What the CUDA backend module (libpvllm_cuda.so, loaded by
-// core/backend_loader.h) is created with. Plain data: it crosses the dlopen
+// core/backend/backend_loader.h) is created with. Plain data: it crosses the dlopen
 // boundary, so fields are only ever appended.
 struct CudaBackendOptions {
   int32_t device_index = 0;

@@ -38,7 +38,7 @@ struct EngineConfig {
   KvAllocator kv_allocator = KvAllocator::kPaged;
   int32_t num_threads = 0;  // 0 = all cores
   // CUDA devices only ("cuda", "cuda:N", or "auto" when a GPU is found;
-  // see core/backend_loader.h). The KV pool takes
+  // see core/backend/backend_loader.h). The KV pool takes
   // free memory * gpu_memory_utilization after the weights (num_kv_blocks
   // > 0 still fixes the count; kv_cache_bytes is ignored on the GPU).
   float gpu_memory_utilization = 0.90f;

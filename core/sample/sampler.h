@@ -28,7 +28,7 @@ struct SampleResult {
 };
 
 // One token to draw in a step, as the engine hands it to a backend next to
-// the batch (core/backend.h): which logits row it reads and everything the
+// the batch (core/backend/backend.h): which logits row it reads and everything the
 // draw depends on. Several rows may read one logits row (the n samples of a
 // request draw their first tokens from its last prompt row).
 struct SampleRow {

@@ -1,6 +1,6 @@
 // The CUDA backend: a Llama forward pass over the paged KV cache on one GPU,
 // built as its own module (libpvllm_cuda.so) so that libpvllm.so never
-// links the CUDA runtime; core/backend_loader.cc dlopens it when the device
+// links the CUDA runtime; core/backend/backend_loader.cc dlopens it when the device
 // is "cuda", "cuda:N" or "auto". Only the extern "C" functions at the end
 // leave the module.
 //

@@ -1,5 +1,5 @@
 // Sampling on the device: one next token per sample row, the same token the
-// host sampler (core/sampler.h) picks for the same logits, parameters, seed,
+// host sampler (core/sample/sampler.h) picks for the same logits, parameters, seed,
 // sample index and step, and the same logprobs. Plain C++ header; the
 // launcher is in sampling.cu, and sampling_plan.h packs a step's
 // SampleRows into the arrays below.
@@ -32,7 +32,7 @@ struct DeviceSamplingParams {
   // one (the n samples of a request's first token). nullptr: row r reads
   // logits row r.
   const int32_t* logits_row = nullptr;
-  // Per-row parameters, each [num_rows], with core/sampling_params.h
+  // Per-row parameters, each [num_rows], with core/sample/sampling_params.h
   // meanings: temperature >= 0 (0 = greedy argmax); top_k <= 0 or >= vocab
   // is off; top_p >= 1 is off; min_p <= 0 is off.
   const float* temperature = nullptr;
@@ -54,7 +54,7 @@ struct DeviceSamplingParams {
   // are built, or -1 when its penalties change nothing (no entries, or all
   // penalties off): the row is then drawn from its raw logits.
   const int32_t* penalty_slot = nullptr;
-  // The counter of the draw (core/sampler.cc): the token depends only on
+  // The counter of the draw (core/sample/sampler.cc): the token depends only on
   // (seed, sample_index, step), never on the batch around the row.
   const uint64_t* seed = nullptr;
   const int32_t* sample_index = nullptr;
@@ -97,7 +97,7 @@ size_t pvllm_cuda_sampling_workspace_bytes(int32_t num_penalty_slots, int32_t vo
 //     where the mass reaches top_p of the total is a single token: the
 //     nucleus over the full vocab, without sorting;
 //  4. min-p on exp(x - max) as the host, then the draw: the 53-bit
-//     uniform u of core/sampler.cc (splitmix64, bit for bit) times the total
+//     uniform u of core/sample/sampler.cc (splitmix64, bit for bit) times the total
 //     surviving weight, found by an inverse CDF walked in id order;
 //  5. rows asking for k > 0 logprobs: the radix select of step 2 over the
 //     raw logits, then the k keys sorted.

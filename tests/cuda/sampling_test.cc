@@ -1,4 +1,4 @@
-// Device sampling against the host sampler (core/sampler.h), through the
+// Device sampling against the host sampler (core/sample/sampler.h), through the
 // same SamplingPlan the CUDA backend packs its steps with: the same token
 // for greedy and for seeded draws with temperature / top-k / top-p / min-p
 // and repetition / presence / frequency penalties, the chosen token inside
