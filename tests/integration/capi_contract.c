@@ -9,30 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tests/integration/c_check.h"
+
 int pvllm_c_contract_checks(const char* model_path, char* failure, size_t failure_len);
-
-typedef struct context {
-  char* failure;
-  size_t failure_len;
-  int failed;
-} context;
-
-static void fail(context* ctx, int line, const char* format, ...) {
-  va_list args;
-  int n;
-  if (ctx->failed) return; /* keep the first failure */
-  ctx->failed = 1;
-  n = snprintf(ctx->failure, ctx->failure_len, "capi_contract.c:%d: ", line);
-  if (n < 0 || (size_t)n >= ctx->failure_len) return;
-  va_start(args, format);
-  vsnprintf(ctx->failure + n, ctx->failure_len - (size_t)n, format, args);
-  va_end(args);
-}
-
-#define CHECK(ctx, cond)                             \
-  do {                                               \
-    if (!(cond)) fail((ctx), __LINE__, "%s", #cond); \
-  } while (0)
 
 /* Checks a call's status and frees its error. */
 #define EXPECT_STATUS(ctx, call, want)                                                            \
