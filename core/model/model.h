@@ -23,6 +23,13 @@ struct LayerWeights {
   Tensor w_gate;     // [intermediate, hidden]   (HF gate_proj, llama2.c w1)
   Tensor w_up;       // [intermediate, hidden]   (HF up_proj,   llama2.c w3)
   Tensor w_down;     // [hidden, intermediate]   (HF down_proj, llama2.c w2)
+  // Present only when the config asks for them (empty otherwise):
+  Tensor bq;      // [num_heads * head_dim]      config.qkv_bias
+  Tensor bk;      // [num_kv_heads * head_dim]   config.qkv_bias
+  Tensor bv;      // [num_kv_heads * head_dim]   config.qkv_bias
+  Tensor bo;      // [hidden]                    config.o_bias
+  Tensor q_norm;  // [head_dim]                  config.qk_norm
+  Tensor k_norm;  // [head_dim]                  config.qk_norm
 };
 
 struct ModelWeights {

@@ -1,6 +1,7 @@
 // ModelConfig checks and the RoPE frequency table every backend shares.
 #include "core/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace pvllm {
@@ -32,6 +33,13 @@ Status ModelConfig::validate() const {
   if (rope_scaling.type != RopeScaling::Type::kNone && !(rope_scaling.factor > 0.0f)) {
     return bad("rope_scaling.factor must be positive");
   }
+  if (rope_scaling.type == RopeScaling::Type::kDynamic) {
+    if (rope_scaling.original_max_position_embeddings <= 0) {
+      return bad("rope_scaling.original_max_position_embeddings must be positive");
+    }
+    if (head_dim <= 2) return bad("dynamic rope scaling needs head_dim > 2");
+  }
+  if (sliding_window < 0) return bad("sliding_window must be positive (or 0 for none)");
   if (rope_scaling.type == RopeScaling::Type::kLlama3) {
     // The smoothing interpolates between the two; equal factors divide by zero.
     if (!(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor) ||
@@ -50,14 +58,26 @@ Status ModelConfig::validate() const {
   return Status::Ok();
 }
 
-std::vector<float> rope_inv_freq(const ModelConfig& config) {
+bool rope_depends_on_length(const ModelConfig& config) {
+  return config.rope_scaling.type == RopeScaling::Type::kDynamic;
+}
+
+std::vector<float> rope_inv_freq(const ModelConfig& config, int64_t seq_len) {
   const int32_t num_pairs = config.head_dim / 2;
   const RopeScaling& s = config.rope_scaling;
+  double base = config.rope_theta;
+  if (s.type == RopeScaling::Type::kDynamic) {
+    // transformers' _compute_dynamic_ntk_parameters: the base grows once the
+    // sequence outgrows the original context, and never shrinks below it.
+    const double original = s.original_max_position_embeddings;
+    const double len = std::max(static_cast<double>(seq_len), original);
+    const double dim = config.head_dim;
+    base *= std::pow(s.factor * len / original - (s.factor - 1.0), dim / (dim - 2.0));
+  }
   std::vector<float> inv_freq(num_pairs);
   for (int32_t i = 0; i < num_pairs; ++i) {
     // Computed in double and rounded once, so backends share the closest float.
-    double f = 1.0 / std::pow(static_cast<double>(config.rope_theta),
-                              2.0 * i / static_cast<double>(config.head_dim));
+    double f = 1.0 / std::pow(base, 2.0 * i / static_cast<double>(config.head_dim));
     if (s.type == RopeScaling::Type::kLinear) {
       f /= s.factor;
     } else if (s.type == RopeScaling::Type::kLlama3) {
