@@ -6,8 +6,10 @@
 //
 // Per step: the host packs the batch metadata into one pinned buffer, one
 // copy moves it to the device, then every layer runs
-//   rmsnorm(+residual) → QKV GEMM → RoPE → kv_write → attention
-//   → O GEMM → rmsnorm(+residual) → gate/up GEMM → silu_mul → down GEMM
+//   rmsnorm(+residual) → QKV GEMM (+bias) → q/k norm → RoPE → kv_write
+//   → attention → O GEMM (+bias) → rmsnorm(+residual) → gate/up GEMM
+//   → silu_mul → down GEMM
+// (the bias adds and the q/k norm only for models that have them).
 // and the final norm and lm_head run only over the rows whose logits are
 // wanted. Pure-decode steps replay a CUDA graph captured once per batch-size
 // bucket over static input buffers.
@@ -32,11 +34,13 @@
 #include "core/base/log.h"
 #include "core/model/model.h"
 #include "kernels/cuda/activation.h"
+#include "kernels/cuda/bias.h"
 #include "kernels/cuda/block_copy.h"
 #include "kernels/cuda/common/device_buffer.h"
 #include "kernels/cuda/common/paged_kv.h"
 #include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/head_norm.h"
 #include "kernels/cuda/kv_write.h"
 #include "kernels/cuda/prefill_attention.h"
 #include "kernels/cuda/rmsnorm.h"
@@ -122,6 +126,11 @@ struct MetaLayout {
   size_t positions = 0;     // int32 [num_tokens]
   size_t slots = 0;         // int64 [num_tokens]
   size_t context_lens = 0;  // int32 [num_seqs]
+  // Dynamic RoPE only (empty otherwise): each token's row of the table, and
+  // the table, row 0 the base frequencies. Before the block tables, so the
+  // graph inputs' first copy carries them.
+  size_t freq_rows = 0;     // int32 [num_tokens]
+  size_t freq_table = 0;    // fp32 [num_seqs + 1, head_dim / 2]
   size_t block_tables = 0;  // int32 [num_seqs, max_blocks_per_seq]
   size_t prefill_qs = 0;    // int32 [num_prefill_seqs + 1], rebased to 0
   size_t work_items = 0;    // int32 [num_work_items, 2]
@@ -129,8 +138,9 @@ struct MetaLayout {
   size_t total = 0;
 };
 
+// `freq_floats` is head_dim / 2 with dynamic RoPE, 0 otherwise.
 MetaLayout layout_for(size_t num_tokens, size_t num_seqs, size_t max_blocks, size_t num_work,
-                      size_t num_logits) {
+                      size_t num_logits, size_t freq_floats) {
   MetaLayout l;
   size_t off = 0;
   auto take = [&](size_t bytes) {
@@ -142,6 +152,8 @@ MetaLayout layout_for(size_t num_tokens, size_t num_seqs, size_t max_blocks, siz
   l.positions = take(num_tokens * 4);
   l.slots = take(num_tokens * 8);
   l.context_lens = take(num_seqs * 4);
+  l.freq_rows = take(freq_floats > 0 ? num_tokens * 4 : 0);
+  l.freq_table = take((num_seqs + 1) * freq_floats * 4);
   l.block_tables = take(num_seqs * max_blocks * 4);
   l.prefill_qs = take((num_seqs + 1) * 4);
   l.work_items = take(num_work * 8);
@@ -157,6 +169,10 @@ struct StepArgs {
   const int64_t* slots = nullptr;         // [num_tokens]
   const int32_t* context_lens = nullptr;  // [num_seqs]
   const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  // RoPE frequencies: the constant table and no rows, or (dynamic scaling)
+  // this step's per-sequence table and each token's row of it.
+  const float* inv_freq = nullptr;
+  const int32_t* freq_rows = nullptr;
   int32_t max_blocks_per_seq = 0;
   int32_t num_tokens = 0;
   int32_t num_seqs = 0;
@@ -174,7 +190,11 @@ struct StepArgs {
 struct DeviceLayer {
   DeviceBuffer attn_norm;  // [hidden]
   DeviceBuffer wqkv;       // [(H + 2 KV) * D, hidden]: q rows, then k, then v
+  DeviceBuffer bqkv;       // [(H + 2 KV) * D]: bq, bk, bv (config.qkv_bias only)
+  DeviceBuffer q_norm;     // [D] (config.qk_norm only)
+  DeviceBuffer k_norm;     // [D] (config.qk_norm only)
   DeviceBuffer wo;         // [hidden, H * D]
+  DeviceBuffer bo;         // [hidden] (config.o_bias only)
   DeviceBuffer ffn_norm;   // [hidden]
   DeviceBuffer w_gate_up;  // [2 I, hidden]: gate rows, then up
   DeviceBuffer w_down;     // [hidden, I]
@@ -206,6 +226,7 @@ class CudaBackend final : public Backend {
  private:
   size_t elem() const { return 2; }  // bf16 and fp16 alike
   Status check_shapes() const;
+  Status check_features() const;
   Status upload(const Tensor& t, void* dst, size_t numel, const char* what);
   Status upload_weights();
   Status allocate_buffers();
@@ -216,6 +237,12 @@ class CudaBackend final : public Backend {
   Status embed(const StepArgs& a);
   Status attention(int32_t l, const StepArgs& a);
   Status attend(int32_t l, const StepArgs& a, const unsigned char* q);
+  Status add_bias(void* x, const DeviceBuffer& bias, int32_t rows, int32_t cols, const char* what);
+  // Dynamic RoPE: sizes of the per-step tables, and filling them.
+  size_t freq_floats() const { return dynamic_rope_ ? static_cast<size_t>(cfg_.head_dim / 2) : 0; }
+  void fill_freq_tables(const BatchMetadata& md, int32_t padded_tokens, int32_t* rows,
+                        float* table) const;
+  void bind_rope(const unsigned char* dev, const MetaLayout& l, StepArgs* a) const;
   Status mlp(int32_t l, const StepArgs& a);
   Status final_logits(const StepArgs& a);
   Status rmsnorm(const void* x, void* residual, const void* weight, int32_t num_tokens,
@@ -250,6 +277,10 @@ class CudaBackend final : public Backend {
   DeviceBuffer lm_head_;                   // [vocab, hidden]; unused when tied
   const void* lm_head_ptr_ = nullptr;
   DeviceBuffer inv_freq_;  // fp32 [head_dim / 2]
+  // Dynamic RoPE scaling: the frequencies depend on each sequence's length,
+  // so every step ships a table (MetaLayout::freq_table) instead.
+  bool dynamic_rope_ = false;
+  std::vector<float> base_inv_freq_;  // rope_inv_freq(cfg_) on the host
 
   // Activations, dtype_, sized for max_tokens_ rows.
   int32_t max_tokens_ = 0;
@@ -342,6 +373,47 @@ Status CudaBackend::check_shapes() const {
   return Status::Ok();
 }
 
+// The architecture features of the config that this backend runs: every
+// other value is refused here rather than ignored. Weights the config does
+// not ask for would be ignored too, so they are refused as well.
+Status CudaBackend::check_features() const {
+  using Type = RopeScaling::Type;
+  const Type type = cfg_.rope_scaling.type;
+  if (type != Type::kNone && type != Type::kLinear && type != Type::kLlama3 &&
+      type != Type::kDynamic) {
+    return Unsupported("the CUDA backend does not implement RoPE scaling type " +
+                       std::to_string(static_cast<int>(type)));
+  }
+  if (cfg_.rope_style != RopeStyle::kInterleaved && cfg_.rope_style != RopeStyle::kRotateHalf) {
+    return Unsupported("the CUDA backend does not implement RoPE style " +
+                       std::to_string(static_cast<int>(cfg_.rope_style)));
+  }
+  if (cfg_.sliding_window < 0) {
+    return InvalidArgument("sliding_window must be >= 0 (0 = full attention), got " +
+                           std::to_string(cfg_.sliding_window));
+  }
+  if (cfg_.qk_norm && cfg_.head_dim > kHeadNormMaxHeadDim) {
+    return Unsupported("the CUDA q/k norm serves head_dim up to " +
+                       std::to_string(kHeadNormMaxHeadDim));
+  }
+  for (size_t i = 0; i < model_.weights.layers.size(); ++i) {
+    const LayerWeights& w = model_.weights.layers[i];
+    const char* extra = nullptr;
+    if (!cfg_.qkv_bias && (!w.bq.empty() || !w.bk.empty() || !w.bv.empty())) {
+      extra = "q/k/v bias tensors but the config has no qkv_bias";
+    } else if (!cfg_.o_bias && !w.bo.empty()) {
+      extra = "an o_proj bias but the config has no o_bias";
+    } else if (!cfg_.qk_norm && (!w.q_norm.empty() || !w.k_norm.empty())) {
+      extra = "q/k norm weights but the config has no qk_norm";
+    }
+    if (extra != nullptr) {
+      return CorruptModel("layer " + std::to_string(i) + " has " + extra +
+                          "; the CUDA backend would ignore them");
+    }
+  }
+  return Status::Ok();
+}
+
 // Copies one tensor to the device in dtype_, converting on the host in
 // chunks when the checkpoint holds another dtype.
 Status CudaBackend::upload(const Tensor& t, void* dst, size_t numel, const char* what) {
@@ -404,6 +476,24 @@ Status CudaBackend::upload_weights() {
     PVLLM_RETURN_IF_ERROR(upload(src.wv, qkv + (qd + kvd) * hidden * elem(), kvd * hidden, "wv"));
     PVLLM_RETURN_IF_ERROR(dst.wo.allocate(hidden * qd * elem(), "wo"));
     PVLLM_RETURN_IF_ERROR(upload(src.wo, dst.wo.get(), hidden * qd, "wo"));
+    if (cfg_.qkv_bias) {  // one row over the fused QKV output: bq, bk, bv
+      PVLLM_RETURN_IF_ERROR(dst.bqkv.allocate((qd + 2 * kvd) * elem(), "bqkv"));
+      auto* b = dst.bqkv.as<unsigned char>();
+      PVLLM_RETURN_IF_ERROR(upload(src.bq, b, qd, "bq"));
+      PVLLM_RETURN_IF_ERROR(upload(src.bk, b + qd * elem(), kvd, "bk"));
+      PVLLM_RETURN_IF_ERROR(upload(src.bv, b + (qd + kvd) * elem(), kvd, "bv"));
+    }
+    if (cfg_.o_bias) {
+      PVLLM_RETURN_IF_ERROR(dst.bo.allocate(hidden * elem(), "bo"));
+      PVLLM_RETURN_IF_ERROR(upload(src.bo, dst.bo.get(), hidden, "bo"));
+    }
+    if (cfg_.qk_norm) {
+      const size_t d = static_cast<size_t>(cfg_.head_dim);
+      PVLLM_RETURN_IF_ERROR(dst.q_norm.allocate(d * elem(), "q_norm"));
+      PVLLM_RETURN_IF_ERROR(upload(src.q_norm, dst.q_norm.get(), d, "q_norm"));
+      PVLLM_RETURN_IF_ERROR(dst.k_norm.allocate(d * elem(), "k_norm"));
+      PVLLM_RETURN_IF_ERROR(upload(src.k_norm, dst.k_norm.get(), d, "k_norm"));
+    }
     PVLLM_RETURN_IF_ERROR(dst.ffn_norm.allocate(hidden * elem(), "ffn_norm"));
     PVLLM_RETURN_IF_ERROR(upload(src.ffn_norm, dst.ffn_norm.get(), hidden, "ffn_norm"));
     PVLLM_RETURN_IF_ERROR(dst.w_gate_up.allocate(2 * inter * hidden * elem(), "w_gate_up"));
@@ -422,7 +512,9 @@ Status CudaBackend::upload_weights() {
     PVLLM_RETURN_IF_ERROR(upload(w.lm_head, lm_head_.get(), vocab * hidden, "lm_head"));
     lm_head_ptr_ = lm_head_.get();
   }
-  const std::vector<float> inv_freq = rope_inv_freq(cfg_);
+  dynamic_rope_ = rope_depends_on_length(cfg_);
+  base_inv_freq_ = rope_inv_freq(cfg_);
+  const std::vector<float>& inv_freq = base_inv_freq_;
   PVLLM_RETURN_IF_ERROR(inv_freq_.allocate(inv_freq.size() * sizeof(float), "inv_freq"));
   PVLLM_CUDA_TRY(cudaMemcpy(inv_freq_.get(), inv_freq.data(), inv_freq.size() * sizeof(float),
                             cudaMemcpyHostToDevice),
@@ -482,6 +574,7 @@ Status CudaBackend::allocate_buffers() {
   dp.paged_kv.block_size = opt_.block_size;
   dp.paged_kv.max_blocks_per_seq = max_blocks_;
   dp.max_context_len = max_blocks_ * opt_.block_size;  // what the graphs plan for
+  dp.sliding_window = cfg_.sliding_window;
   size_t ws = 0;
   for (int32_t s = 1; s <= max_seqs_; ++s) {
     dp.num_seqs = s;
@@ -492,13 +585,13 @@ Status CudaBackend::allocate_buffers() {
 
   // Work items: sum over chunks of ceil(q_len / 64) <= tokens / 64 + seqs.
   const size_t max_work = t / kPrefillQueryTile + static_cast<size_t>(max_seqs_) + 1;
-  const MetaLayout eager =
-      layout_for(t, static_cast<size_t>(max_seqs_), static_cast<size_t>(max_blocks_), max_work, l);
+  const MetaLayout eager = layout_for(t, static_cast<size_t>(max_seqs_),
+                                      static_cast<size_t>(max_blocks_), max_work, l, freq_floats());
   PVLLM_RETURN_IF_ERROR(meta_host_.allocate(eager.total, "metadata"));
   PVLLM_RETURN_IF_ERROR(meta_dev_.allocate(eager.total, "metadata"));
   if (graph_max_batch_ > 0) {
     const size_t b = static_cast<size_t>(graph_max_batch_);
-    graph_layout_ = layout_for(b, b, static_cast<size_t>(max_blocks_), 0, 0);
+    graph_layout_ = layout_for(b, b, static_cast<size_t>(max_blocks_), 0, 0, freq_floats());
     PVLLM_RETURN_IF_ERROR(graph_host_.allocate(graph_layout_.total, "graph inputs"));
     PVLLM_RETURN_IF_ERROR(graph_dev_.allocate(graph_layout_.total, "graph inputs"));
   }
@@ -521,8 +614,8 @@ Status CudaBackend::allocate_kv() {
   PVLLM_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
   num_blocks_ = kv_pool_blocks(
       opt_.num_blocks,
-      static_cast<double>(free_bytes) * opt_.gpu_memory_utilization - kCudaReservedBytes,
-      per_block, opt_.block_size);
+      static_cast<double>(free_bytes) * opt_.gpu_memory_utilization - kCudaReservedBytes, per_block,
+      opt_.block_size);
   if (num_blocks_ < 1) {
     return OutOfMemory("no GPU memory left for the KV cache: " + std::to_string(free_bytes >> 20) +
                        " MiB free after the weights, gpu_memory_utilization " +
@@ -541,6 +634,7 @@ Status CudaBackend::allocate_kv() {
 
 Status CudaBackend::init() {
   PVLLM_RETURN_IF_ERROR(check_shapes());
+  PVLLM_RETURN_IF_ERROR(check_features());
   PVLLM_RETURN_IF_ERROR(check_device(opt_.device_index));
   PVLLM_CUDA_TRY(cudaSetDevice(opt_.device_index), "cudaSetDevice");
   if (opt_.dtype == 1) {
@@ -640,8 +734,9 @@ PagedKv CudaBackend::paged_kv(int32_t l, const StepArgs& a) const {
   return kv;
 }
 
-// Layer l's attention block: RMSNorm(+residual) → fused QKV GEMM → RoPE →
-// KV write → decode / prefill attention → O GEMM into tmp_.
+// Layer l's attention block: RMSNorm(+residual) → fused QKV GEMM (+bias) →
+// per-head q/k RMSNorm → RoPE → KV write → decode / prefill attention → O
+// GEMM (+bias) into tmp_.
 Status CudaBackend::attention(int32_t l, const StepArgs& a) {
   const DeviceLayer& w = layers_[l];
   const int32_t t = a.num_tokens;
@@ -655,11 +750,29 @@ Status CudaBackend::attention(int32_t l, const StepArgs& a) {
                                 l == 0 ? nullptr : hidden_.get(), w.attn_norm.get(), t,
                                 "attention rmsnorm"));
   PVLLM_RETURN_IF_ERROR(gemm(normed_.get(), w.wqkv.get(), qkv_.get(), t, qkv_cols, hidden, false));
+  if (cfg_.qkv_bias) PVLLM_RETURN_IF_ERROR(add_bias(qkv_.get(), w.bqkv, t, qkv_cols, "qkv bias"));
   // Row t of qkv_ holds q, k and v of token t side by side; every kernel
   // below reads them there with the row's stride, nothing is copied.
   auto* q = qkv_.as<unsigned char>();
   auto* k = q + static_cast<size_t>(h) * d * e;
   auto* v = k + static_cast<size_t>(kvh) * d * e;
+
+  if (cfg_.qk_norm) {
+    HeadNormParams hp;
+    hp.q = q;
+    hp.k = k;
+    hp.q_weight = w.q_norm.get();
+    hp.k_weight = w.k_norm.get();
+    hp.num_tokens = t;
+    hp.num_heads = h;
+    hp.num_kv_heads = kvh;
+    hp.head_dim = d;
+    hp.q_token_stride = qkv_cols;
+    hp.k_token_stride = qkv_cols;
+    hp.eps = cfg_.rms_norm_eps;
+    hp.dtype = dtype_;
+    PVLLM_KERNEL_TRY(pvllm_cuda_head_rmsnorm(hp, stream_), "q/k norm");
+  }
 
   RopeParams rp;
   rp.q = q;
@@ -667,7 +780,8 @@ Status CudaBackend::attention(int32_t l, const StepArgs& a) {
   rp.q_token_stride = qkv_cols;
   rp.k_token_stride = qkv_cols;
   rp.positions = a.positions;
-  rp.inv_freq = inv_freq_.as<float>();
+  rp.inv_freq = a.inv_freq;
+  rp.freq_rows = a.freq_rows;
   rp.num_tokens = t;
   rp.num_heads = h;
   rp.num_kv_heads = kvh;
@@ -688,7 +802,22 @@ Status CudaBackend::attention(int32_t l, const StepArgs& a) {
   PVLLM_KERNEL_TRY(pvllm_cuda_write_kv(kp, stream_), "kv_write");
 
   PVLLM_RETURN_IF_ERROR(attend(l, a, q));
-  return gemm(attn_.get(), w.wo.get(), tmp_.get(), t, hidden, h * d, false);
+  PVLLM_RETURN_IF_ERROR(gemm(attn_.get(), w.wo.get(), tmp_.get(), t, hidden, h * d, false));
+  if (cfg_.o_bias) PVLLM_RETURN_IF_ERROR(add_bias(tmp_.get(), w.bo, t, hidden, "o bias"));
+  return Status::Ok();
+}
+
+// x [rows, cols] += bias [cols], in place.
+Status CudaBackend::add_bias(void* x, const DeviceBuffer& bias, int32_t rows, int32_t cols,
+                             const char* what) {
+  BiasAddParams bp;
+  bp.x = x;
+  bp.bias = bias.get();
+  bp.num_tokens = rows;
+  bp.cols = cols;
+  bp.dtype = dtype_;
+  PVLLM_KERNEL_TRY(pvllm_cuda_add_bias(bp, stream_), what);
+  return Status::Ok();
 }
 
 // attn_ = attention of every query row over layer l's paged cache: the
@@ -713,6 +842,7 @@ Status CudaBackend::attend(int32_t l, const StepArgs& a, const unsigned char* q)
     dp.num_heads = h;
     dp.max_context_len = a.decode_max_context;
     dp.scale = scale;
+    dp.sliding_window = cfg_.sliding_window;
     PVLLM_KERNEL_TRY(pvllm_cuda_decode_attention(dp, stream_), "decode attention");
   }
   if (a.num_seqs > a.num_decode) {
@@ -732,6 +862,7 @@ Status CudaBackend::attend(int32_t l, const StepArgs& a, const unsigned char* q)
     pp.num_seqs = a.num_seqs - a.num_decode;
     pp.num_heads = h;
     pp.scale = scale;
+    pp.sliding_window = cfg_.sliding_window;
     PVLLM_KERNEL_TRY(pvllm_cuda_prefill_attention(pp, stream_), "prefill attention");
   }
   return Status::Ok();
@@ -795,6 +926,46 @@ StepArgs step_inputs(const unsigned char* dev, const MetaLayout& l) {
   a.context_lens = reinterpret_cast<const int32_t*>(dev + l.context_lens);
   a.block_tables = reinterpret_cast<const int32_t*>(dev + l.block_tables);
   return a;
+}
+
+// Points the step's RoPE at the constant table, or with dynamic scaling at
+// the step's per-sequence table in the metadata buffer laid out by `l`.
+void CudaBackend::bind_rope(const unsigned char* dev, const MetaLayout& l, StepArgs* a) const {
+  if (dynamic_rope_) {
+    a->inv_freq = reinterpret_cast<const float*>(dev + l.freq_table);
+    a->freq_rows = reinterpret_cast<const int32_t*>(dev + l.freq_rows);
+  } else {
+    a->inv_freq = inv_freq_.as<float>();
+    a->freq_rows = nullptr;
+  }
+}
+
+// Dynamic RoPE: row 0 of `table` ([num_seqs + 1, head_dim / 2]) gets the
+// base frequencies, and each sequence longer than the original context
+// (seq_len = its highest position in this step + 1) a row of
+// rope_inv_freq(cfg_, seq_len); shorter ones share row 0, which is what
+// rope_inv_freq gives them. rows[t] ([padded_tokens]) names token t's row;
+// padding rows past md.num_tokens use row 0.
+void CudaBackend::fill_freq_tables(const BatchMetadata& md, int32_t padded_tokens, int32_t* rows,
+                                   float* table) const {
+  const size_t half = base_inv_freq_.size();
+  std::copy(base_inv_freq_.begin(), base_inv_freq_.end(), table);
+  int32_t next = 1;
+  for (int32_t i = 0; i < md.num_seqs; ++i) {
+    const int32_t first = md.query_start[i], last = md.query_start[i + 1];
+    int64_t seq_len = 0;
+    for (int32_t r = first; r < last; ++r) {
+      seq_len = std::max<int64_t>(seq_len, int64_t{md.positions[r]} + 1);
+    }
+    int32_t row = 0;
+    if (seq_len > cfg_.rope_scaling.original_max_position_embeddings) {
+      const std::vector<float> f = rope_inv_freq(cfg_, seq_len);
+      std::copy(f.begin(), f.end(), table + static_cast<size_t>(next) * half);
+      row = next++;
+    }
+    std::fill(rows + first, rows + last, row);
+  }
+  std::fill(rows + md.num_tokens, rows + padded_tokens, 0);
 }
 
 // The decode batch-size bucket of `num_seqs` sequences: the smallest that
@@ -923,11 +1094,11 @@ Status CudaBackend::enqueue_eager(const BatchMetadata& md, int32_t num_decode) {
     const int32_t base = md.query_start[num_decode];
     for (int32_t i = num_decode; i <= s; ++i) prefill_qs.push_back(md.query_start[i] - base);
     work = plan_prefill_attention(prefill_qs.data(), md.context_lens.data() + num_decode,
-                                  s - num_decode);
+                                  s - num_decode, cfg_.sliding_window);
   }
   const int32_t num_work = static_cast<int32_t>(work.size() / 2);
   const int32_t num_logits = static_cast<int32_t>(md.logits_rows.size());
-  const MetaLayout l = layout_for(t, s, mb, num_work, num_logits);
+  const MetaLayout l = layout_for(t, s, mb, num_work, num_logits, freq_floats());
   if (l.total > meta_host_.bytes()) return Internal("metadata exceeds its buffer");
 
   auto* h = meta_host_.as<unsigned char>();
@@ -935,6 +1106,10 @@ Status CudaBackend::enqueue_eager(const BatchMetadata& md, int32_t num_decode) {
   std::memcpy(h + l.positions, md.positions.data(), t * 4);
   std::memcpy(h + l.slots, md.slot_mapping.data(), t * 8);
   std::memcpy(h + l.context_lens, md.context_lens.data(), s * 4);
+  if (dynamic_rope_) {
+    fill_freq_tables(md, t, reinterpret_cast<int32_t*>(h + l.freq_rows),
+                     reinterpret_cast<float*>(h + l.freq_table));
+  }
   if (md.max_blocks_per_seq > 0) {
     std::memcpy(h + l.block_tables, md.block_tables.data(),
                 static_cast<size_t>(s) * md.max_blocks_per_seq * 4);
@@ -947,6 +1122,7 @@ Status CudaBackend::enqueue_eager(const BatchMetadata& md, int32_t num_decode) {
 
   const auto* dev = meta_dev_.as<unsigned char>();
   StepArgs a = step_inputs(dev, l);
+  bind_rope(dev, l, &a);
   a.max_blocks_per_seq = mb;
   a.num_tokens = t;
   a.num_seqs = s;
@@ -967,6 +1143,7 @@ Status CudaBackend::capture(int32_t batch, DecodeGraph* g) {
   const auto* dev = graph_dev_.as<unsigned char>();
   const MetaLayout& l = graph_layout_;
   StepArgs a = step_inputs(dev, l);
+  bind_rope(dev, l, &a);
   a.max_blocks_per_seq = max_blocks_;
   a.num_tokens = batch;
   a.num_seqs = batch;
@@ -1016,6 +1193,10 @@ Status CudaBackend::stage_graph_inputs(const BatchMetadata& md, int32_t batch) {
     pos[i] = real ? md.positions[i] : 0;
     slots[i] = real ? md.slot_mapping[i] : -1;
     ctx[i] = real ? md.context_lens[i] : 0;
+  }
+  if (dynamic_rope_) {
+    fill_freq_tables(md, batch, reinterpret_cast<int32_t*>(h + l.freq_rows),
+                     reinterpret_cast<float*>(h + l.freq_table));
   }
   const int32_t width = std::max(md.max_blocks_per_seq, 1);
   auto* tables = reinterpret_cast<int32_t*>(h + l.block_tables);  // [s, width] packed

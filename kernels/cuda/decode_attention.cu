@@ -8,8 +8,8 @@
 #include <cstdint>
 
 #include "kernels/cuda/common/dispatch.cuh"
-#include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/common/vec.cuh"
+#include "kernels/cuda/decode_attention.h"
 
 namespace pvllm {
 
@@ -137,13 +137,16 @@ __global__ void __launch_bounds__(kThreads)
   const int32_t* __restrict__ table =
       p.paged_kv.block_tables + static_cast<int64_t>(seq) * p.paged_kv.max_blocks_per_seq;
 
-  // This block's partition [begin, end) of the context.
+  // This block's partition [begin, end) of the attended positions
+  // [start, context_len): the whole context, or its last sliding_window
+  // positions. Nothing before `start` is read, block-table entries included.
   const int context_len = p.context_lens[seq];
-  int begin = 0;
+  const int start = p.sliding_window > 0 ? max(0, context_len - p.sliding_window) : 0;
+  int begin = start;
   int end = context_len;
   if (num_splits > 1) {
-    const int per_split = (context_len + num_splits - 1) / num_splits;
-    begin = min(context_len, split * per_split);
+    const int per_split = (context_len - start + num_splits - 1) / num_splits;
+    begin = min(context_len, start + split * per_split);
     end = min(context_len, begin + per_split);
   }
   const int num_tiles = (end - begin + kTile - 1) / kTile;
@@ -383,7 +386,7 @@ bool valid_sizes(const DecodeAttentionParams& p) {
   return p.num_seqs >= 0 && p.num_seqs <= 65535 && p.num_heads > 0 && kv.num_kv_heads > 0 &&
          kv.num_kv_heads <= 65535 && p.num_heads % kv.num_kv_heads == 0 &&
          p.num_heads / kv.num_kv_heads <= kDecodeMaxGroupSize && kv.max_blocks_per_seq > 0 &&
-         p.max_context_len >= 0 && p.num_splits_override >= 0 &&
+         p.max_context_len >= 0 && p.num_splits_override >= 0 && p.sliding_window >= 0 &&
          (p.q_token_stride == 0 ||
           (p.q_token_stride >= static_cast<int64_t>(p.num_heads) * kv.head_dim &&
            p.q_token_stride % 8 == 0));
@@ -429,9 +432,12 @@ int32_t pvllm_cuda_decode_attention_num_splits(const DecodeAttentionParams& p) {
   const int64_t work = static_cast<int64_t>(p.num_seqs) * std::max(p.paged_kv.num_kv_heads, 1);
   if (work <= 0 || work >= target_blocks) return 1;
   const int64_t wanted = (target_blocks + work - 1) / work;
-  const int64_t by_length = std::max<int64_t>(
-      1, (static_cast<int64_t>(p.max_context_len) + kDecodeMinTokensPerSplit - 1) /
-             kDecodeMinTokensPerSplit);
+  // A sliding window bounds the tokens any query reads.
+  const int64_t max_tokens = p.sliding_window > 0
+                                 ? std::min<int64_t>(p.max_context_len, p.sliding_window)
+                                 : p.max_context_len;
+  const int64_t by_length =
+      std::max<int64_t>(1, (max_tokens + kDecodeMinTokensPerSplit - 1) / kDecodeMinTokensPerSplit);
   return static_cast<int32_t>(std::min<int64_t>({wanted, by_length, kDecodeMaxSplits}));
 }
 

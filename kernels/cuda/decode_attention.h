@@ -62,6 +62,12 @@ struct DecodeAttentionParams {
   // min(n, kDecodeMaxSplits) splits (1 = the single-pass path); tests use it
   // to force both paths.
   int32_t num_splits_override = 0;
+  // > 0: sliding-window attention; the query (at position context_len - 1)
+  // attends to the last min(context_len, sliding_window) positions only.
+  // Block-table entries of positions before the window are never read (the
+  // KV manager may have freed those blocks and set them to -1). 0: the whole
+  // context.
+  int32_t sliding_window = 0;
 };
 
 // The number of context partitions the launcher will use for these sizes.
@@ -74,7 +80,10 @@ int32_t pvllm_cuda_decode_attention_num_splits(const DecodeAttentionParams& para
 size_t pvllm_cuda_decode_attention_workspace_bytes(const DecodeAttentionParams& params);
 
 // For each sequence s and head h, out[s][h] = softmax(scale * q[s][h] . K) V
-// over positions [0, context_lens[s]); a sequence with context 0 gets zeros.
+// over positions [start, context_lens[s]), start = 0 or, with a sliding
+// window W, max(0, context_lens[s] - W); a sequence with context 0 gets
+// zeros. The split plan divides [start, context_len) and counts at most W
+// tokens per sequence.
 // Online softmax in fp32. Asynchronous on `stream` (a cudaStream_t; nullptr
 // is the default stream). Returns a cudaError_t value: cudaSuccess (0);
 // cudaErrorInvalidValue for an unsupported dtype / head_dim / block_size /

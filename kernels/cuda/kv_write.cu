@@ -2,8 +2,8 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/kv_write.h"
 #include "kernels/cuda/common/vec.cuh"
+#include "kernels/cuda/kv_write.h"
 
 namespace pvllm {
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "kernels/cuda/common/dispatch.cuh"
-#include "kernels/cuda/prefill_attention.h"
 #include "kernels/cuda/common/vec.cuh"
+#include "kernels/cuda/prefill_attention.h"
 
 namespace pvllm {
 
@@ -68,7 +68,7 @@ struct PrefillSmem {
 //      (cp.async, 16-byte vectors; keys past the tile's range are zeroed so
 //      a zero probability never meets a stale NaN);
 //   2. S = Q K^T on tensor cores (bf16/fp16 in, fp32 out) into shared memory;
-//   3. per row (two lanes per row): scale, causal mask, online softmax in
+//   3. per row (two lanes per row): scale, causal (and window) mask, online softmax in
 //      fp32; P is rounded to the input type for the next product, and the
 //      row of the fp32 output accumulator is rescaled;
 //   4. O += P V on tensor cores, the accumulator round-tripping through
@@ -102,7 +102,10 @@ __global__ void __launch_bounds__(kThreads)
   const int context_len = p.context_lens[seq];
   const int num_rows = min(kQTile, q_len - q_row0);
   const int first_pos = context_len - q_len + q_row0;  // position of row 0 of the tile
-  const int num_keys = first_pos + num_rows;           // keys [0, last row's position]
+  const int num_keys = first_pos + num_rows;           // keys up to the last row's position
+  // The first key any row of the tile sees: 0, or the window start of row 0.
+  // Keys (and block-table entries) before it are never read.
+  const int key_begin = p.sliding_window > 0 ? max(0, first_pos - p.sliding_window + 1) : 0;
   const int32_t* __restrict__ table =
       p.paged_kv.block_tables + static_cast<int64_t>(seq) * p.paged_kv.max_blocks_per_seq;
   const T* __restrict__ q = static_cast<const T*>(p.q);
@@ -129,13 +132,14 @@ __global__ void __launch_bounds__(kThreads)
   const int row = warp * kFrag + lane / 2;
   const int half = lane % 2;
   const int row_pos = first_pos + row;
+  const int row_first_key = p.sliding_window > 0 ? row_pos - p.sliding_window + 1 : 0;
   const bool row_valid = row < num_rows;
   float row_max = -INFINITY;
   float row_sum = 0.0f;
 
-  const int num_key_tiles = (num_keys + kKTile - 1) / kKTile;
+  const int num_key_tiles = (num_keys - key_begin + kKTile - 1) / kKTile;
   for (int kt = 0; kt < num_key_tiles; ++kt) {
-    const int key0 = kt * kKTile;
+    const int key0 = key_begin + kt * kKTile;
     // 1. Gather K and V rows of keys [key0, key0 + kKTile).
     for (int v = tid; v < kKTile * kRowVectors; v += kThreads) {
       const int r = v / kRowVectors;
@@ -187,7 +191,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int c = 0; c < kHalfKeys; ++c) {
       const int key = key0 + half * kHalfKeys + c;
-      s[c] = (row_valid && key <= row_pos) ? s_row[c] * p.scale : -INFINITY;
+      const bool visible = row_valid && key <= row_pos && key >= row_first_key;
+      s[c] = visible ? s_row[c] * p.scale : -INFINITY;
       tile_max = fmaxf(tile_max, s[c]);
     }
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
@@ -264,7 +269,7 @@ using PrefillLaunchFn = int (*)(const PrefillAttentionParams&, cudaStream_t);
 }  // namespace
 
 std::vector<int32_t> plan_prefill_attention(const int32_t* query_start, const int32_t* context_lens,
-                                            int32_t num_seqs) {
+                                            int32_t num_seqs, int32_t sliding_window) {
   struct Tile {
     int32_t seq;
     int32_t q_row0;
@@ -275,7 +280,10 @@ std::vector<int32_t> plan_prefill_attention(const int32_t* query_start, const in
     const int32_t q_len = query_start[s + 1] - query_start[s];
     for (int32_t r = 0; r < q_len; r += kPrefillQueryTile) {
       const int32_t last_row = std::min(q_len, r + kPrefillQueryTile) - 1;
-      tiles.push_back({s, r, static_cast<int64_t>(context_lens[s]) - q_len + last_row + 1});
+      const int64_t first_pos = static_cast<int64_t>(context_lens[s]) - q_len + r;
+      const int64_t key_begin =
+          sliding_window > 0 ? std::max<int64_t>(0, first_pos - sliding_window + 1) : 0;
+      tiles.push_back({s, r, first_pos + (last_row - r) + 1 - key_begin});
     }
   }
   // Longest first: the heaviest tiles start in the first wave.
@@ -304,6 +312,7 @@ int pvllm_cuda_prefill_attention(const PrefillAttentionParams& p, void* stream) 
   const bool sizes_ok = p.num_work_items >= 0 && p.num_seqs >= 0 && p.num_heads > 0 &&
                         p.num_heads <= 65535 && kv.num_kv_heads > 0 &&
                         p.num_heads % kv.num_kv_heads == 0 && kv.max_blocks_per_seq > 0 &&
+                        p.sliding_window >= 0 &&
                         (p.q_token_stride == 0 ||
                          (p.q_token_stride >= static_cast<int64_t>(p.num_heads) * kv.head_dim &&
                           p.q_token_stride % 8 == 0));

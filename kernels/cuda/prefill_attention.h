@@ -26,8 +26,10 @@ constexpr int32_t kPrefillQueryTile = 64;
 // longest key range first so the long tiles start early and the short ones
 // fill the tail. query_start [num_seqs + 1] and context_lens [num_seqs] are
 // host arrays with the same meaning as in PrefillAttentionParams.
+// sliding_window as in PrefillAttentionParams (it shortens the key ranges
+// the order is made from).
 std::vector<int32_t> plan_prefill_attention(const int32_t* query_start, const int32_t* context_lens,
-                                            int32_t num_seqs);
+                                            int32_t num_seqs, int32_t sliding_window = 0);
 
 struct PrefillAttentionParams {
   // [num_tokens, num_heads, head_dim]; token t's row starts at
@@ -50,10 +52,17 @@ struct PrefillAttentionParams {
   // Elements between two tokens' q rows: 0 = packed (num_heads * head_dim);
   // else at least that and a multiple of 8 (16-byte rows).
   int64_t q_token_stride = 0;
+  // > 0: sliding-window attention; a query at position p attends to the
+  // positions max(0, p - sliding_window + 1) .. p. Block-table entries of
+  // positions before the window of a chunk's first row are never read (the
+  // KV manager may have freed those blocks and set them to -1). 0: causal
+  // attention over the whole context.
+  int32_t sliding_window = 0;
 };
 
 // Query row j of sequence i's chunk (q_len rows) has position
-// context_lens[i] - q_len + j and attends to positions [0, that position].
+// context_lens[i] - q_len + j and attends to positions [0, that position]
+// (the last sliding_window of them with a window).
 // Every K/V it attends to, old and new, is read from the paged cache (the
 // chunk's own rows were written by pvllm_cuda_write_kv first). Asynchronous
 // on `stream` (a cudaStream_t; nullptr is the default stream). Returns a

@@ -3,8 +3,8 @@
 #include <cstdint>
 
 #include "kernels/cuda/common/dispatch.cuh"
-#include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/common/vec.cuh"
+#include "kernels/cuda/rmsnorm.h"
 
 namespace pvllm {
 

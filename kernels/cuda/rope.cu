@@ -3,8 +3,8 @@
 #include <cstdint>
 
 #include "kernels/cuda/common/dispatch.cuh"
-#include "kernels/cuda/rope.h"
 #include "kernels/cuda/common/vec.cuh"
+#include "kernels/cuda/rope.h"
 
 namespace pvllm {
 
@@ -25,14 +25,15 @@ __device__ __forceinline__ void rotate_pair(T* head, int i0, int i1, float c, fl
 }
 
 // grid: (num_tokens). The token's cos/sin for the HEAD_DIM / 2 frequencies
-// are computed once into shared memory, then the block's threads walk every
-// (head, pair) of q and k.
+// (of its freq_rows row, or row 0) are computed once into shared memory, then the block's threads
+// walk every (head, pair) of q and k.
 template <typename T, int HEAD_DIM, bool INTERLEAVED>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     rope_kernel(T* __restrict__ q,                      // [num_tokens, num_heads, HEAD_DIM]
                 T* __restrict__ k,                      // [num_tokens, num_kv_heads, HEAD_DIM]
                 const int32_t* __restrict__ positions,  // [num_tokens]
-                const float* __restrict__ inv_freq,     // [HEAD_DIM / 2]
+                const float* __restrict__ inv_freq,     // [rows, HEAD_DIM / 2]
+                const int32_t* __restrict__ freq_rows,  // [num_tokens] or nullptr
                 int32_t num_heads, int32_t num_kv_heads, int64_t q_token_stride,
                 int64_t k_token_stride) {
   constexpr int kHalf = HEAD_DIM / 2;
@@ -40,6 +41,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   __shared__ float sin_s[kHalf];
   const int64_t token = blockIdx.x;
   const float pos = static_cast<float>(positions[token]);
+  if (freq_rows != nullptr) inv_freq += int64_t{freq_rows[token]} * kHalf;
   for (int j = threadIdx.x; j < kHalf; j += blockDim.x) {
     sincosf(pos * inv_freq[j], &sin_s[j], &cos_s[j]);
   }
@@ -64,12 +66,12 @@ void launch(const RopeParams& p, int64_t q_stride, int64_t k_stride, cudaStream_
   const dim3 grid(static_cast<unsigned>(p.num_tokens));
   if (p.style == RopeStyle::kInterleaved) {
     rope_kernel<T, HEAD_DIM, true><<<grid, kThreadsPerBlock, 0, s>>>(
-        static_cast<T*>(p.q), static_cast<T*>(p.k), p.positions, p.inv_freq, p.num_heads,
-        p.num_kv_heads, q_stride, k_stride);
+        static_cast<T*>(p.q), static_cast<T*>(p.k), p.positions, p.inv_freq, p.freq_rows,
+        p.num_heads, p.num_kv_heads, q_stride, k_stride);
   } else {
     rope_kernel<T, HEAD_DIM, false><<<grid, kThreadsPerBlock, 0, s>>>(
-        static_cast<T*>(p.q), static_cast<T*>(p.k), p.positions, p.inv_freq, p.num_heads,
-        p.num_kv_heads, q_stride, k_stride);
+        static_cast<T*>(p.q), static_cast<T*>(p.k), p.positions, p.inv_freq, p.freq_rows,
+        p.num_heads, p.num_kv_heads, q_stride, k_stride);
   }
 }
 

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "core/model/model_config.h"
 #include "core/base/tensor.h"
+#include "core/model/model_config.h"
 
 namespace pvllm {
 
@@ -18,10 +18,14 @@ struct RopeParams {
   // t * k_token_stride elements (0: packed, num_kv_heads * head_dim).
   void* k = nullptr;
   const int32_t* positions = nullptr;  // [num_tokens], >= 0
-  // [head_dim / 2] fp32, from rope_inv_freq(config) on the host, so every
-  // scaling variant (linear, llama3) is computed once and shared with the
-  // CPU backend.
+  // [num_freq_rows, head_dim / 2] fp32, from rope_inv_freq on the host, so
+  // every scaling variant (linear, llama3, dynamic) is computed once and
+  // shared with the CPU backend. One row serves every token unless
+  // freq_rows is given.
   const float* inv_freq = nullptr;
+  // [num_tokens] the row of inv_freq token t uses (dynamic scaling: its
+  // sequence's table); nullptr: row 0 for every token. Rows must exist.
+  const int32_t* freq_rows = nullptr;
   int32_t num_tokens = 0;
   int32_t num_heads = 0;
   int32_t num_kv_heads = 0;
@@ -34,7 +38,8 @@ struct RopeParams {
 
 // Pair j of every head — (2j, 2j+1) for kInterleaved, (j, j + head_dim/2)
 // for kRotateHalf — becomes (a cos - b sin, a sin + b cos) with angle
-// positions[t] * inv_freq[j], as kernels/cpu rope().
+// positions[t] * inv_freq[row][j] (row = freq_rows[t], or 0), as kernels/cpu
+// rope().
 //
 // Precision: the angle is float(position) * inv_freq[j] rounded to fp32
 // (as vLLM's fp32 cos/sin cache), then sincosf (full range reduction, a few
