@@ -337,13 +337,16 @@ struct RopeCase {
   int32_t head_dim;
   bool fused_qkv;  // q and k are strided views into one [tokens, q | k | v] buffer
   bool llama3;     // llama3 scaling of inv_freq
+  // Dynamic scaling: tokens of three sequences of different lengths, each
+  // with its own row of frequencies (RopeParams::freq_rows).
+  bool dynamic = false;
 };
 
 class CudaRopeTest : public ::testing::TestWithParam<RopeCase> {};
 
 TEST_P(CudaRopeTest, MatchesCpuReference) {
   PVLLM_CUDA_DEVICE_OR_SKIP();
-  const auto [dtype, style, head_dim, fused_qkv, llama3] = GetParam();
+  const auto [dtype, style, head_dim, fused_qkv, llama3, dynamic] = GetParam();
   const int32_t num_tokens = 9;
   const int32_t num_heads = 4;
   const int32_t num_kv_heads = 2;
@@ -355,8 +358,26 @@ TEST_P(CudaRopeTest, MatchesCpuReference) {
     config.rope_scaling.type = RopeScaling::Type::kLlama3;
     config.rope_scaling.factor = 8.0f;
   }
-  const std::vector<float> inv_freq = rope_inv_freq(config);
   const std::vector<int32_t> positions = {0, 1, 2, 17, 255, 1000, 4095, 30000, 65535};
+  // inv_freq [rows, half] and each token's row: one row, or with dynamic
+  // scaling the table of sequences of lengths 100 (the base frequencies),
+  // 5000 and 65536, with the tokens of each in turn.
+  std::vector<float> inv_freq = rope_inv_freq(config);
+  std::vector<int32_t> freq_rows(num_tokens, 0);
+  if (dynamic) {
+    config.rope_scaling.type = RopeScaling::Type::kDynamic;
+    config.rope_scaling.factor = 4.0f;
+    config.rope_scaling.original_max_position_embeddings = 4096;
+    inv_freq.clear();
+    for (int64_t seq_len : {100, 5000, 65536}) {
+      const std::vector<float> f = rope_inv_freq(config, seq_len);
+      inv_freq.insert(inv_freq.end(), f.begin(), f.end());
+    }
+    freq_rows = {0, 0, 0, 1, 1, 1, 1, 2, 2};
+    // The rows differ, so a kernel reading only row 0 cannot pass.
+    ASSERT_NE(inv_freq[half + 1], inv_freq[1]);
+    ASSERT_NE(inv_freq[2 * half + 1], inv_freq[half + 1]);
+  }
 
   const int64_t q_row = int64_t{num_heads} * head_dim;
   const int64_t k_row = int64_t{num_kv_heads} * head_dim;
@@ -367,7 +388,10 @@ TEST_P(CudaRopeTest, MatchesCpuReference) {
 
   std::vector<float> cos(size_t(num_tokens) * half);
   std::vector<float> sin(cos.size());
-  cpu::rope_cos_sin(positions.data(), num_tokens, inv_freq.data(), half, cos.data(), sin.data());
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    cpu::rope_cos_sin(&positions[t], 1, inv_freq.data() + size_t(freq_rows[t]) * half, half,
+                      cos.data() + size_t(t) * half, sin.data() + size_t(t) * half);
+  }
   std::vector<float> q_ref = q;
   std::vector<float> k_ref = k;
   cpu::rope(q_ref.data(), num_tokens, num_heads, head_dim, cos.data(), sin.data(), style);
@@ -382,17 +406,19 @@ TEST_P(CudaRopeTest, MatchesCpuReference) {
       for (int64_t i = 0; i < k_row; ++i) fused.push_back(to_bits(v[t * k_row + i], dtype));
     }
   }
-  DeviceBuffer d_fused, d_q, d_k, d_pos, d_inv;
+  DeviceBuffer d_fused, d_q, d_k, d_pos, d_inv, d_rows;
   ASSERT_TRUE(upload(d_fused, fused_qkv ? fused : std::vector<uint16_t>(1)));
   ASSERT_TRUE(upload(d_q, to_bits(q, dtype)));
   ASSERT_TRUE(upload(d_k, to_bits(k, dtype)));
   ASSERT_TRUE(upload(d_pos, positions));
   ASSERT_TRUE(upload(d_inv, inv_freq));
+  ASSERT_TRUE(upload(d_rows, freq_rows));
   RopeParams params;
   params.q = fused_qkv ? d_fused.get() : d_q.get();
   params.k = fused_qkv ? static_cast<void*>(d_fused.as<uint16_t>() + q_row) : d_k.get();
   params.positions = d_pos.as<int32_t>();
   params.inv_freq = d_inv.as<float>();
+  params.freq_rows = dynamic ? d_rows.as<int32_t>() : nullptr;
   params.num_tokens = num_tokens;
   params.num_heads = num_heads;
   params.num_kv_heads = num_kv_heads;
@@ -465,6 +491,7 @@ std::vector<RopeCase> rope_cases() {
       }
       cases.push_back({dtype, style, 128, true, false});
       cases.push_back({dtype, style, 128, false, true});
+      cases.push_back({dtype, style, 128, true, false, true});
     }
   }
   return cases;
@@ -477,7 +504,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaRopeTest, ::testing::ValuesIn(rope_cases())
                                   (c.style == RopeStyle::kInterleaved ? "_interleaved"
                                                                       : "_rotate_half") +
                                   "_d" + std::to_string(c.head_dim) +
-                                  (c.fused_qkv ? "_fused_qkv" : "") + (c.llama3 ? "_llama3" : "");
+                                  (c.fused_qkv ? "_fused_qkv" : "") + (c.llama3 ? "_llama3" : "") +
+                                  (c.dynamic ? "_dynamic" : "");
                          });
 
 }  // namespace
