@@ -18,6 +18,7 @@
 #include "core/model/model.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/cuda/tiny_batches.h"
 #include "tests/util/tiny_model.h"
 
 namespace pvllm {
@@ -34,13 +35,8 @@ constexpr int32_t kMaxModelLen = 256;
 // the logits drift by a few bf16 ulps of their scale: 3e-2 is ~15 ulps.
 constexpr float kRelTol = 3e-2f;
 
-// One sequence as the test's tiny scheduler sees it.
-struct Seq {
-  Seq(std::vector<int32_t> t) : tokens(std::move(t)) {}  // NOLINT: implicit, for brace lists
-  std::vector<int32_t> tokens;
-  int32_t num_computed = 0;
-  std::vector<int32_t> blocks;
-};
+using cuda_test::prompt;
+using cuda_test::Seq;
 
 class BackendTest : public ::testing::Test {
  protected:
@@ -70,111 +66,33 @@ class BackendTest : public ::testing::Test {
   }
 
   static std::unique_ptr<Backend> make_cpu() {
-    BackendOptions o;
-    o.num_blocks = kNumBlocks;
-    o.block_size = kBlockSize;
     std::unique_ptr<Backend> b;
-    const Status s = create_cpu_backend(*model_, o, &b);
+    const Status s = cuda_test::make_cpu_backend(*model_, kBlockSize, kNumBlocks, &b);
     EXPECT_TRUE(s.ok()) << s.message();
     return b;
   }
 
   static std::unique_ptr<Backend> make_cuda(bool graphs) {
-    const CudaModule* module = nullptr;
-    Status s = CudaModule::get(&module);
-    EXPECT_TRUE(s.ok()) << s.message();
-    if (!s.ok()) return nullptr;
-    CudaBackendOptions o;
-    o.block_size = kBlockSize;
-    o.num_blocks = kNumBlocks;
-    o.dtype = 1;  // bf16
-    o.max_num_batched_tokens = 256;
-    o.max_num_seqs = 8;
-    o.max_model_len = kMaxModelLen;
-    o.enable_cuda_graphs = graphs ? 1 : 0;
     std::unique_ptr<Backend> b;
-    s = module->create_backend(*model_, o, &b);
+    const Status s =
+        cuda_test::make_cuda_backend(*model_, kBlockSize, kNumBlocks, kMaxModelLen, graphs, &b);
     EXPECT_TRUE(s.ok()) << s.message();
     return b;
   }
 
   int32_t vocab() const { return model_->config.vocab_size; }
 
-  // A batch feeding `num_new[i]` tokens of seqs[i] (decodes should come
-  // first, as the scheduler orders them). Allocates blocks as needed; a row
-  // gets logits when its chunk reaches the end of its known tokens.
   BatchMetadata make_batch(std::vector<Seq*> seqs, std::vector<int32_t> num_new) {
-    BatchMetadata md;
-    md.num_seqs = static_cast<int32_t>(seqs.size());
-    md.query_start.push_back(0);
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      Seq& s = *seqs[i];
-      const int32_t end = s.num_computed + num_new[i];
-      while (static_cast<int32_t>(s.blocks.size()) * kBlockSize < end) {
-        s.blocks.push_back(next_block_++);
-      }
-      for (int32_t p = s.num_computed; p < end; ++p) {
-        md.input_ids.push_back(s.tokens[p]);
-        md.positions.push_back(p);
-        md.slot_mapping.push_back(int64_t{s.blocks[p / kBlockSize]} * kBlockSize + p % kBlockSize);
-      }
-      md.query_start.push_back(static_cast<int32_t>(md.input_ids.size()));
-      md.context_lens.push_back(end);
-      if (end == static_cast<int32_t>(s.tokens.size())) {
-        md.logits_rows.push_back(static_cast<int32_t>(md.input_ids.size()) - 1);
-      }
-      md.max_blocks_per_seq =
-          std::max(md.max_blocks_per_seq, static_cast<int32_t>(s.blocks.size()));
-    }
-    md.num_tokens = static_cast<int32_t>(md.input_ids.size());
-    for (Seq* s : seqs) {
-      for (int32_t j = 0; j < md.max_blocks_per_seq; ++j) {
-        md.block_tables.push_back(j < static_cast<int32_t>(s->blocks.size()) ? s->blocks[j] : -1);
-      }
-    }
-    for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->num_computed += num_new[i];
-    return md;
+    return cuda_test::make_batch(std::move(seqs), std::move(num_new), kBlockSize, &next_block_);
   }
-
   std::vector<float> run(Backend* b, const BatchMetadata& md) {
-    std::vector<float> logits(md.logits_rows.size() * static_cast<size_t>(vocab()));
-    const Status s = b->forward(md, logits.data());
-    EXPECT_TRUE(s.ok()) << b->name() << ": " << s.message();
-    return logits;
+    return cuda_test::run(b, md, vocab());
   }
-
-  // Row-wise: |a - b| <= tol * max|ref|; returns the worst ratio seen.
   float max_rel_error(const std::vector<float>& ref, const std::vector<float>& got) const {
-    EXPECT_EQ(ref.size(), got.size());
-    float worst = 0.0f;
-    for (size_t r = 0; r * vocab() < ref.size(); ++r) {
-      float scale = 0.0f, err = 0.0f;
-      for (int32_t v = 0; v < vocab(); ++v) {
-        const size_t i = r * vocab() + v;
-        EXPECT_TRUE(std::isfinite(got[i])) << "row " << r << " token " << v;
-        scale = std::max(scale, std::fabs(ref[i]));
-        err = std::max(err, std::fabs(ref[i] - got[i]));
-      }
-      worst = std::max(worst, err / std::max(scale, 1e-6f));
-    }
-    return worst;
+    return cuda_test::max_rel_error(ref, got, vocab());
   }
-
-  // argmax of row r, and its gap to the runner-up relative to the row's
-  // largest |logit| (the scale kRelTol is measured against).
   std::pair<int32_t, float> top(const std::vector<float>& logits, size_t r) const {
-    const float* row = logits.data() + r * vocab();
-    int32_t best = 0;
-    float scale = 0.0f;
-    for (int32_t v = 0; v < vocab(); ++v) {
-      if (row[v] > row[best]) best = v;
-      scale = std::max(scale, std::fabs(row[v]));
-    }
-    float second = -INFINITY;
-    for (int32_t v = 0; v < vocab(); ++v) {
-      if (v != best) second = std::max(second, row[v]);
-    }
-    return {best, (row[best] - second) / std::max(scale, 1e-6f)};
+    return cuda_test::top(logits, r, vocab());
   }
 
   static Model* model_;
@@ -182,12 +100,6 @@ class BackendTest : public ::testing::Test {
 };
 
 Model* BackendTest::model_ = nullptr;
-
-std::vector<int32_t> prompt(int32_t n, int32_t seed, int32_t vocab) {
-  std::vector<int32_t> t;
-  for (int32_t i = 0; i < n; ++i) t.push_back(1 + (seed * 131 + i * 17) % (vocab - 1));
-  return t;
-}
 
 TEST_F(BackendTest, LogitsMatchTheCpuThroughPrefillAndDecode) {
   PVLLM_CUDA_DEVICE_OR_SKIP();
