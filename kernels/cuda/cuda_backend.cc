@@ -384,6 +384,12 @@ Status CudaBackend::check_features() const {
     return Unsupported("the CUDA backend does not implement RoPE scaling type " +
                        std::to_string(static_cast<int>(type)));
   }
+  if (type == Type::kDynamic && !(cfg_.rope_scaling.factor > 0.0f &&
+                                  cfg_.rope_scaling.original_max_position_embeddings > 0)) {
+    return InvalidArgument(
+        "dynamic RoPE scaling needs factor > 0 and "
+        "original_max_position_embeddings > 0");
+  }
   if (cfg_.rope_style != RopeStyle::kInterleaved && cfg_.rope_style != RopeStyle::kRotateHalf) {
     return Unsupported("the CUDA backend does not implement RoPE style " +
                        std::to_string(static_cast<int>(cfg_.rope_style)));

@@ -28,8 +28,10 @@ struct PagedKv {
   void* k_cache = nullptr;  // [num_blocks, num_kv_heads, block_size, head_dim], 16-byte aligned
   void* v_cache = nullptr;  // [num_blocks, num_kv_heads, block_size, head_dim], 16-byte aligned
   // [num_seqs, max_blocks_per_seq] block ids, row s for sequence s of the
-  // batch; entries past a sequence's last block are never read. The
-  // attention kernels walk it; the KV write addresses slots and ignores it.
+  // batch; entries past a sequence's last block are never read, nor (with a
+  // sliding window) those of blocks wholly before the window, which may be
+  // -1. The attention kernels walk it; the KV write addresses slots and
+  // ignores it.
   const int32_t* block_tables = nullptr;
   int32_t max_blocks_per_seq = 0;  // the width of a block_tables row
   int32_t block_size = 0;          // tokens per block
