@@ -127,16 +127,8 @@ class DecodeAttentionTest : public testing::TestWithParam<KernelConfig> {
     ASSERT_TRUE(cuda_test::allocate(d_out, q_elems * 2));
 
     for (int32_t override_splits : overrides) {
-      DecodeAttentionParams p;
-      p.q = d_q.get();
-      p.out = d_out.get();
-      p.paged_kv = dev.paged_kv;
-      p.context_lens = dev.context_lens.as<int32_t>();
-      p.dtype = dtype;
-      p.num_seqs = num_seqs;
-      p.num_heads = num_heads;
-      p.max_context_len = max_context_len;
-      p.scale = scale;
+      DecodeAttentionParams p = cuda_test::decode_params(
+          dev, d_q.get(), d_out.get(), dtype, num_seqs, num_heads, max_context_len, scale);
       p.num_splits_override = override_splits;
       p.q_token_stride = q_pad > 0 ? static_cast<int64_t>(q_row) + q_pad : 0;
       const int32_t num_splits = pvllm_cuda_decode_attention_num_splits(p);
@@ -261,18 +253,9 @@ class PrefillAttentionTest : public testing::TestWithParam<KernelConfig> {
         plan_prefill_attention(query_start.data(), context_lens.data(), num_seqs);
     DeviceBuffer d_items;
     ASSERT_TRUE(upload(d_items, items));
-    PrefillAttentionParams p;
-    p.q = d_q.get();
-    p.out = d_out.get();
-    p.paged_kv = dev.paged_kv;
-    p.query_start = d_query_start.as<int32_t>();
-    p.context_lens = dev.context_lens.as<int32_t>();
-    p.work_items = d_items.as<int32_t>();
-    p.dtype = dtype;
-    p.num_work_items = static_cast<int32_t>(items.size() / 2);
-    p.num_seqs = num_seqs;
-    p.num_heads = num_heads;
-    p.scale = scale;
+    PrefillAttentionParams p = cuda_test::prefill_params(
+        dev, d_q.get(), d_out.get(), d_query_start, d_items, static_cast<int32_t>(items.size() / 2),
+        dtype, num_seqs, num_heads, scale);
     p.q_token_stride = q_pad > 0 ? static_cast<int64_t>(q_row) + q_pad : 0;
     PVLLM_CUDA_OK(cudaMemset(d_out.get(), 0x7F, q.bits.size() * 2));
     PVLLM_CUDA_OK(pvllm_cuda_prefill_attention(p, nullptr));

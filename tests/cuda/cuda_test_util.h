@@ -110,6 +110,13 @@ inline RoundedValues random_rounded(DType dtype, size_t n, float lo, float hi, s
 // significant bits, fp16 11.
 inline double half_ulp_rel(DType dtype) { return dtype == DType::kF16 ? 0x1p-11 : 0x1p-8; }
 
+// fp32 differences between a device op and its fp32 reference (reduction
+// order, expf), relative; far above the ~1e-6 seen in practice, far below a
+// bf16/fp16 ulp. And an absolute floor below the smallest normal outputs
+// the op tests produce, covering fp16 subnormal spacing (2^-24).
+constexpr double kFp32Slack = 2e-5;
+constexpr double kAbsSlack = 1e-6;
+
 inline const char* dtype_label(DType dtype) { return dtype == DType::kF16 ? "f16" : "bf16"; }
 
 }  // namespace pvllm::cuda_test

@@ -30,10 +30,8 @@ using cuda_test::random_rounded;
 using cuda_test::RoundedValues;
 using cuda_test::upload;
 
-// fp32 differences between device and reference (reduction order),
-// relative, and an absolute floor for fp16 subnormals: as ops_test.cc.
-constexpr double kFp32Slack = 2e-5;
-constexpr double kAbsSlack = 1e-6;
+using cuda_test::kAbsSlack;
+using cuda_test::kFp32Slack;
 
 // Compares `count` elements starting at `first` of every `stride`-long row
 // of `got` with `ref` (rows of `count`); every other element of a row must

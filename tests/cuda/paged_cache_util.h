@@ -20,6 +20,8 @@
 #include "core/base/tensor.h"
 #include "kernels/cuda/common/device_buffer.h"
 #include "kernels/cuda/common/paged_kv.h"
+#include "kernels/cuda/decode_attention.h"
+#include "kernels/cuda/prefill_attention.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace pvllm::cuda_test {
@@ -165,6 +167,47 @@ inline ::testing::AssertionResult upload_cache(const HostCache& cache, const Pag
   dev->paged_kv.num_kv_heads = kNumKvHeads;
   dev->paged_kv.head_dim = head_dim;
   return ::testing::AssertionSuccess();
+}
+
+// Decode attention over `dev` for one q row per sequence into `out`; the
+// caller sets the split override, stride, window and workspace.
+inline DecodeAttentionParams decode_params(const DeviceCache& dev, const void* q, void* out,
+                                           DType dtype, int32_t num_seqs, int32_t num_heads,
+                                           int32_t max_context_len, float scale) {
+  DecodeAttentionParams p;
+  p.q = q;
+  p.out = out;
+  p.paged_kv = dev.paged_kv;
+  p.context_lens = dev.context_lens.as<int32_t>();
+  p.dtype = dtype;
+  p.num_seqs = num_seqs;
+  p.num_heads = num_heads;
+  p.max_context_len = max_context_len;
+  p.scale = scale;
+  return p;
+}
+
+// Prefill attention over `dev` for the chunks `query_start` (device,
+// [num_seqs + 1]) describes, with the plan `items` (device, num_items
+// pairs); the caller sets the stride and window.
+inline PrefillAttentionParams prefill_params(const DeviceCache& dev, const void* q, void* out,
+                                             const DeviceBuffer& query_start,
+                                             const DeviceBuffer& items, int32_t num_items,
+                                             DType dtype, int32_t num_seqs, int32_t num_heads,
+                                             float scale) {
+  PrefillAttentionParams p;
+  p.q = q;
+  p.out = out;
+  p.paged_kv = dev.paged_kv;
+  p.query_start = query_start.as<int32_t>();
+  p.context_lens = dev.context_lens.as<int32_t>();
+  p.work_items = items.as<int32_t>();
+  p.dtype = dtype;
+  p.num_work_items = num_items;
+  p.num_seqs = num_seqs;
+  p.num_heads = num_heads;
+  p.scale = scale;
+  return p;
 }
 
 // Rows of `row` elements laid `stride` apart, as a view into a fused QKV

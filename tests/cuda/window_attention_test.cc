@@ -146,16 +146,9 @@ class WindowAttentionTest : public ::testing::TestWithParam<KernelConfig> {
     ASSERT_TRUE(upload(d_q, b.q.bits));
     ASSERT_TRUE(cuda_test::allocate(d_out, b.q.bits.size() * 2));
     for (int32_t override_splits : overrides) {
-      DecodeAttentionParams p;
-      p.q = d_q.get();
-      p.out = d_out.get();
-      p.paged_kv = dev.paged_kv;
-      p.context_lens = dev.context_lens.as<int32_t>();
-      p.dtype = dtype;
-      p.num_seqs = static_cast<int32_t>(context_lens.size());
-      p.num_heads = num_heads();
-      p.max_context_len = *std::max_element(context_lens.begin(), context_lens.end());
-      p.scale = scale;
+      DecodeAttentionParams p = cuda_test::decode_params(
+          dev, d_q.get(), d_out.get(), dtype, static_cast<int32_t>(context_lens.size()),
+          num_heads(), *std::max_element(context_lens.begin(), context_lens.end()), scale);
       p.num_splits_override = override_splits;
       p.sliding_window = window;
       DeviceBuffer workspace;
@@ -192,18 +185,9 @@ class WindowAttentionTest : public ::testing::TestWithParam<KernelConfig> {
     ASSERT_TRUE(cuda_test::allocate(d_out, b.q.bits.size() * 2));
     ASSERT_TRUE(upload(d_query_start, b.query_start));
     ASSERT_TRUE(upload(d_items, items));
-    PrefillAttentionParams p;
-    p.q = d_q.get();
-    p.out = d_out.get();
-    p.paged_kv = dev.paged_kv;
-    p.query_start = d_query_start.as<int32_t>();
-    p.context_lens = dev.context_lens.as<int32_t>();
-    p.work_items = d_items.as<int32_t>();
-    p.dtype = dtype;
-    p.num_work_items = static_cast<int32_t>(items.size() / 2);
-    p.num_seqs = num_seqs;
-    p.num_heads = num_heads();
-    p.scale = scale;
+    PrefillAttentionParams p = cuda_test::prefill_params(
+        dev, d_q.get(), d_out.get(), d_query_start, d_items, static_cast<int32_t>(items.size() / 2),
+        dtype, num_seqs, num_heads(), scale);
     p.sliding_window = window;
     PVLLM_CUDA_OK(cudaMemset(d_out.get(), 0x7F, b.q.bits.size() * 2));
     PVLLM_CUDA_OK(pvllm_cuda_prefill_attention(p, nullptr));
