@@ -123,16 +123,16 @@ Status parse_sliding_window(const json& c, const std::string& path, const HfArch
   }
   const char* decided_by = "max_window_layers";
   if (given(c, "layer_types")) {
+    // transformers reads the list as written; pvllm accepts it only when it
+    // says what the window fields say, so the two cannot disagree.
     const json& lt = c["layer_types"];
-    if (!lt.is_array() || lt.size() != static_cast<size_t>(config->num_layers)) {
-      return CorruptModel(path + ": layer_types is not a list of num_hidden_layers entries");
-    }
-    for (size_t i = 0; i < lt.size(); ++i) {
-      if (lt[i] != "full_attention" && lt[i] != "sliding_attention") {
-        return unsupported_field(path, "layer_types", lt, arch.model_type,
-                                 " (entries are \"full_attention\" or \"sliding_attention\")");
-      }
-      types[i] = lt[i].get<std::string>();
+    if (!lt.is_array() || lt.size() != types.size() || lt != json(types)) {
+      return unsupported_field(path, "layer_types", lt, arch.model_type,
+                               " (it must list, per layer, what sliding_window" +
+                                   std::string(hf_arch_reads(arch, "use_sliding_window")
+                                                   ? ", use_sliding_window and max_window_layers"
+                                                   : "") +
+                                   " imply: " + json_value_text(json(types)) + ")");
     }
     decided_by = "layer_types";
   }
@@ -145,10 +145,6 @@ Status parse_sliding_window(const json& c, const std::string& path, const HfArch
     return unsupported_field(path, decided_by, c.contains(decided_by) ? c[decided_by] : json(),
                              arch.model_type,
                              " (it mixes full and sliding-window layers; pvllm runs one kind)");
-  }
-  if (window <= 0) {
-    return unsupported_field(path, "layer_types", c["layer_types"], arch.model_type,
-                             " (sliding layers with no sliding_window in effect)");
   }
   config->sliding_window = window;
   return Status::Ok();
