@@ -23,16 +23,25 @@ std::string write_tiny(const std::string& root, const std::string& tiny, const j
   const std::string dir = root + "/" + tiny;
   fs::create_directories(dir);
   pvllm::testing::write_tiny_hf_model(dir, pvllm::testing::tiny_arch_spec(tiny));
-  json c = json::parse(std::ifstream(dir + "/config.json"));
-  for (const auto& [key, value] : set.items()) {
-    if (value.is_null()) {
-      c.erase(key);
-    } else {
-      c[key] = value;
-    }
-  }
-  std::ofstream(dir + "/config.json") << c.dump(2);
+  pvllm::testing::edit_hf_config(dir, set);
   return dir;
+}
+
+// pvllm_engine_create on the CPU with a small KV pool; the message on failure.
+pvllm_status create_engine(const std::string& dir, std::string* message) {
+  pvllm_engine_params params;
+  pvllm_engine_params_init(&params, sizeof params);
+  params.model_path = dir.c_str();
+  params.device = "cpu";
+  params.kv_cache_bytes = 1 << 20;
+  pvllm_engine* engine = nullptr;
+  pvllm_error* error = nullptr;
+  const pvllm_status status = pvllm_engine_create(&params, &engine, &error);
+  EXPECT_EQ(engine == nullptr, status != PVLLM_STATUS_OK);
+  *message = error != nullptr ? pvllm_error_message(error) : "";
+  pvllm_error_free(error);
+  pvllm_engine_destroy(engine);
+  return status;
 }
 
 class CapiArchTest : public ::testing::Test {
@@ -48,22 +57,11 @@ class CapiRefusedFieldTest : public CapiArchTest,
 TEST_P(CapiRefusedFieldTest, EngineCreateIsUnsupportedNamingFieldAndValue) {
   const pvllm::testing::RefusedField& r = GetParam();
   const std::string dir = write_tiny(root_, r.tiny, r.set);
-  pvllm_engine_params params;
-  pvllm_engine_params_init(&params, sizeof params);
-  params.model_path = dir.c_str();
-  params.device = "cpu";
-  params.kv_cache_bytes = 1 << 20;
-  pvllm_engine* engine = nullptr;
-  pvllm_error* error = nullptr;
-  EXPECT_EQ(pvllm_engine_create(&params, &engine, &error), PVLLM_STATUS_UNSUPPORTED);
-  EXPECT_EQ(engine, nullptr);
-  ASSERT_NE(error, nullptr);
-  const std::string message = pvllm_error_message(error);
-  pvllm_error_free(error);
+  std::string message;
+  EXPECT_EQ(create_engine(dir, &message), PVLLM_STATUS_UNSUPPORTED);
   const std::string named = "field \"" + r.field + "\" = " + r.value;
   EXPECT_NE(message.find(named), std::string::npos)
       << "message \"" << message << "\" does not contain " << named;
-  pvllm_engine_destroy(engine);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fields, CapiRefusedFieldTest,
@@ -130,19 +128,11 @@ TEST_F(CapiArchTest, AnOlderCallersStructEndsBeforeTheNewFields) {
   EXPECT_FALSE(PVLLM_STRUCT_HAS(c, pvllm_model_config, sliding_window));
 }
 
-TEST_F(CapiArchTest, EachArchitectureGeneratesThroughTheEngine) {
+TEST_F(CapiArchTest, EachArchitectureOpensAnEngineOnTheCpu) {
   for (const char* tiny : {"llama3", "mistral", "qwen2", "qwen3", "llama-bias"}) {
     const std::string dir = write_tiny(root_, tiny);
-    pvllm_engine_params params;
-    pvllm_engine_params_init(&params, sizeof params);
-    params.model_path = dir.c_str();
-    params.device = "cpu";
-    params.kv_cache_bytes = 1 << 20;
-    pvllm_engine* engine = nullptr;
-    pvllm_error* error = nullptr;
-    ASSERT_EQ(pvllm_engine_create(&params, &engine, &error), PVLLM_STATUS_OK)
-        << tiny << ": " << (error ? pvllm_error_message(error) : "");
-    pvllm_engine_destroy(engine);
+    std::string message;
+    EXPECT_EQ(create_engine(dir, &message), PVLLM_STATUS_OK) << tiny << ": " << message;
   }
 }
 

@@ -37,15 +37,7 @@ class ArchTest : public ::testing::Test {
   }
   std::string write(const std::string& tiny) { return write(tiny, testing::tiny_arch_spec(tiny)); }
   static void edit_config(const std::string& dir, const json& set) {
-    json c = json::parse(std::ifstream(dir + "/config.json"));
-    for (const auto& [key, value] : set.items()) {
-      if (value.is_null()) {
-        c.erase(key);
-      } else {
-        c[key] = value;
-      }
-    }
-    std::ofstream(dir + "/config.json") << c.dump(2);
+    testing::edit_hf_config(dir, set);
   }
   static std::unique_ptr<Model> load_ok(const std::string& path) {
     std::unique_ptr<Model> m;

@@ -256,6 +256,18 @@ std::vector<float> hf_to_interleaved(const NamedArray& a, int32_t head_dim) {
 
 }  // namespace
 
+void edit_hf_config(const std::string& dir, const json& set) {
+  json c = json::parse(std::ifstream(dir + "/config.json"));
+  for (const auto& [key, value] : set.items()) {
+    if (value.is_null()) {
+      c.erase(key);
+    } else {
+      c[key] = value;
+    }
+  }
+  write_text(fs::path(dir) / "config.json", c.dump(2));
+}
+
 int32_t tiny_head_dim(const TinyModelSpec& s) {
   return s.head_dim > 0 ? s.head_dim : s.hidden_size / s.num_heads;
 }

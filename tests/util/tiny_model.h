@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,9 @@ struct TinyModelSpec {
 const std::vector<std::string>& tiny_arch_names();
 // The spec of a name above; throws std::invalid_argument for another.
 TinyModelSpec tiny_arch_spec(const std::string& name);
+
+// Sets keys of dir/config.json to the values of `set` (null erases a key).
+void edit_hf_config(const std::string& dir, const nlohmann::json& set);
 
 // The head size a spec writes.
 int32_t tiny_head_dim(const TinyModelSpec& spec);
