@@ -127,6 +127,13 @@ template <>
 constexpr size_t kV1Size<pvllm_engine_params> = offsetof(pvllm_engine_params, random_weights);
 template <>
 constexpr size_t kV1Size<pvllm_request> = offsetof(pvllm_request, delivery);
+// pvllm_model_config grew rope_type and the fields after it in 0.3; the 0.2
+// struct ended right after eos_token_id (all its fields are 4-byte or less).
+template <>
+constexpr size_t kV1Size<pvllm_model_config> = offsetof(pvllm_model_config, rope_type);
+static_assert(offsetof(pvllm_model_config, rope_type) ==
+                  offsetof(pvllm_model_config, eos_token_id) + sizeof(int32_t),
+              "pvllm_model_config.rope_type must start where the 0.2 struct ended");
 // The 0.1 struct was pointer-aligned, so its sizeof is the first multiple
 // of that alignment after `priority`: delivery starts exactly there.
 static_assert(offsetof(pvllm_request, delivery) % alignof(void*) == 0 &&
@@ -797,6 +804,26 @@ pvllm_status pvllm_model_info_config(const pvllm_model_info* info, pvllm_model_c
     out.tie_word_embeddings = c.tie_word_embeddings ? 1 : 0;
     out.bos_token_id = c.bos_token_id;
     out.eos_token_id = c.eos_token_id;
+    const pvllm::RopeScaling& rs = c.rope_scaling;
+    out.rope_type = static_cast<int32_t>(rs.type);
+    using Rope = pvllm::RopeScaling::Type;
+    if (rs.type != Rope::kNone) out.rope_factor = rs.factor;
+    if (rs.type == Rope::kLlama3) {
+      out.rope_low_freq_factor = rs.low_freq_factor;
+      out.rope_high_freq_factor = rs.high_freq_factor;
+    }
+    if (rs.type == Rope::kLlama3 || rs.type == Rope::kDynamic) {
+      out.rope_original_max_position_embeddings = rs.original_max_position_embeddings;
+    }
+    out.sliding_window = c.sliding_window;
+    out.qkv_bias = c.qkv_bias ? 1 : 0;
+    out.o_bias = c.o_bias ? 1 : 0;
+    out.qk_norm = c.qk_norm ? 1 : 0;
+    out.num_stop_token_ids = static_cast<int32_t>(c.extra_stop_token_ids.size());
+    constexpr size_t kMaxStops = sizeof(out.stop_token_ids) / sizeof(out.stop_token_ids[0]);
+    for (size_t i = 0; i < c.extra_stop_token_ids.size() && i < kMaxStops; ++i) {
+      out.stop_token_ids[i] = c.extra_stop_token_ids[i];
+    }
     write_struct(out_config, out);
     return Status::Ok();
   });

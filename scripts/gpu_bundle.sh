@@ -17,7 +17,9 @@
 #   shared/   models/{stories260K,stories260K-hf,llama2-tokenizer} and golden/
 #             from ${PVLLM_SHARED_DIR:-../shared} (left out, with a note, when
 #             that folder is absent)
-#   scripts/  hf_compare.py, bench_vs_transformers.py, sdpa_reference.py
+#   scripts/  hf_compare.py, bench_vs_transformers.py, sdpa_reference.py,
+#             arch_goldens.py (scripts/hf_reference/; step 8 makes its tiny
+#             models with bin/pvllm_make_tiny_model)
 #   fallback-lib/  this build's libstdc++ and libgcc_s, used on the GPU
 #             machine only when its own libstdc++ is older than REQUIRES says
 #   gpu_check.sh, COMMIT (git rev-parse HEAD), REQUIRES (the highest
@@ -123,7 +125,8 @@ fi
 
 # Scripts.
 cp scripts/gpu_check.sh "$bundle/"
-cp scripts/hf_compare.py scripts/bench_vs_transformers.py bench/sdpa_reference.py "$bundle/scripts/"
+cp scripts/hf_compare.py scripts/bench_vs_transformers.py bench/sdpa_reference.py \
+  scripts/hf_reference/arch_goldens.py "$bundle/scripts/"
 
 # What the binaries need of the C and C++ runtime.
 highest() {  # prefix: the highest version of that prefix any bundled ELF file needs

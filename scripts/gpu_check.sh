@@ -33,10 +33,14 @@
 #   7  sampling_bench     60  one decode step's sampling, 256 rows at 32k and
 #                             128k vocabularies: logits to the host and host
 #                             sampling against device sampling (ids only)
-# Together 1450 s (at most 1500, each at most 480). Step 0 runs in every call,
+#   8  arch_goldens       50  transformers (CPU, float32) on the tiny model of each
+#                             architecture (pvllm_make_tiny_model --arch all):
+#                             greedy tokens and top-5 logits per step, one JSON per
+#                             model in arch_goldens/ (for tests/data/arch_goldens)
+# Together 1500 s (at most 1500, each at most 480). Step 0 runs in every call,
 # whatever STEPS says: the others need its checks. One 10-minute device call
-# each: STEPS="0 1 2 3" (520 s), "0 4 5" (540 s), "0 6 7" (430 s); STEPS
-# defaults to all of them (1450 s: more than one call).
+# each: STEPS="0 1 2 3" (520 s), "0 4 5" (540 s), "0 6 7 8" (480 s); STEPS
+# defaults to all of them (1500 s: more than one call).
 #
 # The environment of every step: LD_LIBRARY_PATH = the bundle's lib/ plus the
 # folders holding libcublas.so.13 / libcublasLt.so.13 (searched: ldconfig -p,
@@ -68,10 +72,11 @@ plan() {
 5 bench_pvllm 270
 6 bench_hf 340
 7 sampling_bench 60
+8 arch_goldens 50
 EOF
 }
 # The device calls that together run every step, each within 10 minutes.
-calls() { printf '%s\n' "0 1 2 3" "0 4 5" "0 6 7"; }
+calls() { printf '%s\n' "0 1 2 3" "0 4 5" "0 6 7 8"; }
 budget() { plan | awk -v n="$1" '$2 == n { print $3 }'; }
 # transformers' nano measurement: the first HF_SUBSET requests at one batch
 # size, no new group after HF_MAX_SECONDS (inside bench_hf's budget).
@@ -96,12 +101,13 @@ step_inputs() {
     5) echo scripts/bench_vs_transformers.py bin/pvllm lib/libpvllm.so.1 lib/libpvllm_cuda.so ;;
     6) echo scripts/bench_vs_transformers.py bin/pvllm lib/libpvllm.so.1 ;;
     7) echo bin/sampling_bench ;;
+    8) echo bin/pvllm_make_tiny_model scripts/arch_goldens.py ;;
   esac
 }
 
 case "${1:-}" in
   --list-inputs)
-    for s in 0 1 2 3 4 5 6 7; do for f in $(step_inputs "$s"); do echo "$s $f"; done; done
+    for s in 0 1 2 3 4 5 6 7 8; do for f in $(step_inputs "$s"); do echo "$s $f"; done; done
     exit 0 ;;
   --list-budgets) plan; exit 0 ;;
   --list-calls) calls; exit 0 ;;
@@ -127,7 +133,7 @@ out="${OUT:-gpu-out}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 if [ "${PACK:-1}" = 0 ]; then work="$out"; else work="$(mktemp -d)"; fi
-steps=" 0 ${STEPS:-1 2 3 4 5 6 7} "
+steps=" 0 ${STEPS:-1 2 3 4 5 6 7 8} "
 
 json_str() {  # a bash string as a JSON string
   local s=$1
@@ -331,7 +337,7 @@ record 0 preflight "$pre_rc" "$(since "$start")" preflight.json \
   "$( [ $pre_rc = 0 ] || echo "libraries or inputs missing: see preflight.json" )"
 
 # --- steps 1-7
-for step in 1 2 3 4 5 6 7; do
+for step in 1 2 3 4 5 6 7 8; do
   case $steps in *" $step "*) ;; *) continue ;; esac
   if [ $pre_rc != 0 ]; then
     for name in $(plan | awk -v s=$step '$1 == s { print $2 }'); do
@@ -362,6 +368,9 @@ for step in 1 2 3 4 5 6 7; do
          --hf-max-seconds "$HF_MAX_SECONDS" --json "$work/bench_hf.json" ;;
     7) run 7 sampling_bench sampling_bench.json \
          "$bin/sampling_bench" --json "$work/sampling_bench.json" ;;
+    8) run 8 arch_goldens arch_goldens.json \
+         python3 "$scripts/arch_goldens.py" --make-tiny-model "$bin/pvllm_make_tiny_model" \
+         --out "$work/arch_goldens" --json "$work/arch_goldens.json" ;;
   esac
 done
 
@@ -369,7 +378,7 @@ done
 {
   echo "{"
   echo "  \"commit\": $(json_str "$(cat "$bundle/COMMIT" 2>/dev/null)"),"
-  echo "  \"steps_asked\": $(json_str "${STEPS:-1 2 3 4 5 6 7}"),"
+  echo "  \"steps_asked\": $(json_str "${STEPS:-1 2 3 4 5 6 7 8}"),"
   echo "  \"ok\": $([ $failed = 0 ] && echo true || echo false),"
   echo "  \"archive\": $([ "${PACK:-1}" = 0 ] && echo null || echo '"results.tar.gz"'),"
   echo "  \"commands\": ["

@@ -47,6 +47,34 @@ void print_config(const pvllm_model_config& c) {
   std::printf("  tie_word_embeddings      %s\n", c.tie_word_embeddings ? "true" : "false");
   std::printf("  bos_token_id             %d\n", c.bos_token_id);
   std::printf("  eos_token_id             %d\n", c.eos_token_id);
+  if (!PVLLM_STRUCT_HAS(&c, pvllm_model_config, stop_token_ids)) return;
+  std::string stops;
+  for (int32_t i = 0; i < c.num_stop_token_ids && i < 16; ++i) {
+    stops += (i > 0 ? ", " : "") + std::to_string(c.stop_token_ids[i]);
+  }
+  if (c.num_stop_token_ids > 16) stops += ", ...";
+  std::printf("  stop_token_ids           [%s] (end generation besides eos)\n", stops.c_str());
+  static const char* const kRopeTypes[] = {"default", "linear", "llama3", "dynamic"};
+  const bool known = c.rope_type >= 0 && c.rope_type < 4;
+  std::printf("  rope_type                %s\n", known ? kRopeTypes[c.rope_type] : "unknown");
+  if (c.rope_type != PVLLM_ROPE_DEFAULT) {
+    std::printf("  rope_factor              %g\n", static_cast<double>(c.rope_factor));
+  }
+  if (c.rope_type == PVLLM_ROPE_LLAMA3) {
+    std::printf("  rope_low_freq_factor     %g\n", static_cast<double>(c.rope_low_freq_factor));
+    std::printf("  rope_high_freq_factor    %g\n", static_cast<double>(c.rope_high_freq_factor));
+  }
+  if (c.rope_type == PVLLM_ROPE_LLAMA3 || c.rope_type == PVLLM_ROPE_DYNAMIC) {
+    std::printf("  rope_original_max_pos    %d\n", c.rope_original_max_position_embeddings);
+  }
+  if (c.sliding_window > 0) {
+    std::printf("  sliding_window           %d\n", c.sliding_window);
+  } else {
+    std::printf("  sliding_window           none (full attention)\n");
+  }
+  std::printf("  qkv_bias                 %s\n", c.qkv_bias ? "true" : "false");
+  std::printf("  o_bias                   %s\n", c.o_bias ? "true" : "false");
+  std::printf("  qk_norm                  %s\n", c.qk_norm ? "true" : "false");
 }
 
 void print_tensors(const pvllm::cxx::ModelInfo& info) {

@@ -1,9 +1,16 @@
-// Hugging Face Llama folders: config.json plus model.safetensors, or shards
-// listed by model.safetensors.index.json. Weights stay in the mappings.
+// Hugging Face folders (Llama, Mistral, Qwen2, Qwen3): config.json plus
+// model.safetensors, or shards listed by model.safetensors.index.json.
+// Weights stay in the mappings. Every tensor the checkpoint holds is taken
+// by the config (biases and q/k norms only when it asks for them); one it
+// does not account for is refused, never silently ignored.
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
+#include "core/model/hf_config.h"
+#include "core/model/json_file.h"
 #include "core/model/model.h"
 #include "core/model/safetensors.h"
 
@@ -14,133 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-Status read_json(const std::string& path, json* out) {
-  std::shared_ptr<MappedFile> file;
-  PVLLM_RETURN_IF_ERROR(MappedFile::open(path, &file));
-  const char* text = reinterpret_cast<const char*>(file->data());
-  *out = json::parse(text, text + file->size(), nullptr, /*allow_exceptions=*/false);
-  if (out->is_discarded() || !out->is_object()) {
-    return CorruptModel(path + ": not a valid JSON object");
-  }
-  return Status::Ok();
-}
-
-// Field readers: absent (or null) keeps *out unless the field is required;
-// a value of the wrong type is an error naming the file and key.
-Status get_int(const json& j, const std::string& path, const char* key, bool required,
-               int32_t* out) {
-  if (!j.contains(key) || j[key].is_null()) {
-    if (required) return CorruptModel(path + ": missing " + key);
-    return Status::Ok();
-  }
-  if (!j[key].is_number_integer()) return CorruptModel(path + ": " + key + " is not an integer");
-  *out = j[key].get<int32_t>();
-  return Status::Ok();
-}
-
-Status get_float(const json& j, const std::string& path, const char* key, bool required,
-                 float* out) {
-  if (!j.contains(key) || j[key].is_null()) {
-    if (required) return CorruptModel(path + ": missing " + key);
-    return Status::Ok();
-  }
-  if (!j[key].is_number()) return CorruptModel(path + ": " + key + " is not a number");
-  *out = j[key].get<float>();
-  return Status::Ok();
-}
-
-bool is_llama(const json& config) {
-  if (config.contains("architectures") && config["architectures"].is_array()) {
-    for (const json& a : config["architectures"]) {
-      if (a == "LlamaForCausalLM") return true;
-    }
-  }
-  return config.contains("model_type") &&
-         (config["model_type"] == "llama" || config["model_type"] == "mistral");
-}
-
-Status parse_rope_scaling(const json& config, const std::string& path, RopeScaling* out) {
-  if (!config.contains("rope_scaling") || config["rope_scaling"].is_null()) return Status::Ok();
-  const json& rs = config["rope_scaling"];
-  if (!rs.is_object()) return CorruptModel(path + ": rope_scaling is not an object");
-  // Newer transformers write "rope_type", older ones "type".
-  const char* type_key = rs.contains("rope_type") ? "rope_type" : "type";
-  if (!rs.contains(type_key) || !rs[type_key].is_string()) {
-    return CorruptModel(path + ": rope_scaling has no rope_type");
-  }
-  const std::string type = rs[type_key].get<std::string>();
-  const std::string where = path + " rope_scaling";
-  if (type == "default") return Status::Ok();
-  if (type == "linear") {
-    out->type = RopeScaling::Type::kLinear;
-    return get_float(rs, where, "factor", true, &out->factor);
-  }
-  if (type == "llama3") {
-    out->type = RopeScaling::Type::kLlama3;
-    PVLLM_RETURN_IF_ERROR(get_float(rs, where, "factor", true, &out->factor));
-    PVLLM_RETURN_IF_ERROR(get_float(rs, where, "low_freq_factor", true, &out->low_freq_factor));
-    PVLLM_RETURN_IF_ERROR(get_float(rs, where, "high_freq_factor", true, &out->high_freq_factor));
-    return get_int(rs, where, "original_max_position_embeddings", true,
-                   &out->original_max_position_embeddings);
-  }
-  return Unsupported(path + ": rope_scaling type \"" + type +
-                     "\" is not supported (none, linear and llama3 are)");
-}
-
-Status parse_config(const json& c, const std::string& path, ModelConfig* out) {
-  if (!is_llama(c)) {
-    return Unsupported(path + ": not a Llama-architecture model (architectures must include " +
-                       "LlamaForCausalLM, or model_type be llama or mistral)");
-  }
-  ModelConfig config;
-  if (c.contains("model_type") && c["model_type"].is_string()) {
-    config.architecture = c["model_type"].get<std::string>();
-  }
-  PVLLM_RETURN_IF_ERROR(get_int(c, path, "hidden_size", true, &config.hidden_size));
-  PVLLM_RETURN_IF_ERROR(get_int(c, path, "intermediate_size", true, &config.intermediate_size));
-  PVLLM_RETURN_IF_ERROR(get_int(c, path, "num_hidden_layers", true, &config.num_layers));
-  PVLLM_RETURN_IF_ERROR(get_int(c, path, "num_attention_heads", true, &config.num_heads));
-  PVLLM_RETURN_IF_ERROR(get_int(c, path, "vocab_size", true, &config.vocab_size));
-  if (config.num_heads <= 0) return CorruptModel(path + ": num_attention_heads must be positive");
-  config.num_kv_heads = config.num_heads;
-  PVLLM_RETURN_IF_ERROR(get_int(c, path, "num_key_value_heads", false, &config.num_kv_heads));
-  config.head_dim = config.hidden_size / config.num_heads;
-  PVLLM_RETURN_IF_ERROR(get_int(c, path, "head_dim", false, &config.head_dim));
-  // Defaults below are transformers' LlamaConfig defaults.
-  config.max_position_embeddings = 2048;
-  PVLLM_RETURN_IF_ERROR(
-      get_int(c, path, "max_position_embeddings", false, &config.max_position_embeddings));
-  config.rms_norm_eps = 1e-6f;
-  PVLLM_RETURN_IF_ERROR(get_float(c, path, "rms_norm_eps", false, &config.rms_norm_eps));
-  config.rope_theta = 10000.0f;
-  PVLLM_RETURN_IF_ERROR(get_float(c, path, "rope_theta", false, &config.rope_theta));
-  PVLLM_RETURN_IF_ERROR(parse_rope_scaling(c, path, &config.rope_scaling));
-  if (c.contains("tie_word_embeddings") && c["tie_word_embeddings"].is_boolean()) {
-    config.tie_word_embeddings = c["tie_word_embeddings"].get<bool>();
-  }
-  config.rope_style = RopeStyle::kRotateHalf;
-  PVLLM_RETURN_IF_ERROR(get_int(c, path, "bos_token_id", false, &config.bos_token_id));
-  // Llama 3 lists several end tokens: the first is eos, the rest also stop.
-  if (c.contains("eos_token_id") && c["eos_token_id"].is_array()) {
-    const json& ids = c["eos_token_id"];
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (!ids[i].is_number_integer()) return CorruptModel(path + ": eos_token_id is malformed");
-      const int32_t id = ids[i].get<int32_t>();
-      if (i == 0) {
-        config.eos_token_id = id;
-      } else {
-        config.extra_stop_token_ids.push_back(id);
-      }
-    }
-  } else {
-    PVLLM_RETURN_IF_ERROR(get_int(c, path, "eos_token_id", false, &config.eos_token_id));
-  }
-  Status valid = config.validate();
-  if (!valid.ok()) return CorruptModel(path + ": " + valid.message());
-  *out = std::move(config);
-  return Status::Ok();
-}
-
 // Every tensor the checkpoint offers, with the file it came from.
 struct WeightTable {
   struct Entry {
@@ -149,6 +29,7 @@ struct WeightTable {
   };
   std::map<std::string, Entry> by_name;
   std::string source;  // the file named when a tensor is missing
+  mutable std::set<std::string> taken;
 };
 
 Status open_single(const std::string& path, Model* model, WeightTable* table) {
@@ -163,7 +44,7 @@ Status open_single(const std::string& path, Model* model, WeightTable* table) {
 Status open_sharded(const std::string& dir, const std::string& index_path, Model* model,
                     WeightTable* table) {
   json index;
-  PVLLM_RETURN_IF_ERROR(read_json(index_path, &index));
+  PVLLM_RETURN_IF_ERROR(read_json_file(index_path, &index));
   if (!index.contains("weight_map") || !index["weight_map"].is_object()) {
     return CorruptModel(index_path + ": no weight_map object");
   }
@@ -213,6 +94,23 @@ Status take(const WeightTable& table, const std::string& name, const std::vector
                         ", expected " + shape_string(expected));
   }
   *out = e.tensor;
+  table.taken.insert(name);
+  return Status::Ok();
+}
+
+// A tied checkpoint that also stores lm_head.weight: accepted when it holds
+// the embedding's bytes (the head the config ties), refused otherwise.
+Status check_tied_head(const WeightTable& t, const Tensor& embed) {
+  auto it = t.by_name.find("lm_head.weight");
+  if (it == t.by_name.end()) return Status::Ok();
+  const Tensor& head = it->second.tensor;
+  if (head.shape != embed.shape || head.dtype != embed.dtype ||
+      std::memcmp(head.data, embed.data, embed.nbytes()) != 0) {
+    return Unsupported(it->second.file +
+                       ": tensor lm_head.weight differs from model.embed_tokens.weight, but "
+                       "tie_word_embeddings is true (the head would be ignored)");
+  }
+  t.taken.insert("lm_head.weight");
   return Status::Ok();
 }
 
@@ -235,27 +133,54 @@ Status take_weights(const WeightTable& t, const ModelConfig& c, ModelWeights* w)
     PVLLM_RETURN_IF_ERROR(take(t, p + "mlp.gate_proj.weight", {inter, hidden}, &l.w_gate));
     PVLLM_RETURN_IF_ERROR(take(t, p + "mlp.up_proj.weight", {inter, hidden}, &l.w_up));
     PVLLM_RETURN_IF_ERROR(take(t, p + "mlp.down_proj.weight", {hidden, inter}, &l.w_down));
+    const std::string a = p + "self_attn.";
+    if (c.qkv_bias) {
+      PVLLM_RETURN_IF_ERROR(take(t, a + "q_proj.bias", {q_rows}, &l.bq));
+      PVLLM_RETURN_IF_ERROR(take(t, a + "k_proj.bias", {kv_rows}, &l.bk));
+      PVLLM_RETURN_IF_ERROR(take(t, a + "v_proj.bias", {kv_rows}, &l.bv));
+    }
+    if (c.o_bias) PVLLM_RETURN_IF_ERROR(take(t, a + "o_proj.bias", {hidden}, &l.bo));
+    if (c.qk_norm) {
+      PVLLM_RETURN_IF_ERROR(take(t, a + "q_norm.weight", {c.head_dim}, &l.q_norm));
+      PVLLM_RETURN_IF_ERROR(take(t, a + "k_norm.weight", {c.head_dim}, &l.k_norm));
+    }
   }
   PVLLM_RETURN_IF_ERROR(take(t, "model.norm.weight", {hidden}, &w->final_norm));
   // Tied checkpoints usually omit lm_head; when tied, embed is authoritative.
   if (c.tie_word_embeddings) {
     w->lm_head = w->embed;
-    return Status::Ok();
+    return check_tied_head(t, w->embed);
   }
   return take(t, "lm_head.weight", {c.vocab_size, hidden}, &w->lm_head);
+}
+
+// Derived buffers some exports keep: recomputed from the config, never read.
+bool is_derived_buffer(const std::string& name) {
+  const std::string suffix = "rotary_emb.inv_freq";
+  return name.size() >= suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Every tensor of the checkpoint must have been taken: one the config does
+// not account for (a bias with attention_bias false, a q_norm on Llama)
+// would be silently ignored.
+Status check_all_taken(const WeightTable& t, const ModelConfig& c) {
+  for (const auto& [name, entry] : t.by_name) {
+    if (t.taken.count(name) != 0 || is_derived_buffer(name)) continue;
+    return Unsupported(entry.file + ": tensor " + name + " is not used by a " + c.architecture +
+                       " model with this config.json (attention_bias, qk norm and tied "
+                       "embeddings as the config sets them); pvllm refuses to ignore weights");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
 
 Status load_hf_model(const std::string& dir, std::unique_ptr<Model>* out) {
-  const std::string config_path = (fs::path(dir) / "config.json").string();
-  json config_json;
-  PVLLM_RETURN_IF_ERROR(read_json(config_path, &config_json));
-
   auto model = std::make_unique<Model>();
   model->format = ModelFormat::kHuggingFace;
   model->path = dir;
-  PVLLM_RETURN_IF_ERROR(parse_config(config_json, config_path, &model->config));
+  PVLLM_RETURN_IF_ERROR(read_hf_config(dir, &model->config));
 
   std::error_code ec;
   const std::string single = (fs::path(dir) / "model.safetensors").string();
@@ -269,6 +194,7 @@ Status load_hf_model(const std::string& dir, std::unique_ptr<Model>* out) {
     return NotFound(dir + ": no model.safetensors or model.safetensors.index.json");
   }
   PVLLM_RETURN_IF_ERROR(take_weights(table, model->config, &model->weights));
+  PVLLM_RETURN_IF_ERROR(check_all_taken(table, model->config));
 
   const fs::path tokenizer = fs::path(dir) / "tokenizer.model";
   if (fs::is_regular_file(tokenizer, ec)) model->tokenizer_path = tokenizer.string();

@@ -21,8 +21,8 @@ void for_each_weight(const ModelWeights& w, const std::function<void(const Tenso
   };
   visit(w.embed);
   for (const LayerWeights& l : w.layers) {
-    for (const Tensor* t :
-         {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down}) {
+    for (const Tensor* t : {&l.attn_norm, &l.wq, &l.bq, &l.wk, &l.bk, &l.wv, &l.bv, &l.q_norm,
+                            &l.k_norm, &l.wo, &l.bo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down}) {
       visit(*t);
     }
   }

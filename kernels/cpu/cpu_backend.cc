@@ -70,6 +70,16 @@ Status check_model(const Model& model) {
     PVLLM_RETURN_IF_ERROR(check_shape(lw.w_gate, {inter, hidden}, "w_gate" + at));
     PVLLM_RETURN_IF_ERROR(check_shape(lw.w_up, {inter, hidden}, "w_up" + at));
     PVLLM_RETURN_IF_ERROR(check_shape(lw.w_down, {hidden, inter}, "w_down" + at));
+    if (c.qkv_bias) {
+      PVLLM_RETURN_IF_ERROR(check_shape(lw.bq, {q_dim}, "bq" + at));
+      PVLLM_RETURN_IF_ERROR(check_shape(lw.bk, {kv_dim}, "bk" + at));
+      PVLLM_RETURN_IF_ERROR(check_shape(lw.bv, {kv_dim}, "bv" + at));
+    }
+    if (c.o_bias) PVLLM_RETURN_IF_ERROR(check_shape(lw.bo, {hidden}, "bo" + at));
+    if (c.qk_norm) {
+      PVLLM_RETURN_IF_ERROR(check_shape(lw.q_norm, {c.head_dim}, "q_norm" + at));
+      PVLLM_RETURN_IF_ERROR(check_shape(lw.k_norm, {c.head_dim}, "k_norm" + at));
+    }
   }
   return Status::Ok();
 }
@@ -86,7 +96,9 @@ uint64_t physical_memory_bytes() {
   return std::numeric_limits<size_t>::max();
 }
 
+// The tensor's values as fp32; empty for an absent (optional) tensor.
 std::vector<float> to_floats(const Tensor& t) {
+  if (t.empty()) return {};
   std::vector<float> out(static_cast<size_t>(t.numel()));
   cpu::load_row(t, 0, t.numel(), out.data());
   return out;
@@ -118,6 +130,7 @@ class CpuBackend final : public Backend {
  private:
   Status validate(const BatchMetadata& md, const float* logits) const;
   void run_layer(int32_t layer, const BatchMetadata& md);
+  void fill_rope_tables(const BatchMetadata& md);
 
   const Model& model_;
   const ModelConfig& config_;
@@ -128,8 +141,14 @@ class CpuBackend final : public Backend {
   std::vector<float> inv_freq_;                // [head_dim / 2]
   std::vector<std::vector<float>> attn_norm_;  // [num_layers][hidden]
   std::vector<std::vector<float>> ffn_norm_;   // [num_layers][hidden]
-  std::vector<float> final_norm_;              // [hidden]
-  const Tensor* lm_head_ = nullptr;            // embed when tied and no lm_head is given
+  // Optional per-layer vectors, empty unless the config asks for them.
+  struct LayerExtras {
+    std::vector<float> bq, bk, bv, bo;  // projection biases
+    std::vector<float> q_norm, k_norm;  // [head_dim] per-head RMSNorm weights
+  };
+  std::vector<LayerExtras> extras_;  // [num_layers]
+  std::vector<float> final_norm_;    // [hidden]
+  const Tensor* lm_head_ = nullptr;  // embed when tied and no lm_head is given
 
   int64_t block_floats_ = 0;  // floats in one block of one layer's K (or V)
   // Per layer: [num_blocks, num_kv_heads, block_size, head_dim] fp32.
@@ -161,6 +180,18 @@ Status CpuBackend::init() {
   for (const LayerWeights& lw : model_.weights.layers) {
     attn_norm_.push_back(to_floats(lw.attn_norm));
     ffn_norm_.push_back(to_floats(lw.ffn_norm));
+    LayerExtras e;
+    if (c.qkv_bias) {
+      e.bq = to_floats(lw.bq);
+      e.bk = to_floats(lw.bk);
+      e.bv = to_floats(lw.bv);
+    }
+    if (c.o_bias) e.bo = to_floats(lw.bo);
+    if (c.qk_norm) {
+      e.q_norm = to_floats(lw.q_norm);
+      e.k_norm = to_floats(lw.k_norm);
+    }
+    extras_.push_back(std::move(e));
   }
   final_norm_ = to_floats(model_.weights.final_norm);
   lm_head_ = model_.weights.lm_head.empty() ? &model_.weights.embed : &model_.weights.lm_head;
@@ -226,7 +257,11 @@ Status CpuBackend::validate(const BatchMetadata& md, const float* logits) const 
       return InvalidArgument(seq + "context_len exceeds its block table");
     }
     const int32_t* table = md.block_tables.data() + static_cast<int64_t>(s) * md.max_blocks_per_seq;
-    for (int32_t b = 0; b < (ctx + block_size_ - 1) / block_size_; ++b) {
+    // With a sliding window, blocks wholly before the earliest position this
+    // step attends may have been freed (-1): they are never read.
+    const int32_t window = config_.sliding_window;
+    const int32_t first_pos = window > 0 ? std::max(0, ctx - q_len - window + 1) : 0;
+    for (int32_t b = first_pos / block_size_; b < (ctx + block_size_ - 1) / block_size_; ++b) {
       if (table[b] < 0 || table[b] >= num_blocks_) {
         return InvalidArgument(seq + "block table entry " + std::to_string(b) + " (" +
                                std::to_string(table[b]) + ") is not a block id");
@@ -275,6 +310,20 @@ void CpuBackend::run_layer(int32_t layer, const BatchMetadata& md) {
   cpu::matmul(&pool_, xb_.data(), n, lw.wq, q_.data());
   cpu::matmul(&pool_, xb_.data(), n, lw.wk, k_.data());
   cpu::matmul(&pool_, xb_.data(), n, lw.wv, v_.data());
+  const LayerExtras& e = extras_[layer];
+  const int64_t q_dim = int64_t{c.num_heads} * c.head_dim;
+  const int64_t kv_dim = int64_t{c.num_kv_heads} * c.head_dim;
+  if (c.qkv_bias) {
+    cpu::add_bias(q_.data(), n, q_dim, e.bq.data());
+    cpu::add_bias(k_.data(), n, kv_dim, e.bk.data());
+    cpu::add_bias(v_.data(), n, kv_dim, e.bv.data());
+  }
+  if (c.qk_norm) {  // each head of q and k normalised on its own, before RoPE
+    cpu::rmsnorm(q_.data(), e.q_norm.data(), n * c.num_heads, c.head_dim, c.rms_norm_eps,
+                 q_.data());
+    cpu::rmsnorm(k_.data(), e.k_norm.data(), n * c.num_kv_heads, c.head_dim, c.rms_norm_eps,
+                 k_.data());
+  }
   cpu::rope(q_.data(), n, c.num_heads, c.head_dim, cos_.data(), sin_.data(), c.rope_style);
   cpu::rope(k_.data(), n, c.num_kv_heads, c.head_dim, cos_.data(), sin_.data(), c.rope_style);
 
@@ -306,9 +355,11 @@ void CpuBackend::run_layer(int32_t layer, const BatchMetadata& md) {
   a.block_size = block_size_;
   a.max_blocks_per_seq = md.max_blocks_per_seq;
   a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  a.sliding_window = c.sliding_window;
   cpu::paged_attention(a, &pool_);
 
   cpu::matmul(&pool_, att_.data(), n, lw.wo, xb_.data());
+  if (c.o_bias) cpu::add_bias(xb_.data(), n, hidden, e.bo.data());
   for (int64_t i = 0; i < n * hidden; ++i) x_[i] += xb_[i];
 
   cpu::rmsnorm(x_.data(), ffn_norm_[layer].data(), n, hidden, c.rms_norm_eps, xb_.data());
@@ -345,7 +396,7 @@ Status CpuBackend::forward(const BatchMetadata& md, float* logits) {
   }
 
   cpu::embedding(model_.weights.embed, md.input_ids.data(), n, hidden, x_.data());
-  cpu::rope_cos_sin(md.positions.data(), n, inv_freq_.data(), half, cos_.data(), sin_.data());
+  fill_rope_tables(md);
   for (int32_t l = 0; l < c.num_layers; ++l) run_layer(l, md);
 
   // Only the rows that sample need the final norm and the vocabulary projection.
@@ -357,6 +408,26 @@ Status CpuBackend::forward(const BatchMetadata& md, float* logits) {
                final_.data());
   cpu::matmul(&pool_, final_.data(), num_logits, *lm_head_, logits);
   return Status::Ok();
+}
+
+// cos/sin of every row. With dynamic scaling the frequencies depend on the
+// sequence's length (its highest position in this step + 1, which is its
+// context length), so each sequence's rows get their own table.
+void CpuBackend::fill_rope_tables(const BatchMetadata& md) {
+  const int64_t half = config_.head_dim / 2;
+  if (!rope_depends_on_length(config_)) {
+    cpu::rope_cos_sin(md.positions.data(), md.num_tokens, inv_freq_.data(), half, cos_.data(),
+                      sin_.data());
+    return;
+  }
+  for (int32_t s = 0; s < md.num_seqs; ++s) {
+    const int32_t begin = md.query_start[s];
+    const int32_t rows = md.query_start[s + 1] - begin;
+    if (rows == 0) continue;
+    const std::vector<float> inv_freq = rope_inv_freq(config_, md.context_lens[s]);
+    cpu::rope_cos_sin(md.positions.data() + begin, rows, inv_freq.data(), half,
+                      cos_.data() + begin * half, sin_.data() + begin * half);
+  }
 }
 
 Status CpuBackend::forward_sample(const BatchMetadata& md, std::span<const SampleRow> rows,

@@ -318,6 +318,13 @@ void rope(float* x, int64_t n, int64_t num_heads, int64_t head_dim, const float*
   }
 }
 
+void add_bias(float* y, int64_t n, int64_t dim, const float* bias) {
+  for (int64_t r = 0; r < n; ++r) {
+    float* row = y + r * dim;
+    for (int64_t j = 0; j < dim; ++j) row[j] += bias[j];
+  }
+}
+
 void silu_mul(const float* gate, const float* up, int64_t count, float* out) {
   for (int64_t i = 0; i < count; ++i) {
     const float g = gate[i];

@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "core/model/model_config.h"
 #include "core/base/tensor.h"
+#include "core/model/model_config.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace pvllm::cpu {
@@ -49,6 +49,9 @@ void rope_cos_sin(const int32_t* positions, int64_t n, const float* inv_freq, in
 // (a, b) -> (a cos - b sin, a sin + b cos).
 void rope(float* x, int64_t n, int64_t num_heads, int64_t head_dim, const float* cos,
           const float* sin, RopeStyle style);
+
+// y [n, dim] += bias [dim] on every row.
+void add_bias(float* y, int64_t n, int64_t dim, const float* bias);
 
 // out[i] = silu(gate[i]) * up[i] over count floats; out may alias gate.
 void silu_mul(const float* gate, const float* up, int64_t count, float* out);

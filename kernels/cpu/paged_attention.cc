@@ -39,23 +39,35 @@ void paged_attention(const PagedAttentionParams& p, ThreadPool* pool) {
       const int32_t s = seq_of[row];
       const int32_t q_len = p.query_start[s + 1] - p.query_start[s];
       const int32_t pos = p.context_lens[s] - q_len + (row - p.query_start[s]);
-      const int32_t num_keys = pos + 1;
+      // Keys at positions [first, pos]: the whole prefix, or the window.
+      const int32_t first = p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0;
+      const int32_t num_keys = pos + 1 - first;
       const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
       const int64_t kv_head_offset = static_cast<int64_t>(kvh) * p.block_size * head_dim;
       const int32_t h0 = kvh * group;
       const float* q = p.q + (static_cast<int64_t>(row) * p.num_heads + h0) * head_dim;
       float* out = p.out + (static_cast<int64_t>(row) * p.num_heads + h0) * head_dim;
+      // Calls fn(key index, K/V row offset of that block's first attended
+      // key, count) for each block's run of attended keys, in position order.
+      auto for_each_run = [&](auto&& fn) {
+        for (int32_t j = first; j <= pos;) {
+          const int32_t in_block = j % p.block_size;
+          const int32_t n = std::min(pos + 1 - j, p.block_size - in_block);
+          const int64_t base = table[j / p.block_size] * block_stride + kv_head_offset +
+                               static_cast<int64_t>(in_block) * head_dim;
+          fn(j - first, base, n);
+          j += n;
+        }
+      };
 
       scores.resize(static_cast<size_t>(group) * num_keys);
-      for (int32_t j0 = 0; j0 < num_keys; j0 += p.block_size) {
-        const int64_t block_base = table[j0 / p.block_size] * block_stride + kv_head_offset;
-        const int32_t n = std::min(num_keys, j0 + p.block_size) - j0;
+      for_each_run([&](int32_t k0, int64_t base, int32_t n) {
         for (int32_t g = 0; g < group; ++g) {
-          float* sc = scores.data() + static_cast<size_t>(g) * num_keys + j0;
-          dot_many(q + g * head_dim, p.k_cache + block_base, n, head_dim, sc);
+          float* sc = scores.data() + static_cast<size_t>(g) * num_keys + k0;
+          dot_many(q + g * head_dim, p.k_cache + base, n, head_dim, sc);
           for (int32_t j = 0; j < n; ++j) sc[j] *= p.scale;
         }
-      }
+      });
       std::vector<float> inv_sums(group);
       for (int32_t g = 0; g < group; ++g) {
         float* sc = scores.data() + static_cast<size_t>(g) * num_keys;
@@ -69,14 +81,12 @@ void paged_attention(const PagedAttentionParams& p, ThreadPool* pool) {
         inv_sums[g] = 1.0f / sum;
       }
       std::fill(out, out + group * head_dim, 0.0f);
-      for (int32_t j0 = 0; j0 < num_keys; j0 += p.block_size) {
-        const int64_t block_base = table[j0 / p.block_size] * block_stride + kv_head_offset;
-        const int32_t n = std::min(num_keys, j0 + p.block_size) - j0;
+      for_each_run([&](int32_t k0, int64_t base, int32_t n) {
         for (int32_t g = 0; g < group; ++g) {
-          axpy_many(scores.data() + static_cast<size_t>(g) * num_keys + j0, p.v_cache + block_base,
-                    n, head_dim, out + g * head_dim);
+          axpy_many(scores.data() + static_cast<size_t>(g) * num_keys + k0, p.v_cache + base, n,
+                    head_dim, out + g * head_dim);
         }
-      }
+      });
       for (int32_t g = 0; g < group; ++g) {
         for (int64_t d = 0; d < head_dim; ++d) out[g * head_dim + d] *= inv_sums[g];
       }

@@ -30,13 +30,17 @@ struct PagedAttentionParams {
   int32_t block_size = 0;
   int32_t max_blocks_per_seq = 0;
   float scale = 0.0f;  // applied to q.k; the model uses 1 / sqrt(head_dim)
+  // > 0: a query at position p attends only positions max(0, p - sliding_window + 1) .. p.
+  int32_t sliding_window = 0;
 };
 
 // For sequence i with q_len = qs[i+1] - qs[i] and context_len, the query at
 // row j of its chunk has position context_len - q_len + j and attends to
-// positions [0, that position] (causal). The caller guarantees the block
-// tables cover context_len and hold valid block ids, and that the K/V of
-// every attended position are already in the cache.
+// positions [0, that position] (causal), or with a sliding window W only
+// the last W of them. The caller guarantees the block tables hold valid
+// block ids for every attended position, and that the K/V of every attended
+// position are already in the cache. Entries of blocks wholly before a
+// row's window are never read (the KV manager may have freed them: -1).
 //
 // Each (token, head) is one task: scores over keys in position order, the
 // max, exp and sum in that order, then the weighted sum of V in that order —

@@ -659,10 +659,14 @@ TEST_F(BrokenModelTest, MistralModelTypeIsAccepted) {
   json config = json::parse(std::ifstream(dir + "/config.json"));
   config.erase("architectures");
   config["model_type"] = "mistral";
+  // Keys only Llama reads; MistralConfig has no such fields.
+  for (const char* key : {"attention_bias", "mlp_bias", "pretraining_tp"}) config.erase(key);
   std::ofstream(dir + "/config.json") << config.dump();
   std::unique_ptr<Model> m = load_ok(dir);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->config.architecture, "mistral");
+  // MistralConfig's default window when the file names none.
+  EXPECT_EQ(m->config.sliding_window, 4096);
 }
 
 TEST_F(BrokenModelTest, UnsupportedRopeScalingIsNamed) {

@@ -3,6 +3,10 @@
 // machines without a real checkpoint. The defaults make the demo model;
 // the memory benchmarks use a long context, e.g.
 //   pvllm_make_tiny_model DIR --max-position 8192 --hidden 64 --layers 2
+// --arch NAME writes one of the named architecture variants instead
+// (tests/util/tiny_model.h: llama2, llama3, mistral, qwen2, qwen3, ...), and
+// --arch all writes every one into DIR/NAME: the folders the transformers
+// reference (scripts/hf_reference/arch_goldens.py) reads.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -13,11 +17,15 @@
 int main(int argc, char** argv) {
   CLI::App app{"Writes a tiny random-weight Hugging Face model into DIR.", "pvllm_make_tiny_model"};
   std::string dir;
+  std::string arch;
   pvllm::testing::TinyModelSpec spec;
   spec.hidden_size = 64;
   spec.num_layers = 2;
   spec.max_position_embeddings = 512;
   app.add_option("dir", dir, "Output folder (created)")->required();
+  std::string arch_help = "A named architecture variant instead of the options below, or all:";
+  for (const std::string& name : pvllm::testing::tiny_arch_names()) arch_help += " " + name;
+  app.add_option("--arch", arch, arch_help);
   app.add_option("--max-position", spec.max_position_embeddings,
                  "max_position_embeddings (the context)")
       ->capture_default_str()
@@ -39,13 +47,30 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 128));
   app.add_option("--seed", spec.seed, "Weight seed")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  namespace fs = std::filesystem;
+  if (!arch.empty()) {
+    const auto& names = pvllm::testing::tiny_arch_names();
+    if (arch != "all" && std::find(names.begin(), names.end(), arch) == names.end()) {
+      std::fprintf(stderr, "pvllm_make_tiny_model: unknown --arch %s\n", arch.c_str());
+      return 2;
+    }
+    for (const std::string& name : names) {
+      if (arch != "all" && name != arch) continue;
+      const std::string out = arch == "all" ? (fs::path(dir) / name).string() : dir;
+      fs::create_directories(out);
+      std::printf(
+          "%s\n",
+          pvllm::testing::write_tiny_hf_model(out, pvllm::testing::tiny_arch_spec(name)).c_str());
+    }
+    return 0;
+  }
   if (spec.hidden_size % spec.num_heads != 0 || spec.num_heads % spec.num_kv_heads != 0) {
     std::fprintf(stderr,
                  "pvllm_make_tiny_model: --hidden must be a multiple of --heads, "
                  "and --heads a multiple of --kv-heads\n");
     return 2;
   }
-  std::filesystem::create_directories(dir);
+  fs::create_directories(dir);
   std::printf("%s\n", pvllm::testing::write_tiny_hf_model(dir, spec).c_str());
   return 0;
 }

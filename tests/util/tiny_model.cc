@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -41,7 +42,10 @@ class Normal {
   std::mt19937_64 rng_;
 };
 
-int32_t head_dim_of(const TinyModelSpec& s) { return s.hidden_size / s.num_heads; }
+int32_t head_dim_of(const TinyModelSpec& s) { return tiny_head_dim(s); }
+
+bool has_qkv_bias(const TinyModelSpec& s) { return s.arch == "qwen2" || s.attention_bias; }
+bool has_qk_norm(const TinyModelSpec& s) { return s.arch == "qwen3"; }
 
 // The model's weights in HF names and layout, in checkpoint order. Norm
 // weights are centred on 1 so activations keep their scale.
@@ -73,6 +77,21 @@ std::vector<NamedArray> make_weights(const TinyModelSpec& s) {
     add(p + "mlp.gate_proj.weight", {inter, hidden}, 0.0f);
     add(p + "mlp.up_proj.weight", {inter, hidden}, 0.0f);
     add(p + "mlp.down_proj.weight", {hidden, inter}, 0.0f);
+  }
+  // The optional tensors come after every Llama tensor, so a variant that
+  // adds them keeps the weights of the plain model of the same seed.
+  for (int32_t i = 0; i < s.num_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".self_attn.";
+    if (has_qkv_bias(s)) {
+      add(p + "q_proj.bias", {q_rows}, 0.0f);
+      add(p + "k_proj.bias", {kv_rows}, 0.0f);
+      add(p + "v_proj.bias", {kv_rows}, 0.0f);
+    }
+    if (s.attention_bias) add(p + "o_proj.bias", {hidden}, 0.0f);
+    if (has_qk_norm(s)) {
+      add(p + "q_norm.weight", {head_dim_of(s)}, 1.0f);
+      add(p + "k_norm.weight", {head_dim_of(s)}, 1.0f);
+    }
   }
   add("model.norm.weight", {hidden}, 1.0f);
   // Drawn last, so tied and untied models share every other weight.
@@ -135,39 +154,81 @@ uint64_t write_safetensors(const fs::path& path, const std::vector<const NamedAr
   return data.size();
 }
 
-json config_json(const TinyModelSpec& s) {
-  json rope_scaling = nullptr;
-  const RopeScaling& rs = s.rope_scaling;
-  if (rs.type == RopeScaling::Type::kLinear) {
-    rope_scaling = {{"type", "linear"}, {"factor", rs.factor}};
-  } else if (rs.type == RopeScaling::Type::kLlama3) {
-    rope_scaling = {{"rope_type", "llama3"},
-                    {"factor", rs.factor},
-                    {"low_freq_factor", rs.low_freq_factor},
-                    {"high_freq_factor", rs.high_freq_factor},
-                    {"original_max_position_embeddings", rs.original_max_position_embeddings}};
+// RoPE scaling as transformers writes it ("rope_type" and its keys); null
+// for none.
+json rope_scaling_json(const RopeScaling& rs) {
+  switch (rs.type) {
+    case RopeScaling::Type::kNone:
+      return nullptr;
+    case RopeScaling::Type::kLinear:
+      return {{"rope_type", "linear"}, {"factor", rs.factor}};
+    case RopeScaling::Type::kDynamic:
+      return {{"rope_type", "dynamic"}, {"factor", rs.factor}};
+    case RopeScaling::Type::kLlama3:
+      return {{"rope_type", "llama3"},
+              {"factor", rs.factor},
+              {"low_freq_factor", rs.low_freq_factor},
+              {"high_freq_factor", rs.high_freq_factor},
+              {"original_max_position_embeddings", rs.original_max_position_embeddings}};
   }
+  return nullptr;
+}
+
+json id_or_list(const std::vector<int32_t>& ids) {
+  if (ids.size() == 1) return ids[0];
+  return ids;
+}
+
+json config_json(const TinyModelSpec& s) {
   const char* torch_dtype = s.dtype == DType::kF32   ? "float32"
                             : s.dtype == DType::kF16 ? "float16"
                                                      : "bfloat16";
-  return {{"architectures", {"LlamaForCausalLM"}},
-          {"model_type", "llama"},
-          {"hidden_size", s.hidden_size},
-          {"intermediate_size", s.intermediate_size},
-          {"num_hidden_layers", s.num_layers},
-          {"num_attention_heads", s.num_heads},
-          {"num_key_value_heads", s.num_kv_heads},
-          {"head_dim", head_dim_of(s)},
-          {"vocab_size", tiny_tokenizer_vocab_size()},
-          {"max_position_embeddings", s.max_position_embeddings},
-          {"rms_norm_eps", 1e-5},
-          {"rope_theta", s.rope_theta},
-          {"rope_scaling", rope_scaling},
-          {"hidden_act", "silu"},
-          {"tie_word_embeddings", s.tie_word_embeddings},
-          {"bos_token_id", 1},
-          {"eos_token_id", 2},
-          {"torch_dtype", torch_dtype}};
+  const char* class_name = s.arch == "mistral" ? "MistralForCausalLM"
+                           : s.arch == "qwen2" ? "Qwen2ForCausalLM"
+                           : s.arch == "qwen3" ? "Qwen3ForCausalLM"
+                                               : "LlamaForCausalLM";
+  json c = {{"architectures", {class_name}},
+            {"model_type", s.arch},
+            {"hidden_size", s.hidden_size},
+            {"intermediate_size", s.intermediate_size},
+            {"num_hidden_layers", s.num_layers},
+            {"num_attention_heads", s.num_heads},
+            {"num_key_value_heads", s.num_kv_heads},
+            {"head_dim", head_dim_of(s)},
+            {"vocab_size", tiny_tokenizer_vocab_size()},
+            {"max_position_embeddings", s.max_position_embeddings},
+            {"rms_norm_eps", 1e-5},
+            {"hidden_act", "silu"},
+            {"tie_word_embeddings", s.tie_word_embeddings},
+            {"bos_token_id", 1},
+            {"eos_token_id", id_or_list(s.eos_ids)},
+            {"initializer_range", 0.02},
+            {"use_cache", true},
+            {"attention_dropout", 0.0}};
+  if (s.v5_config) {
+    json rope = rope_scaling_json(s.rope_scaling);
+    if (rope.is_null()) rope = {{"rope_type", "default"}};
+    rope["rope_theta"] = s.rope_theta;
+    c["rope_parameters"] = rope;
+    c["dtype"] = torch_dtype;
+  } else {
+    c["rope_theta"] = s.rope_theta;
+    c["rope_scaling"] = rope_scaling_json(s.rope_scaling);
+    c["torch_dtype"] = torch_dtype;
+  }
+  if (s.arch == "llama") {
+    c["attention_bias"] = s.attention_bias;
+    c["mlp_bias"] = false;
+    c["pretraining_tp"] = 1;
+  } else if (s.arch == "mistral") {
+    c["sliding_window"] = s.sliding_window > 0 ? json(s.sliding_window) : json(nullptr);
+  } else {  // qwen2, qwen3: a window that is off, as their releases ship it
+    if (s.arch == "qwen3") c["attention_bias"] = s.attention_bias;
+    c["use_sliding_window"] = false;
+    c["sliding_window"] = 4096;
+    c["max_window_layers"] = s.num_layers;
+  }
+  return c;
 }
 
 void copy_tokenizer(const fs::path& dir) {
@@ -195,6 +256,83 @@ std::vector<float> hf_to_interleaved(const NamedArray& a, int32_t head_dim) {
 
 }  // namespace
 
+void edit_hf_config(const std::string& dir, const json& set) {
+  json c = json::parse(std::ifstream(dir + "/config.json"));
+  for (const auto& [key, value] : set.items()) {
+    if (value.is_null()) {
+      c.erase(key);
+    } else {
+      c[key] = value;
+    }
+  }
+  write_text(fs::path(dir) / "config.json", c.dump(2));
+}
+
+int32_t tiny_head_dim(const TinyModelSpec& s) {
+  return s.head_dim > 0 ? s.head_dim : s.hidden_size / s.num_heads;
+}
+
+const std::vector<std::string>& tiny_arch_names() {
+  static const std::vector<std::string> names = {"llama2",       "llama3",        "llama3-v5",
+                                                 "llama-linear", "llama-dynamic", "llama-bias",
+                                                 "mistral",      "qwen2",         "qwen3"};
+  return names;
+}
+
+TinyModelSpec tiny_arch_spec(const std::string& name) {
+  TinyModelSpec s;
+  s.hidden_size = 32;
+  s.intermediate_size = 48;
+  s.num_layers = 2;
+  s.num_heads = 4;
+  s.num_kv_heads = 2;
+  s.max_position_embeddings = 256;
+  s.tie_word_embeddings = false;
+  const auto& names = tiny_arch_names();
+  // Different weights per variant (by its place in the list).
+  s.seed =
+      1000 + static_cast<uint64_t>(std::find(names.begin(), names.end(), name) - names.begin());
+  if (name == "llama2") {
+    s.num_kv_heads = 4;
+  } else if (name == "llama3" || name == "llama3-v5") {
+    s.seed = 1003;  // the same model in both spellings
+    s.rope_theta = 500000.0f;
+    s.rope_scaling.type = RopeScaling::Type::kLlama3;
+    s.rope_scaling.factor = 8.0f;
+    s.rope_scaling.low_freq_factor = 1.0f;
+    s.rope_scaling.high_freq_factor = 4.0f;
+    s.rope_scaling.original_max_position_embeddings = 32;
+    s.eos_ids = {2, 5};
+    s.generation_eos_ids = {2, 5, 7};
+    s.v5_config = name == "llama3-v5";
+  } else if (name == "llama-linear") {
+    s.rope_scaling.type = RopeScaling::Type::kLinear;
+    s.rope_scaling.factor = 4.0f;
+  } else if (name == "llama-dynamic") {
+    s.max_position_embeddings = 16;
+    s.rope_scaling.type = RopeScaling::Type::kDynamic;
+    s.rope_scaling.factor = 2.0f;
+    s.rope_scaling.original_max_position_embeddings = 16;
+  } else if (name == "llama-bias") {
+    s.attention_bias = true;
+  } else if (name == "mistral") {
+    s.arch = "mistral";
+    s.sliding_window = 8;
+  } else if (name == "qwen2") {
+    s.arch = "qwen2";
+    s.tie_word_embeddings = true;
+    s.rope_theta = 1000000.0f;
+  } else if (name == "qwen3") {
+    s.arch = "qwen3";
+    s.head_dim = 16;  // 4 heads of 16 over a hidden size of 32
+    s.tie_word_embeddings = true;
+    s.rope_theta = 1000000.0f;
+  } else {
+    throw std::invalid_argument("no tiny model named " + name);
+  }
+  return s;
+}
+
 std::string make_temp_dir(const std::string& prefix) {
   std::string pattern = (fs::temp_directory_path() / (prefix + "XXXXXX")).string();
   if (mkdtemp(pattern.data()) == nullptr) {
@@ -206,6 +344,12 @@ std::string make_temp_dir(const std::string& prefix) {
 std::string write_tiny_hf_model(const std::string& dir, const TinyModelSpec& spec, int num_shards) {
   const std::vector<NamedArray> weights = make_weights(spec);
   write_text(fs::path(dir) / "config.json", config_json(spec).dump(2));
+  if (!spec.generation_eos_ids.empty()) {
+    const json gen = {{"bos_token_id", 1},
+                      {"eos_token_id", id_or_list(spec.generation_eos_ids)},
+                      {"do_sample", false}};
+    write_text(fs::path(dir) / "generation_config.json", gen.dump(2));
+  }
   copy_tokenizer(dir);
   if (num_shards <= 1) {
     std::vector<const NamedArray*> all;
@@ -233,6 +377,10 @@ std::string write_tiny_hf_model(const std::string& dir, const TinyModelSpec& spe
 }
 
 std::string write_tiny_llama2c_model(const std::string& dir, const TinyModelSpec& spec) {
+  if (spec.arch != "llama" || spec.attention_bias ||
+      tiny_head_dim(spec) * spec.num_heads != spec.hidden_size) {
+    throw std::invalid_argument("a llama2.c checkpoint holds only a plain Llama model");
+  }
   const std::vector<NamedArray> weights = make_weights(spec);
   const int32_t hd = head_dim_of(spec);
   const int32_t vocab = tiny_tokenizer_vocab_size();

@@ -3,11 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "core/model/model_config.h"
 #include "core/base/tensor.h"
+#include "core/model/model_config.h"
 
 namespace pvllm::testing {
 
@@ -24,7 +25,35 @@ struct TinyModelSpec {
   bool tie_word_embeddings = true;
   uint64_t seed = 1;
   // vocab_size is the tiny tokenizer's (tiny_tokenizer_vocab_size()).
+
+  // The Hugging Face architecture whose config and tensor names are
+  // written: "llama", "mistral", "qwen2" (q/k/v biases always) or "qwen3"
+  // (q_norm/k_norm always). The llama2.c writer takes only "llama" without
+  // the extras below.
+  std::string arch = "llama";
+  int32_t head_dim = 0;                     // 0: hidden_size / num_heads
+  bool attention_bias = false;              // llama, qwen3: biases on q, k, v and o
+  int32_t sliding_window = 0;               // mistral: the window (0 writes null)
+  std::vector<int32_t> eos_ids = {2};       // config.json eos_token_id (a list when > 1)
+  std::vector<int32_t> generation_eos_ids;  // generation_config.json's; none written if empty
+  bool v5_config = false;                   // transformers v5 spelling: rope_parameters, dtype
 };
+
+// Named tiny models, one per architecture variant pvllm honours, all
+// float32: "llama2", "llama3" (GQA, llama3 RoPE, several EOS ids),
+// "llama3-v5" (the same model in the v5 config spelling), "llama-linear",
+// "llama-dynamic" (max_position_embeddings 16, so 20+ token prompts grow
+// the base), "llama-bias", "mistral" (sliding window 8), "qwen2" (q/k/v
+// bias, tied embeddings), "qwen3" (q/k norm, head_dim != hidden / heads).
+const std::vector<std::string>& tiny_arch_names();
+// The spec of a name above; throws std::invalid_argument for another.
+TinyModelSpec tiny_arch_spec(const std::string& name);
+
+// Sets keys of dir/config.json to the values of `set` (null erases a key).
+void edit_hf_config(const std::string& dir, const nlohmann::json& set);
+
+// The head size a spec writes.
+int32_t tiny_head_dim(const TinyModelSpec& spec);
 
 // A fresh empty folder under the system temp dir.
 std::string make_temp_dir(const std::string& prefix);

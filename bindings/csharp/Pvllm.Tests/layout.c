@@ -122,6 +122,17 @@ int main(void) {
   FIELD(pvllm_model_config, tie_word_embeddings);
   FIELD(pvllm_model_config, bos_token_id);
   FIELD(pvllm_model_config, eos_token_id);
+  FIELD(pvllm_model_config, rope_type);
+  FIELD(pvllm_model_config, rope_factor);
+  FIELD(pvllm_model_config, rope_low_freq_factor);
+  FIELD(pvllm_model_config, rope_high_freq_factor);
+  FIELD(pvllm_model_config, rope_original_max_position_embeddings);
+  FIELD(pvllm_model_config, sliding_window);
+  FIELD(pvllm_model_config, qkv_bias);
+  FIELD(pvllm_model_config, o_bias);
+  FIELD(pvllm_model_config, qk_norm);
+  FIELD(pvllm_model_config, num_stop_token_ids);
+  FIELD(pvllm_model_config, stop_token_ids);
 
   SIZE(pvllm_tensor_info);
   FIELD(pvllm_tensor_info, name);

@@ -297,6 +297,18 @@ namespace Pvllm
             public byte tie_word_embeddings;      // uint8_t boolean
             public int bos_token_id;
             public int eos_token_id;
+            // Since 0.3.
+            public int rope_type;
+            public float rope_factor;
+            public float rope_low_freq_factor;
+            public float rope_high_freq_factor;
+            public int rope_original_max_position_embeddings;
+            public int sliding_window;
+            public byte qkv_bias;                 // uint8_t boolean
+            public byte o_bias;                   // uint8_t boolean
+            public byte qk_norm;                  // uint8_t boolean
+            public int num_stop_token_ids;
+            public fixed int stop_token_ids[16];
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]

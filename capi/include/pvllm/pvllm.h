@@ -628,7 +628,33 @@ typedef struct pvllm_model_config {
   uint8_t tie_word_embeddings;
   int32_t bos_token_id;
   int32_t eos_token_id;
+  /* Since 0.3. Every other field the model's config sets that changes the
+   * math, and every id that ends generation (PVLLM_STRUCT_HAS tells whether
+   * the library filled them). */
+  int32_t rope_type; /* a pvllm_rope_type */
+  /* The scaling's parameters; 0 where rope_type does not use them. */
+  float rope_factor;                          /* LINEAR, LLAMA3, DYNAMIC */
+  float rope_low_freq_factor;                 /* LLAMA3 */
+  float rope_high_freq_factor;                /* LLAMA3 */
+  int32_t rope_original_max_position_embeddings; /* LLAMA3, DYNAMIC */
+  int32_t sliding_window; /* a query attends the last sliding_window keys; 0 = all */
+  uint8_t qkv_bias;       /* q, k and v projections carry a bias */
+  uint8_t o_bias;         /* the output projection carries a bias */
+  uint8_t qk_norm;        /* per-head RMSNorm of q and k before RoPE */
+  /* The ids besides eos_token_id that end generation by default (the
+   * config's eos list, generation_config.json's, llama2.c's BOS): the first
+   * min(num_stop_token_ids, 16) of them. */
+  int32_t num_stop_token_ids;
+  int32_t stop_token_ids[16];
 } pvllm_model_config;
+
+/* Since 0.3. Values of pvllm_model_config.rope_type. */
+typedef enum pvllm_rope_type {
+  PVLLM_ROPE_DEFAULT = 0, /* no scaling */
+  PVLLM_ROPE_LINEAR = 1,  /* every frequency divided by rope_factor */
+  PVLLM_ROPE_LLAMA3 = 2,  /* low frequencies divided, high kept, blended between */
+  PVLLM_ROPE_DYNAMIC = 3  /* NTK-aware: the base grows with the sequence's length */
+} pvllm_rope_type;
 
 PVLLM_API void pvllm_model_config_init(pvllm_model_config* config, size_t struct_size);
 
