@@ -3,6 +3,7 @@
 #include "core/engine/engine.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <utility>
@@ -84,11 +85,16 @@ Status Engine::load_model_and_tokenizer(const CreateProgress& progress) {
     }
   }
 
-  max_model_len_ = config_.max_model_len > 0 ? config_.max_model_len : mc.max_position_embeddings;
-  if (max_model_len_ > mc.max_position_embeddings) {
+  // Linear and dynamic RoPE scaling stretch the context past
+  // max_position_embeddings by their factor.
+  const int64_t longest = std::min<int64_t>(max_context_length(mc), INT32_MAX);
+  max_model_len_ =
+      config_.max_model_len > 0 ? config_.max_model_len : static_cast<int32_t>(longest);
+  if (max_model_len_ > longest) {
     return InvalidArgument("max_model_len " + std::to_string(config_.max_model_len) +
-                           " exceeds the model's max_position_embeddings " +
-                           std::to_string(mc.max_position_embeddings));
+                           " exceeds the model's longest context " + std::to_string(longest) +
+                           " (max_position_embeddings " +
+                           std::to_string(mc.max_position_embeddings) + ", with its RoPE scaling)");
   }
   return Status::Ok();
 }

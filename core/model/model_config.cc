@@ -58,6 +58,14 @@ Status ModelConfig::validate() const {
   return Status::Ok();
 }
 
+int64_t max_context_length(const ModelConfig& config) {
+  const RopeScaling& s = config.rope_scaling;
+  if (s.type == RopeScaling::Type::kLinear || s.type == RopeScaling::Type::kDynamic) {
+    return static_cast<int64_t>(std::floor(config.max_position_embeddings * double{s.factor}));
+  }
+  return config.max_position_embeddings;
+}
+
 bool rope_depends_on_length(const ModelConfig& config) {
   return config.rope_scaling.type == RopeScaling::Type::kDynamic;
 }

@@ -73,6 +73,11 @@ struct ModelConfig {
 // highest position in this step + 1); only dynamic scaling reads it.
 std::vector<float> rope_inv_freq(const ModelConfig& config, int64_t seq_len = 0);
 
+// The longest context the config supports: max_position_embeddings, times
+// the factor for linear and dynamic scaling (which stretch the original
+// context; llama3 configs already state the stretched length).
+int64_t max_context_length(const ModelConfig& config);
+
 // True when rope_inv_freq depends on seq_len (dynamic scaling past the
 // original context), so a backend computes the table per sequence.
 bool rope_depends_on_length(const ModelConfig& config);

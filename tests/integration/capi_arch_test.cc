@@ -28,10 +28,12 @@ std::string write_tiny(const std::string& root, const std::string& tiny, const j
 }
 
 // pvllm_engine_create on the CPU with a small KV pool; the message on failure.
-pvllm_status create_engine(const std::string& dir, std::string* message) {
+pvllm_status create_engine(const std::string& dir, std::string* message,
+                           int32_t max_model_len = 0) {
   pvllm_engine_params params;
   pvllm_engine_params_init(&params, sizeof params);
   params.model_path = dir.c_str();
+  params.max_model_len = max_model_len;
   params.device = "cpu";
   params.kv_cache_bytes = 1 << 20;
   pvllm_engine* engine = nullptr;
@@ -134,6 +136,22 @@ TEST_F(CapiArchTest, EachArchitectureOpensAnEngineOnTheCpu) {
     std::string message;
     EXPECT_EQ(create_engine(dir, &message), PVLLM_STATUS_OK) << tiny << ": " << message;
   }
+}
+
+// Linear and dynamic scaling stretch the context by their factor: the
+// llama-dynamic model (max_position_embeddings 16, factor 2) serves 32
+// tokens and no more; an unscaled model stops at max_position_embeddings.
+TEST_F(CapiArchTest, RopeScalingStretchesTheLongestContext) {
+  const std::string dynamic = write_tiny(root_, "llama-dynamic");
+  std::string message;
+  EXPECT_EQ(create_engine(dynamic, &message, 32), PVLLM_STATUS_OK) << message;
+  EXPECT_EQ(create_engine(dynamic, &message, 33), PVLLM_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("longest context 32"), std::string::npos) << message;
+
+  const std::string plain = write_tiny(root_, "llama2");
+  const int32_t max_pos = config_of(plain).max_position_embeddings;
+  EXPECT_EQ(create_engine(plain, &message, max_pos), PVLLM_STATUS_OK) << message;
+  EXPECT_EQ(create_engine(plain, &message, max_pos + 1), PVLLM_STATUS_INVALID_ARGUMENT);
 }
 
 }  // namespace

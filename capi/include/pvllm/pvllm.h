@@ -196,10 +196,12 @@ typedef struct pvllm_engine_params {
   int32_t num_kv_blocks;          /* exact KV block count; 0 = from kv_cache_bytes */
   int32_t max_num_seqs;           /* sequences running at once; default 256 */
   int32_t max_num_batched_tokens; /* tokens fed per step; default 2048 */
-  int32_t max_model_len;          /* context length; 0 = the model's */
-  uint8_t enable_prefix_caching;  /* default 1 */
-  int32_t num_threads;            /* CPU threads; 0 = all cores */
-  pvllm_progress_fn progress;     /* may be NULL */
+  /* Context length; 0 = the model's longest: max_position_embeddings,
+   * times the factor of linear or dynamic RoPE scaling. */
+  int32_t max_model_len;
+  uint8_t enable_prefix_caching; /* default 1 */
+  int32_t num_threads;           /* CPU threads; 0 = all cores */
+  pvllm_progress_fn progress;    /* may be NULL */
   void* progress_user_data;
   /* How sequences reserve KV slots, a pvllm_kv_allocator; default PAGED. */
   int32_t kv_allocator;
@@ -633,9 +635,9 @@ typedef struct pvllm_model_config {
    * the library filled them). */
   int32_t rope_type; /* a pvllm_rope_type */
   /* The scaling's parameters; 0 where rope_type does not use them. */
-  float rope_factor;                          /* LINEAR, LLAMA3, DYNAMIC */
-  float rope_low_freq_factor;                 /* LLAMA3 */
-  float rope_high_freq_factor;                /* LLAMA3 */
+  float rope_factor;                             /* LINEAR, LLAMA3, DYNAMIC */
+  float rope_low_freq_factor;                    /* LLAMA3 */
+  float rope_high_freq_factor;                   /* LLAMA3 */
   int32_t rope_original_max_position_embeddings; /* LLAMA3, DYNAMIC */
   int32_t sliding_window; /* a query attends the last sliding_window keys; 0 = all */
   uint8_t qkv_bias;       /* q, k and v projections carry a bias */
