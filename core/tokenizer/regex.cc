@@ -14,8 +14,8 @@ struct Regex::Impl {
 Regex::~Regex() = default;
 
 Status Regex::compile(const std::string& pattern, bool literal, std::unique_ptr<Regex>* out) {
-  uint32_t options = PCRE2_UTF | PCRE2_UCP;
-  if (literal) options |= PCRE2_LITERAL;
+  // PCRE2_LITERAL admits no property options (a literal needs none).
+  const uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   int error = 0;
   PCRE2_SIZE error_offset = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),

@@ -94,6 +94,10 @@ const out = path.join(here, "..", "..", "tests", "data", "tokenizer_goldens");
 mkdirSync(out, { recursive: true });
 for (const name of ["llama2", "llama3", "llama3_1", "qwen3"]) {
   const file = path.join(out, `${name}.json`);
-  writeFileSync(file, JSON.stringify(goldens(name), null, 1) + "\n");
+  // One line per case keeps the files short and their diffs readable.
+  const { tokenizer, cases } = goldens(name);
+  const lines = cases.map((c) => "  " + JSON.stringify(c));
+  const text = `{"tokenizer": ${JSON.stringify(tokenizer)}, "cases": [\n${lines.join(",\n")}\n]}\n`;
+  writeFileSync(file, text);
   console.log(`wrote ${file}`);
 }
