@@ -27,10 +27,13 @@ Status Tokenizer::load(const std::string& path, std::unique_ptr<Tokenizer>* out)
 
 IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer* tokenizer,
                                                int32_t last_prompt_token)
-    : tokenizer_(tokenizer),
-      spaces_to_strip_(last_prompt_token < 0 || last_prompt_token == tokenizer->bos_id()
-                           ? tokenizer->num_leading_spaces_stripped()
-                           : 0) {}
+    : tokenizer_(tokenizer), spaces_to_strip_(0) {
+  // The engine builds one for models without a tokenizer too (then with -1)
+  // and never pushes to it.
+  if (tokenizer != nullptr && (last_prompt_token < 0 || last_prompt_token == tokenizer->bos_id())) {
+    spaces_to_strip_ = tokenizer->num_leading_spaces_stripped();
+  }
+}
 
 std::string IncrementalDetokenizer::push(int32_t id) {
   std::string_view piece = tokenizer_->token_bytes(id);

@@ -69,6 +69,7 @@ class Tokenizer {
 class IncrementalDetokenizer {
  public:
   // `last_prompt_token` is the prompt's final id, or -1 for no prompt.
+  // `tokenizer` may be null only for one that is never pushed to.
   IncrementalDetokenizer(const Tokenizer* tokenizer, int32_t last_prompt_token);
   // Returns the text that token `id` completes (possibly empty).
   std::string push(int32_t id);
