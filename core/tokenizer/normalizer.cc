@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/tokenizer/pieces.h"
+
 namespace pvllm {
 namespace {
 
@@ -50,16 +52,9 @@ class ReplaceString : public Normalizer {
  public:
   ReplaceString(std::string from, std::string to) : from_(std::move(from)), to_(std::move(to)) {}
   Status apply(std::string* text) const override {
-    if (from_.empty() || text->find(from_) == std::string::npos) return Status::Ok();
-    std::string out;
-    out.reserve(text->size());
-    size_t pos = 0;
-    for (size_t hit; (hit = text->find(from_, pos)) != std::string::npos;
-         pos = hit + from_.size()) {
-      out.append(*text, pos, hit - pos).append(to_);
+    if (!from_.empty() && text->find(from_) != std::string::npos) {
+      *text = replace_all(*text, from_, to_);
     }
-    out.append(*text, pos, std::string::npos);
-    *text = std::move(out);
     return Status::Ok();
   }
 

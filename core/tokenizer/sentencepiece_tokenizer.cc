@@ -4,10 +4,11 @@
 
 #include <sentencepiece_processor.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 #include <utility>
+
+#include "core/tokenizer/pieces.h"
 
 namespace pvllm {
 namespace {
@@ -18,30 +19,6 @@ Status tokenizer_error(std::string message) {
   return Status(StatusCode::kTokenizerError, std::move(message));
 }
 
-// "<0xAB>" -> 0xAB; -1 when `piece` is not in that form.
-int byte_piece_value(const std::string& piece) {
-  if (piece.size() != 6 || piece.compare(0, 3, "<0x") != 0 || piece[5] != '>') return -1;
-  char* end = nullptr;
-  const std::string hex = piece.substr(3, 2);
-  const long value = std::strtol(hex.c_str(), &end, 16);
-  if (end != hex.c_str() + 2) return -1;
-  return static_cast<int>(value);
-}
-
-std::string replace_space_symbols(const std::string& piece) {
-  std::string out;
-  out.reserve(piece.size());
-  for (size_t i = 0; i < piece.size();) {
-    if (piece.compare(i, kSpaceSymbol.size(), kSpaceSymbol) == 0) {
-      out.push_back(' ');
-      i += kSpaceSymbol.size();
-    } else {
-      out.push_back(piece[i++]);
-    }
-  }
-  return out;
-}
-
 // The surface bytes of every piece, indexed by id ([vocab_size]); see
 // Tokenizer::token_bytes.
 std::vector<std::string> build_token_bytes(const sentencepiece::SentencePieceProcessor& sp) {
@@ -50,8 +27,9 @@ std::vector<std::string> build_token_bytes(const sentencepiece::SentencePiecePro
   for (int32_t id = 0; id < num_pieces; ++id) {
     if (sp.IsControl(id) || sp.IsUnknown(id)) continue;  // invisible
     const std::string& piece = sp.IdToPiece(id);
-    const int byte = sp.IsByte(id) ? byte_piece_value(piece) : -1;
-    table[id] = byte >= 0 ? std::string(1, static_cast<char>(byte)) : replace_space_symbols(piece);
+    const int byte = sp.IsByte(id) ? byte_token_value(piece) : -1;
+    table[id] =
+        byte >= 0 ? std::string(1, static_cast<char>(byte)) : replace_all(piece, kSpaceSymbol, " ");
   }
   return table;
 }

@@ -1,34 +1,14 @@
 // The decoders of tokenizer.json as per-token byte rules.
 #include "core/tokenizer/token_decoder.h"
 
-#include <cstdlib>
-
 #include "core/tokenizer/byte_level.h"
+#include "core/tokenizer/pieces.h"
 #include "core/tokenizer/utf8.h"
 
 namespace pvllm {
 namespace {
 
 using namespace tokenizer_json;
-
-std::string replace_all(const std::string& text, const std::string& from, const std::string& to) {
-  std::string out;
-  size_t pos = 0;
-  for (size_t hit; (hit = text.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
-    out.append(text, pos, hit - pos).append(to);
-  }
-  out.append(text, pos, std::string::npos);
-  return out;
-}
-
-// "<0xAB>" -> 0xAB; -1 when `token` is not in that form.
-int byte_token_value(const std::string& token) {
-  if (token.size() != 6 || token.compare(0, 3, "<0x") != 0 || token[5] != '>') return -1;
-  char* end = nullptr;
-  const std::string hex = token.substr(3, 2);
-  const long value = std::strtol(hex.c_str(), &end, 16);
-  return end == hex.c_str() + 2 ? static_cast<int>(value) : -1;
-}
 
 bool is_single_char(const std::string& s) {
   return !s.empty() && utf8_char_length(static_cast<unsigned char>(s[0])) == s.size();

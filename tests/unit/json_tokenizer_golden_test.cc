@@ -22,6 +22,7 @@
 #include "core/tokenizer/json_tokenizer.h"
 #include "core/tokenizer/sentencepiece_tokenizer.h"
 #include "core/tokenizer/tokenizer.h"
+#include "tests/unit/json_tokenizer_files.h"
 #include "tests/util/shared_paths.h"
 
 namespace pvllm {
@@ -180,20 +181,10 @@ json tokenizer_json_of(const sentencepiece::SentencePieceProcessor& sp) {
     added.push_back({{"id", id}, {"content", sp.IdToPiece(id)}, {"special", true}});
   }
   return {{"added_tokens", added},
-          {"normalizer",
-           {{"type", "Sequence"},
-            {"normalizers",
-             {{{"type", "Prepend"}, {"prepend", "▁"}},
-              {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "▁"}}}}}},
+          {"normalizer", testing::dummy_prefix_normalizer()},
           {"pre_tokenizer", nullptr},
           {"post_processor", nullptr},
-          {"decoder",
-           {{"type", "Sequence"},
-            {"decoders",
-             {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}},
-              {{"type", "ByteFallback"}},
-              {{"type", "Fuse"}},
-              {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+          {"decoder", testing::dummy_prefix_decoder()},
           {"model",
            {{"type", "BPE"},
             {"unk_token", sp.IdToPiece(sp.unk_id())},

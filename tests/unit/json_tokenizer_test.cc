@@ -16,6 +16,7 @@
 
 #include "core/tokenizer/pre_tokenizer.h"
 #include "core/tokenizer/tokenizer.h"
+#include "tests/unit/json_tokenizer_files.h"
 
 namespace pvllm {
 namespace {
@@ -94,11 +95,7 @@ json metaspace_file() {
            {{{"id", 0}, {"content", "<unk>"}, {"special", true}},
             {{"id", 1}, {"content", "<s>"}, {"special", true}},
             {{"id", 2}, {"content", "</s>"}, {"special", true}}}},
-          {"normalizer",
-           {{"type", "Sequence"},
-            {"normalizers",
-             {{{"type", "Prepend"}, {"prepend", "▁"}},
-              {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "▁"}}}}}},
+          {"normalizer", testing::dummy_prefix_normalizer()},
           {"pre_tokenizer", nullptr},
           {"post_processor",
            {{"type", "TemplateProcessing"},
@@ -106,13 +103,7 @@ json metaspace_file() {
              {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
               {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
             {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
-          {"decoder",
-           {{"type", "Sequence"},
-            {"decoders",
-             {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}},
-              {{"type", "ByteFallback"}},
-              {{"type", "Fuse"}},
-              {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+          {"decoder", testing::dummy_prefix_decoder()},
           {"model",
            {{"type", "BPE"},
             {"unk_token", "<unk>"},
