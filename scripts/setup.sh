@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build ccache pkg-config
-          libsentencepiece-dev nlohmann-json3-dev libcli11-dev libgtest-dev)
+          libsentencepiece-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev
+          libgtest-dev)
 for list in bindings/*/packages.txt; do
   [ -f "$list" ] || continue
   while read -r p; do

@@ -19,6 +19,10 @@ void add_inspect_command(CLI::App& app, int* exit_code);
 // Registers the `bench` subcommand (tools/bench.cc), likewise.
 void add_bench_command(CLI::App& app, int* exit_code);
 
+// Registers the `tokenize` and `detokenize` subcommands (tools/tokenize.cc),
+// likewise. They use the core tokenizer library directly.
+void add_tokenize_commands(CLI::App& app, int* exit_code);
+
 // Prints "pvllm: <what>: <message> (<status name>)" to stderr and returns
 // the exit status for a failure (1).
 int report_error(const std::string& what, const pvllm::cxx::Error& error);

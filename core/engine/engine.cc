@@ -179,7 +179,9 @@ Status Engine::submit_text(std::string_view prompt, const SamplingParams& params
                   model_->tokenizer_path.empty() && model_->path.rfind("random:", 0) == 0
                       ? "a random-weights model (" + model_->path.substr(7) +
                             ") has no tokenizer; submit token ids instead"
-                      : std::string("the model has no tokenizer.model; submit token ids instead"));
+                      : std::string(
+                            "the model has no tokenizer.model or tokenizer.json; submit token "
+                            "ids instead"));
   }
   if (prompt.empty()) return InvalidArgument("prompt is empty");
   std::vector<int32_t> ids;

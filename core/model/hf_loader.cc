@@ -196,8 +196,15 @@ Status load_hf_model(const std::string& dir, std::unique_ptr<Model>* out) {
   PVLLM_RETURN_IF_ERROR(take_weights(table, model->config, &model->weights));
   PVLLM_RETURN_IF_ERROR(check_all_taken(table, model->config));
 
-  const fs::path tokenizer = fs::path(dir) / "tokenizer.model";
-  if (fs::is_regular_file(tokenizer, ec)) model->tokenizer_path = tokenizer.string();
+  // tokenizer.model first (the sentencepiece models served so far keep their
+  // exact tokenization), else tokenizer.json (Llama 3, Qwen).
+  for (const char* name : {"tokenizer.model", "tokenizer.json"}) {
+    const fs::path tokenizer = fs::path(dir) / name;
+    if (fs::is_regular_file(tokenizer, ec)) {
+      model->tokenizer_path = tokenizer.string();
+      break;
+    }
+  }
   *out = std::move(model);
   return Status::Ok();
 }

@@ -46,7 +46,7 @@ struct Model {
   ModelWeights weights;
   ModelFormat format = ModelFormat::kHuggingFace;
   std::string path;            // what the caller passed
-  std::string tokenizer_path;  // sentencepiece tokenizer.model; empty if none found
+  std::string tokenizer_path;  // tokenizer.model or tokenizer.json; empty if none found
   // Keep the bytes the tensors point into alive.
   std::vector<std::shared_ptr<MappedFile>> files;
   std::vector<std::vector<unsigned char>> owned_buffers;

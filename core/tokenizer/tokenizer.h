@@ -1,6 +1,8 @@
-// The tokenizer: a thin wrapper over sentencepiece, and an incremental
-// detokenizer that turns a growing list of token ids into text deltas that
-// never split a UTF-8 character.
+// The tokenizer interface, its loader, and an incremental detokenizer that
+// turns a growing list of token ids into text deltas that never split a
+// UTF-8 character. Two implementations: sentencepiece's tokenizer.model
+// (sentencepiece_tokenizer.h) and Hugging Face's tokenizer.json
+// (json_tokenizer.h).
 #pragma once
 
 #include <cstdint>
@@ -10,55 +12,64 @@
 #include <vector>
 
 #include "core/base/status.h"
-
-namespace sentencepiece {
-class SentencePieceProcessor;
-}
+#include "core/tokenizer/utf8.h"
 
 namespace pvllm {
 
 class Tokenizer {
  public:
-  // Loads a sentencepiece model file (tokenizer.model).
+  // Loads `path`: a tokenizer.model or tokenizer.json file (told apart by
+  // the .json extension), or a folder holding one. A folder with both uses
+  // tokenizer.model, so the sentencepiece models already served keep their
+  // exact tokenization. tokenizer.json reads tokenizer_config.json beside it
+  // for the BOS and EOS names.
   static Status load(const std::string& path, std::unique_ptr<Tokenizer>* out);
-  // Loads from the serialized model proto (bytes of a tokenizer.model).
-  static Status load_from_bytes(std::string_view bytes, std::unique_ptr<Tokenizer>* out);
-  ~Tokenizer();
+  virtual ~Tokenizer() = default;
 
-  // Encodes text; prepends BOS when add_bos.
-  Status encode(std::string_view text, bool add_bos, std::vector<int32_t>* ids) const;
-  // Decodes ids to text the way sentencepiece does (BOS/EOS dropped, the
-  // leading space of the first piece stripped). Ids outside the vocabulary
-  // are an error.
-  Status decode(const std::vector<int32_t>& ids, std::string* text) const;
+  // Encodes text. `add_special`: add the special tokens the tokenizer adds
+  // around a text (BOS for Llama; nothing for Qwen). Special tokens written
+  // in the text (<|im_start|>) are always recognized. Invalid UTF-8 is
+  // InvalidArgument (tokenizer.json).
+  virtual Status encode(std::string_view text, bool add_special,
+                        std::vector<int32_t>* ids) const = 0;
+  // Decodes ids to text, skipping special tokens (BOS, EOS, <|im_end|>)
+  // and removing the leading space the tokenizer's decoder removes. Ids
+  // outside [0, vocab_size()) are InvalidArgument.
+  virtual Status decode(const std::vector<int32_t>& ids, std::string* text) const = 0;
 
-  int32_t vocab_size() const;
-  int32_t bos_id() const;
-  int32_t eos_id() const;
+  // One past the largest id the tokenizer knows (added tokens included).
+  // A model's vocabulary may be larger (padding rows).
+  virtual int32_t vocab_size() const = 0;
+  virtual int32_t bos_id() const = 0;  // -1 when there is none
+  virtual int32_t eos_id() const = 0;  // -1 when there is none
   bool is_valid_id(int32_t id) const { return id >= 0 && id < vocab_size(); }
 
-  // The raw surface bytes one token contributes when it follows other text:
-  // "▁" becomes a space, a byte-fallback piece <0xAB> becomes that byte,
-  // control tokens (BOS/EOS/UNK) contribute "". Used by the incremental
-  // detokenizer.
-  const std::string& token_bytes(int32_t id) const;
+  // The id of token string `token` ("<|eot_id|>", "▁the"), -1 when absent.
+  virtual int32_t token_to_id(std::string_view token) const = 0;
+  // The token string of `id`; "" when out of range.
+  virtual std::string id_to_token(int32_t id) const = 0;
 
- private:
-  Tokenizer();
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
-  std::vector<std::string> token_bytes_;  // [vocab_size]
+  // The raw surface bytes one token contributes when it follows other text:
+  // "▁the" gives " the", a byte token <0xAB> or a byte-level piece gives its
+  // bytes, special tokens give "". Used by the incremental detokenizer.
+  virtual const std::string& token_bytes(int32_t id) const = 0;
+  // How many leading spaces decode() strips from the start of a text
+  // (sentencepiece's dummy prefix: 1; byte-level BPE: 0).
+  virtual int num_leading_spaces_stripped() const = 0;
 };
 
 // Turns generated token ids into text deltas. The concatenation of every
 // delta plus flush() is the generated tokens' text as it reads after the
 // prompt: the "▁" of the first generated token is a space because text
 // precedes it — unless the prompt ended with BOS (or was empty), where the
-// leading space is dropped as sentencepiece and llama2.c do. Bytes of an incomplete UTF-8 character
-// (byte-fallback pieces) are held back until the character completes;
-// flush() emits what is held (invalid bytes as U+FFFD).
+// tokenizer's leading-space stripping applies as in decode(). Bytes of an
+// incomplete UTF-8 character (byte tokens, byte-level pieces) are held back
+// until the character completes; flush() emits what is held (invalid bytes
+// as U+FFFD).
 class IncrementalDetokenizer {
  public:
   // `last_prompt_token` is the prompt's final id, or -1 for no prompt.
+  // `tokenizer` may be null only for one that is never pushed to.
   IncrementalDetokenizer(const Tokenizer* tokenizer, int32_t last_prompt_token);
   // Returns the text that token `id` completes (possibly empty).
   std::string push(int32_t id);
@@ -67,12 +78,8 @@ class IncrementalDetokenizer {
 
  private:
   const Tokenizer* tokenizer_;
-  bool strip_leading_space_;  // until the first non-empty piece
-  std::string pending_;       // bytes of an incomplete UTF-8 character
+  int spaces_to_strip_;  // until the first piece with other text
+  std::string pending_;  // bytes of an incomplete UTF-8 character
 };
-
-// Number of bytes at the start of `s` that form complete, valid UTF-8
-// characters, stopping before a trailing incomplete sequence.
-size_t utf8_complete_prefix(std::string_view s);
 
 }  // namespace pvllm

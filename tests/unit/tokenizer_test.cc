@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/tokenizer/sentencepiece_tokenizer.h"
 #include "tests/util/shared_paths.h"
 #include "tests/util/tiny_model.h"
 
@@ -67,8 +68,6 @@ std::string scratch_dir() {
   static const ScratchDir dir;
   return dir.path.string();
 }
-
-bool is_valid_utf8(const std::string& s) { return utf8_complete_prefix(s) == s.size(); }
 
 // Runs `ids` through an IncrementalDetokenizer, checking that every delta is
 // whole, valid UTF-8; returns the deltas, the flush() output last.
@@ -152,7 +151,7 @@ TEST(TinyTokenizerTest, LoadFromBytesMatchesLoadFromFile) {
   const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   ASSERT_FALSE(bytes.empty());
   std::unique_ptr<Tokenizer> from_bytes;
-  const Status status = Tokenizer::load_from_bytes(bytes, &from_bytes);
+  const Status status = SentencePieceTokenizer::load_from_bytes(bytes, &from_bytes);
   ASSERT_TRUE(status.ok()) << status.message();
   auto from_file = load_or_die(path);
   ASSERT_NE(from_file, nullptr);
@@ -188,7 +187,7 @@ TEST(TokenizerLoadTest, GarbageFileIsTokenizerErrorNamingThePath) {
 
 TEST(TokenizerLoadTest, GarbageBytesAreTokenizerError) {
   std::unique_ptr<Tokenizer> tokenizer;
-  const Status status = Tokenizer::load_from_bytes("\x0a\xff\xff garbage", &tokenizer);
+  const Status status = SentencePieceTokenizer::load_from_bytes("\x0a\xff\xff garbage", &tokenizer);
   EXPECT_EQ(status.code(), StatusCode::kTokenizerError);
   EXPECT_FALSE(status.message().empty());
   EXPECT_EQ(tokenizer, nullptr);

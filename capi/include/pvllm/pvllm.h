@@ -587,18 +587,23 @@ PVLLM_API pvllm_status pvllm_get_stats(pvllm_engine* engine, pvllm_stats* out_st
  * ------------------------------------------------------------------------ */
 
 /* Encodes `text` (NUL-terminated UTF-8) into `ids` (capacity entries).
+ * `add_bos` nonzero adds the special tokens the tokenizer puts around a
+ * text (BOS for Llama-style tokenizers, nothing for Qwen's); special tokens
+ * written in the text (<|im_start|>) are recognized either way.
  * *out_num_ids receives the number of ids the text needs, also when the
  * buffer is too small (then BUFFER_TOO_SMALL and nothing useful in ids);
  * ids may be NULL with capacity 0 to ask for the size. After any other
  * failure *out_num_ids is 0. Thread-safe.
  * Returns OK; BUFFER_TOO_SMALL; INVALID_ARGUMENT (NULL engine, text or
- * out_num_ids; NULL ids with capacity > 0); TOKENIZER_ERROR (no tokenizer,
- * or it failed). */
+ * out_num_ids; NULL ids with capacity > 0; text that is not valid UTF-8
+ * for a tokenizer.json tokenizer); TOKENIZER_ERROR (no tokenizer, or it
+ * failed). */
 PVLLM_API pvllm_status pvllm_tokenize(pvllm_engine* engine, const char* text, uint8_t add_bos,
                                       int32_t* ids, size_t capacity, size_t* out_num_ids,
                                       pvllm_error** error);
 
 /* Decodes ids into `text` (capacity bytes, NUL-terminated on success).
+ * Special tokens (BOS, EOS, <|im_end|>) are left out.
  * *out_len receives the byte length without the NUL, also when the buffer
  * is too small (BUFFER_TOO_SMALL). INVALID_ARGUMENT for an id outside the
  * vocabulary. After any other failure *out_len is 0 and text is left as it
