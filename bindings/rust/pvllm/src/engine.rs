@@ -221,7 +221,7 @@ impl Engine {
             })
     }
 
-    fn raw(&self) -> *mut sys::pvllm_engine {
+    pub(crate) fn raw(&self) -> *mut sys::pvllm_engine {
         self.handle.as_ptr()
     }
 
