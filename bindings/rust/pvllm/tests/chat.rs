@@ -65,13 +65,19 @@ fn rejections_carry_their_status() {
         ..Default::default()
     };
     assert_eq!(
-        engine.apply_chat_template(HELLO, &named).unwrap_err().status(),
+        engine
+            .apply_chat_template(HELLO, &named)
+            .unwrap_err()
+            .status(),
         Status::NotFound
     );
 
     let plain = TinyModel::new().engine();
     assert_eq!(
-        plain.apply_chat_template(HELLO, &opts).unwrap_err().status(),
+        plain
+            .apply_chat_template(HELLO, &opts)
+            .unwrap_err()
+            .status(),
         Status::NotFound
     );
 }
