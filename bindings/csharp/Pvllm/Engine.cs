@@ -24,7 +24,7 @@ namespace Pvllm
     /// counts them) and is safe to call twice; any later call throws
     /// ObjectDisposedException.
     /// </summary>
-    public sealed class Engine : IDisposable
+    public sealed partial class Engine : IDisposable
     {
         // How long a Stream loop waits for another thread's step before it
         // tries to step itself.
