@@ -1,5 +1,4 @@
 using System;
-using System.Text;
 
 namespace Pvllm
 {
@@ -48,23 +47,10 @@ namespace Pvllm
                 p.extra_context_json = scope.Utf8String(options.ExtraContextJson);
                 p.add_generation_prompt = options.AddGenerationPrompt ? (byte)1 : (byte)0;
                 p.template_name = scope.Utf8String(options.TemplateName);
-                var text = new byte[256];
-                while (true)
-                {
-                    UIntPtr length;
-                    IntPtr error;
-                    PvllmStatus status = NativeMethods.pvllm_apply_chat_template(handle, ref p, text,
-                        (UIntPtr)(uint)text.Length, out length, out error);
-                    int count = checked((int)length.ToUInt64());
-                    if (status == PvllmStatus.BufferTooSmall && count + 1 > text.Length)
-                    {
-                        NativeMethods.pvllm_error_free(error);
-                        text = new byte[count + 1];
-                        continue;
-                    }
-                    PvllmException.Check(status, error);
-                    return Encoding.UTF8.GetString(text, 0, count);
-                }
+                return TextBuffer.Read(256,
+                    (byte[] text, UIntPtr capacity, out UIntPtr length, out IntPtr error) =>
+                        NativeMethods.pvllm_apply_chat_template(handle, ref p, text, capacity, out length,
+                            out error));
             }
         }
     }

@@ -64,20 +64,7 @@ func (eng *Engine) ApplyChatTemplate(messagesJSON string, opts *ChatTemplateOpti
 	if opts.NoGenerationPrompt {
 		params.add_generation_prompt = 0
 	}
-	buf := make([]byte, 256)
-	for {
-		var n C.size_t
-		var cerr *C.pvllm_error
-		st := C.pvllm_apply_chat_template(e.h, &params, (*C.char)(unsafe.Pointer(&buf[0])),
-			C.size_t(len(buf)), &n, &cerr)
-		if st == C.PVLLM_STATUS_BUFFER_TOO_SMALL && int(n)+1 > len(buf) {
-			C.pvllm_error_free(cerr)
-			buf = make([]byte, int(n)+1)
-			continue
-		}
-		if err := takeError(st, cerr); err != nil {
-			return "", err
-		}
-		return string(buf[:int(n)]), nil
-	}
+	return readText(256, func(buf *C.char, capacity C.size_t, n *C.size_t, cerr **C.pvllm_error) C.pvllm_status {
+		return C.pvllm_apply_chat_template(e.h, &params, buf, capacity, n, cerr)
+	})
 }

@@ -257,6 +257,27 @@ inline void check(pvllm_status status, pvllm_error* error) {
   const ErrorPtr owned(error);
   if (status != PVLLM_STATUS_OK) throw Error(status, pvllm_error_message(owned.get()));
 }
+
+/* The text a C call writes into a caller's buffer (text, capacity, *len,
+ * error): starts with room for `guess` bytes and grows once when the call
+ * answers BUFFER_TOO_SMALL with the length it needs. */
+template <typename Call>
+std::string fill_text(size_t guess, Call call) {
+  std::string text(guess, '\0');
+  for (;;) {
+    size_t len = 0;
+    pvllm_error* error = nullptr;
+    const pvllm_status status = call(text.data(), text.size() + 1, &len, &error);
+    if (status == PVLLM_STATUS_BUFFER_TOO_SMALL && len > text.size()) {
+      pvllm_error_free(error);
+      text.resize(len);
+      continue;
+    }
+    check(status, error);
+    text.resize(len);
+    return text;
+  }
+}
 }  // namespace detail
 
 /* ------------------------------------------------------------------------
@@ -413,21 +434,11 @@ class Engine {
 
   /* pvllm_detokenize, likewise. */
   std::string detokenize(const int32_t* ids, size_t num_ids) const {
-    std::string text(num_ids * 4, '\0');  // a typical 4 bytes a token, + the NUL
-    for (;;) {
-      size_t len = 0;
-      pvllm_error* error = nullptr;
-      const pvllm_status status =
-          pvllm_detokenize(engine_.get(), ids, num_ids, text.data(), text.size() + 1, &len, &error);
-      if (status == PVLLM_STATUS_BUFFER_TOO_SMALL && len > text.size()) {
-        pvllm_error_free(error);
-        text.resize(len);
-        continue;
-      }
-      detail::check(status, error);
-      text.resize(len);
-      return text;
-    }
+    // A typical 4 bytes a token, + the NUL.
+    return detail::fill_text(
+        num_ids * 4, [&](char* text, size_t capacity, size_t* len, pvllm_error** error) {
+          return pvllm_detokenize(engine_.get(), ids, num_ids, text, capacity, len, error);
+        });
   }
   std::string detokenize(const std::vector<int32_t>& ids) const {
     return detokenize(ids.data(), ids.size());
@@ -437,21 +448,10 @@ class Engine {
    * template makes of params' conversation, sizing the buffer through its
    * BUFFER_TOO_SMALL protocol. */
   std::string apply_chat_template(const pvllm_chat_template_params& params) const {
-    std::string text(256, '\0');
-    for (;;) {
-      size_t len = 0;
-      pvllm_error* error = nullptr;
-      const pvllm_status status = pvllm_apply_chat_template(engine_.get(), &params, text.data(),
-                                                            text.size() + 1, &len, &error);
-      if (status == PVLLM_STATUS_BUFFER_TOO_SMALL && len > text.size()) {
-        pvllm_error_free(error);
-        text.resize(len);
-        continue;
-      }
-      detail::check(status, error);
-      text.resize(len);
-      return text;
-    }
+    return detail::fill_text(
+        256, [&](char* text, size_t capacity, size_t* len, pvllm_error** error) {
+          return pvllm_apply_chat_template(engine_.get(), &params, text, capacity, len, error);
+        });
   }
   /* The same for a JSON array of messages with the other parameters'
    * defaults. */

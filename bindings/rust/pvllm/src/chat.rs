@@ -7,7 +7,7 @@ use pvllm_sys as sys;
 
 use crate::config::nul_error;
 use crate::engine::Engine;
-use crate::error::{check, Result, Status};
+use crate::error::{read_text, Result};
 
 /// Options of [`Engine::apply_chat_template`]; the default adds the
 /// generation prompt and nothing else.
@@ -81,31 +81,10 @@ impl Engine {
         params.extra_context_json = ptr_of(&extra);
         params.add_generation_prompt = options.add_generation_prompt as u8;
         params.template_name = ptr_of(&name);
-        let mut text: Vec<u8> = vec![0; 256];
-        loop {
-            let mut len = 0usize;
-            // SAFETY: the strings `params` points to live until the call
-            // returns; `text` has `text.len()` writable bytes.
-            let result = check(|err| unsafe {
-                sys::pvllm_apply_chat_template(
-                    self.raw(),
-                    &params,
-                    text.as_mut_ptr() as *mut c_char,
-                    text.len(),
-                    &mut len,
-                    err,
-                )
-            });
-            match result {
-                Ok(()) => {
-                    text.truncate(len);
-                    return Ok(String::from_utf8_lossy(&text).into_owned());
-                }
-                Err(e) if e.status() == Status::BufferTooSmall && len + 1 > text.len() => {
-                    text.resize(len + 1, 0);
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        // SAFETY: the strings `params` points to live until the call
+        // returns; `text` has `capacity` writable bytes.
+        read_text(256, |text, capacity, len, err| unsafe {
+            sys::pvllm_apply_chat_template(self.raw(), &params, text, capacity, len, err)
+        })
     }
 }
