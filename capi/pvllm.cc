@@ -22,6 +22,7 @@
 #include "capi/event_router.h"
 #include "core/base/status.h"
 #include "core/base/tensor.h"
+#include "core/chat/chat_template.h"
 #include "core/engine/engine.h"
 #include "core/model/model.h"
 #include "core/model/random_model.h"
@@ -39,6 +40,10 @@ struct pvllm_error {
 struct pvllm_engine {
   std::unique_ptr<pvllm::Engine> engine;
   std::unique_ptr<pvllm::EventRouter> router;
+  // The model folder's chat templates, read at create; a folder that could
+  // not be read keeps the reason, for pvllm_apply_chat_template to report.
+  pvllm::chat::ChatTemplates chat_templates;
+  Status chat_templates_status;
 };
 
 // Owns every byte its pvllm_output entries point to. The backing vectors
@@ -185,6 +190,20 @@ void init_struct(T* out, size_t struct_size, const T& defaults) {
   out->struct_size = static_cast<uint32_t>(struct_size);
 }
 
+// Copies `value` and its NUL into a caller's buffer of `capacity` bytes;
+// *out_len = its length, also when it does not fit (BUFFER_TOO_SMALL).
+Status copy_text(const std::string& value, char* text, size_t capacity, size_t* out_len) {
+  *out_len = value.size();
+  if (value.size() + 1 > capacity) {
+    return pvllm::Status(pvllm::StatusCode::kBufferTooSmall,
+                         "text needs " + std::to_string(value.size() + 1) +
+                             " bytes with the NUL, capacity is " + std::to_string(capacity));
+  }
+  std::memcpy(text, value.data(), value.size());
+  text[value.size()] = '\0';
+  return Status::Ok();
+}
+
 pvllm_engine_params default_engine_params() {
   const pvllm::EngineConfig d;
   pvllm_engine_params p;
@@ -241,6 +260,12 @@ T zeroed_struct() {
   std::memset(&t, 0, sizeof(t));
   t.struct_size = sizeof(t);
   return t;
+}
+
+pvllm_chat_template_params default_chat_template_params() {
+  pvllm_chat_template_params p = zeroed_struct<pvllm_chat_template_params>();
+  p.add_generation_prompt = 1;
+  return p;
 }
 
 Status to_engine_config(const pvllm_engine_params* in, pvllm::EngineConfig* config) {
@@ -535,6 +560,10 @@ pvllm_status pvllm_engine_create(const pvllm_engine_params* params, pvllm_engine
     PVLLM_RETURN_IF_ERROR(pvllm::Engine::create(config, &handle->engine));
     if (handle->engine == nullptr) return pvllm::Internal("Engine::create returned no engine");
     handle->router = std::make_unique<pvllm::EventRouter>(handle->engine.get());
+    if (!config.model_path.empty() && config.random_weights.empty()) {
+      handle->chat_templates_status =
+          pvllm::chat::ChatTemplates::load(config.model_path, &handle->chat_templates);
+    }
     *out_engine = handle.release();
     return Status::Ok();
   });
@@ -736,15 +765,36 @@ pvllm_status pvllm_detokenize(pvllm_engine* engine, const int32_t* ids, size_t n
     }
     std::string decoded;
     PVLLM_RETURN_IF_ERROR(tokenizer->decode(input, &decoded));
-    *out_len = decoded.size();
-    if (decoded.size() + 1 > capacity) {
-      return pvllm::Status(pvllm::StatusCode::kBufferTooSmall,
-                           "text needs " + std::to_string(decoded.size() + 1) +
-                               " bytes with the NUL, capacity is " + std::to_string(capacity));
-    }
-    std::memcpy(text, decoded.data(), decoded.size());
-    text[decoded.size()] = '\0';
-    return Status::Ok();
+    return copy_text(decoded, text, capacity, out_len);
+  });
+}
+
+/* ---------------------------------------------------------------- chat templates */
+
+void pvllm_chat_template_params_init(pvllm_chat_template_params* params, size_t struct_size) {
+  init_struct(params, struct_size, default_chat_template_params());
+}
+
+pvllm_status pvllm_apply_chat_template(pvllm_engine* engine,
+                                       const pvllm_chat_template_params* params, char* text,
+                                       size_t capacity, size_t* out_len, pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (out_len != nullptr) *out_len = 0;
+    if (engine == nullptr) return null_argument("engine");
+    if (params == nullptr) return null_argument("params");
+    if (out_len == nullptr) return null_argument("out_len");
+    if (text == nullptr && capacity > 0) return invalid("text is NULL but capacity is > 0");
+    PVLLM_RETURN_IF_ERROR(check_struct_size(params, "params"));
+    const pvllm_chat_template_params p = read_struct(params, default_chat_template_params());
+    pvllm::chat::ChatRequest request;
+    PVLLM_RETURN_IF_ERROR(pvllm::chat::parse_chat_request(p.messages_json, p.tools_json,
+                                                          p.extra_context_json, &request));
+    request.add_generation_prompt = p.add_generation_prompt != 0;
+    if (p.template_name != nullptr) request.template_name = p.template_name;
+    PVLLM_RETURN_IF_ERROR(engine->chat_templates_status);
+    std::string rendered;
+    PVLLM_RETURN_IF_ERROR(engine->chat_templates.apply(request, &rendered));
+    return copy_text(rendered, text, capacity, out_len);
   });
 }
 

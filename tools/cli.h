@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <pvllm/pvllm.hpp>
 #include <string>
+#include <vector>
 
 namespace pvllm_cli {
 
@@ -22,6 +23,17 @@ void add_bench_command(CLI::App& app, int* exit_code);
 // Registers the `tokenize` and `detokenize` subcommands (tools/tokenize.cc),
 // likewise. They use the core tokenizer library directly.
 void add_tokenize_commands(CLI::App& app, int* exit_code);
+// Registers `chat-template` (tools/chat_template.cc) and `chat`
+// (tools/chat.cc), likewise.
+void add_chat_template_command(CLI::App& app, int* exit_code);
+void add_chat_command(CLI::App& app, int* exit_code);
+
+// The text of a file, or of stdin for "-"; false (with a message) when it
+// cannot be read.
+bool read_text_input(const std::string& file, std::string* out);
+// --var key=json options as one JSON object text; false (with a message)
+// for a malformed one. The values are checked when the object is parsed.
+bool vars_to_json(const std::vector<std::string>& vars, std::string* out);
 
 // Prints "pvllm: <what>: <message> (<status name>)" to stderr and returns
 // the exit status for a failure (1).

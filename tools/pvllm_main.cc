@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
       "  pvllm inspect models/TinyLlama-1.1B\n"
       "  pvllm bench --model tiny8k --workload chat --kv-allocator both\n"
       "  echo \"Hello world\" | pvllm tokenize models/Qwen3-0.6B --json\n"
+      "  pvllm chat models/TinyLlama-1.1B-Chat --temperature 0.7\n"
       "\n"
       "Run `pvllm <command> --help` for the options of one command.");
 
@@ -39,6 +40,8 @@ int main(int argc, char** argv) {
   pvllm_cli::add_inspect_command(app, &exit_code);
   pvllm_cli::add_bench_command(app, &exit_code);
   pvllm_cli::add_tokenize_commands(app, &exit_code);
+  pvllm_cli::add_chat_template_command(app, &exit_code);
+  pvllm_cli::add_chat_command(app, &exit_code);
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;

@@ -49,6 +49,14 @@ int main(void) {
   FIELD(pvllm_sampling_params, seed);
   FIELD(pvllm_sampling_params, n);
 
+  SIZE(pvllm_chat_template_params);
+  FIELD(pvllm_chat_template_params, struct_size);
+  FIELD(pvllm_chat_template_params, messages_json);
+  FIELD(pvllm_chat_template_params, tools_json);
+  FIELD(pvllm_chat_template_params, extra_context_json);
+  FIELD(pvllm_chat_template_params, add_generation_prompt);
+  FIELD(pvllm_chat_template_params, template_name);
+
   SIZE(pvllm_request);
   FIELD(pvllm_request, struct_size);
   FIELD(pvllm_request, prompt_text);

@@ -24,7 +24,7 @@ namespace Pvllm
     /// counts them) and is safe to call twice; any later call throws
     /// ObjectDisposedException.
     /// </summary>
-    public sealed class Engine : IDisposable
+    public sealed partial class Engine : IDisposable
     {
         // How long a Stream loop waits for another thread's step before it
         // tries to step itself.
@@ -342,23 +342,10 @@ namespace Pvllm
             ThrowIfDisposed();
             var copy = new int[ids.Count];
             for (int i = 0; i < copy.Length; i++) copy[i] = ids[i];
-            var text = new byte[16 * copy.Length + 16];
-            while (true)
-            {
-                UIntPtr length;
-                IntPtr error;
-                PvllmStatus status = NativeMethods.pvllm_detokenize(handle, copy, (UIntPtr)(uint)copy.Length,
-                    text, (UIntPtr)(uint)text.Length, out length, out error);
-                int count = checked((int)length.ToUInt64());
-                if (status == PvllmStatus.BufferTooSmall && count + 1 > text.Length)
-                {
-                    NativeMethods.pvllm_error_free(error);
-                    text = new byte[count + 1];
-                    continue;
-                }
-                PvllmException.Check(status, error);
-                return Encoding.UTF8.GetString(text, 0, count);
-            }
+            return TextBuffer.Read(16 * copy.Length + 16,
+                (byte[] text, UIntPtr capacity, out UIntPtr length, out IntPtr error) =>
+                    NativeMethods.pvllm_detokenize(handle, copy, (UIntPtr)(uint)copy.Length, text, capacity,
+                        out length, out error));
         }
 
         /// <summary>What Create(options) would need, read from the model's config and tensor table.</summary>

@@ -276,6 +276,28 @@ namespace Pvllm
         internal static extern PvllmStatus pvllm_detokenize(EngineHandle engine, int[] ids, UIntPtr numIds,
             [Out] byte[] text, UIntPtr capacity, out UIntPtr outLen, out IntPtr error);
 
+        // ---- Chat templates (since 0.3) -----------------------------------
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct pvllm_chat_template_params
+        {
+            public uint struct_size;
+            public IntPtr messages_json;        // const char*, a JSON array
+            public IntPtr tools_json;           // const char*, NULL = none
+            public IntPtr extra_context_json;   // const char*, NULL = none
+            public byte add_generation_prompt;  // uint8_t boolean
+            public IntPtr template_name;        // const char*, NULL = default
+        }
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void pvllm_chat_template_params_init(IntPtr p, UIntPtr structSize); // (pvllm_chat_template_params*, size_t); see NativeStruct.Init
+
+        // engine: pvllm_engine*; text: char* [capacity]; error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_apply_chat_template(EngineHandle engine,
+            ref pvllm_chat_template_params p, [Out] byte[] text, UIntPtr capacity, out UIntPtr outLen,
+            out IntPtr error);
+
         // ---- Models -------------------------------------------------------
 
         [StructLayout(LayoutKind.Sequential)]

@@ -42,6 +42,37 @@ namespace Pvllm
     /// arrays and structs the C structs point at. The library copies inputs
     /// before returning, so everything is freed right after the call.
     /// </summary>
+    /// <summary>A C call that writes text into a buffer (text, capacity, *length, *error).</summary>
+    internal delegate PvllmStatus TextCall(byte[] text, UIntPtr capacity, out UIntPtr length, out IntPtr error);
+
+    /// <summary>
+    /// Runs a TextCall with room for `guess` bytes, growing once when it
+    /// answers BufferTooSmall with the length it needs; throws PvllmException
+    /// for any other failure.
+    /// </summary>
+    internal static class TextBuffer
+    {
+        internal static string Read(int guess, TextCall call)
+        {
+            var text = new byte[guess];
+            while (true)
+            {
+                UIntPtr length;
+                IntPtr error;
+                PvllmStatus status = call(text, (UIntPtr)(uint)text.Length, out length, out error);
+                int count = checked((int)length.ToUInt64());
+                if (status == PvllmStatus.BufferTooSmall && count + 1 > text.Length)
+                {
+                    NativeMethods.pvllm_error_free(error);
+                    text = new byte[count + 1];
+                    continue;
+                }
+                PvllmException.Check(status, error);
+                return System.Text.Encoding.UTF8.GetString(text, 0, count);
+            }
+        }
+    }
+
     internal sealed class NativeScope : IDisposable
     {
         private readonly List<IntPtr> allocations = new List<IntPtr>();

@@ -482,12 +482,20 @@ func detokenize(h *C.pvllm_engine, ids []int32) (string, error) {
 	if len(ids) == 0 {
 		return "", nil
 	}
-	buf := make([]byte, 8*len(ids)+16)
+	return readText(8*len(ids)+16, func(buf *C.char, capacity C.size_t, n *C.size_t, cerr **C.pvllm_error) C.pvllm_status {
+		return C.pvllm_detokenize(h, (*C.int32_t)(unsafe.Pointer(&ids[0])), C.size_t(len(ids)), buf, capacity, n, cerr)
+	})
+}
+
+// readText runs a C call that writes text into a buffer (buf, capacity, n,
+// cerr), starting with guess bytes and growing once when the call answers
+// BUFFER_TOO_SMALL with the length it needs.
+func readText(guess int, call func(buf *C.char, capacity C.size_t, n *C.size_t, cerr **C.pvllm_error) C.pvllm_status) (string, error) {
+	buf := make([]byte, guess)
 	for {
 		var n C.size_t
 		var cerr *C.pvllm_error
-		st := C.pvllm_detokenize(h, (*C.int32_t)(unsafe.Pointer(&ids[0])), C.size_t(len(ids)),
-			(*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n, &cerr)
+		st := call((*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n, &cerr)
 		if st == C.PVLLM_STATUS_BUFFER_TOO_SMALL && int(n)+1 > len(buf) {
 			C.pvllm_error_free(cerr)
 			buf = make([]byte, int(n)+1)

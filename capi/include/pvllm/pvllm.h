@@ -615,6 +615,71 @@ PVLLM_API pvllm_status pvllm_detokenize(pvllm_engine* engine, const int32_t* ids
                                         pvllm_error** error);
 
 /* ------------------------------------------------------------------------
+ * Chat templates (since 0.3)
+ *
+ * A model's chat template (a Jinja template from tokenizer_config.json's
+ * "chat_template", a string or a list of {"name", "template"}, or from a
+ * chat_template.jinja beside it, which wins) turns a conversation into the
+ * prompt text the model was trained on. pvllm_engine_create reads it from
+ * the model's folder (for a llama2.c .bin, the folder holding it), with
+ * the bos_token and eos_token the template reads; a folder without one
+ * creates fine, and pvllm_apply_chat_template then says NOT_FOUND.
+ *
+ * The renderer implements the subset of Jinja that chat templates use,
+ * with Python's semantics, as transformers renders them (trim_blocks,
+ * lstrip_blocks, raise_exception, strftime_now, tojson). A construct
+ * outside that subset is UNSUPPORTED with its name, line and column, never
+ * a wrong prompt. docs/api.md lists what is supported.
+ *
+ * The rendered text usually starts with the BOS token's text when the
+ * model has one: submit it as tokens from pvllm_tokenize(add_bos = 0), not
+ * as prompt_text (which adds a second BOS).
+ * ------------------------------------------------------------------------ */
+
+/* Since 0.3. */
+typedef struct pvllm_chat_template_params {
+  uint32_t struct_size;
+  /* The conversation: a JSON array of OpenAI-style messages, e.g.
+   * [{"role": "user", "content": "Hi"}]. Required. */
+  const char* messages_json;
+  /* The tools' function schemas, a JSON array; NULL (default) = none. */
+  const char* tools_json;
+  /* More template variables, a JSON object, e.g. {"enable_thinking":
+   * false}; NULL (default) = none. They may override bos_token and the
+   * other special tokens, not messages, tools or add_generation_prompt. */
+  const char* extra_context_json;
+  /* 1 (default): end with the header that opens the assistant's turn. */
+  uint8_t add_generation_prompt;
+  /* A template of a model that ships several by name; NULL (default) =
+   * "tool_use" when tools are given and the model has one, else
+   * "default". */
+  const char* template_name;
+} pvllm_chat_template_params;
+
+/* Since 0.3. Fills defaults; pass sizeof(pvllm_chat_template_params). NULL
+ * is a no-op. */
+PVLLM_API void pvllm_chat_template_params_init(pvllm_chat_template_params* params,
+                                               size_t struct_size);
+
+/* Since 0.3. Renders the engine's chat template over params into `text`
+ * (capacity bytes, NUL-terminated UTF-8 on success), as pvllm_detokenize
+ * fills its buffer: *out_len receives the byte length without the NUL,
+ * also when the buffer is too small (BUFFER_TOO_SMALL; text may be NULL
+ * with capacity 0 to ask for the size). After any other failure *out_len
+ * is 0 and text is left as it was. Thread-safe.
+ * Returns OK; BUFFER_TOO_SMALL; INVALID_ARGUMENT (NULL engine, params or
+ * out_len, bad struct_size, NULL text with capacity > 0, JSON that does not
+ * parse or is of the wrong type, or messages the template rejects: its
+ * raise_exception() message comes through as it is); NOT_FOUND (the model
+ * has no chat template, or none of that name); UNSUPPORTED (the template
+ * uses a construct outside the supported subset); CORRUPT_MODEL (a
+ * malformed tokenizer_config.json). */
+PVLLM_API pvllm_status pvllm_apply_chat_template(pvllm_engine* engine,
+                                                 const pvllm_chat_template_params* params,
+                                                 char* text, size_t capacity, size_t* out_len,
+                                                 pvllm_error** error);
+
+/* ------------------------------------------------------------------------
  * Models: inspection and memory estimates (no engine needed)
  * ------------------------------------------------------------------------ */
 

@@ -136,7 +136,8 @@ OutPtr<T, Deleter> out_ptr(std::unique_ptr<T, Deleter>& owner) noexcept {
  * Parameter structs: defaults<T>() is a T filled by its *_init with
  * sizeof(T), so struct_size matches the header this code was built with.
  * T is one of pvllm_engine_params, pvllm_sampling_params, pvllm_request,
- * pvllm_stats, pvllm_model_config, pvllm_memory_estimate. Pointer fields
+ * pvllm_stats, pvllm_model_config, pvllm_memory_estimate,
+ * pvllm_chat_template_params. Pointer fields
  * (model_path, stop, ...) borrow: what they point to must live until the
  * call that reads the struct returns, which copies it.
  * ------------------------------------------------------------------------ */
@@ -148,6 +149,9 @@ inline void init(pvllm_request* p) noexcept { pvllm_request_init(p, sizeof *p); 
 inline void init(pvllm_stats* p) noexcept { pvllm_stats_init(p, sizeof *p); }
 inline void init(pvllm_model_config* p) noexcept { pvllm_model_config_init(p, sizeof *p); }
 inline void init(pvllm_memory_estimate* p) noexcept { pvllm_memory_estimate_init(p, sizeof *p); }
+inline void init(pvllm_chat_template_params* p) noexcept {
+  pvllm_chat_template_params_init(p, sizeof *p);
+}
 }  // namespace detail
 
 template <typename T>
@@ -253,6 +257,27 @@ inline void check(pvllm_status status, pvllm_error* error) {
   const ErrorPtr owned(error);
   if (status != PVLLM_STATUS_OK) throw Error(status, pvllm_error_message(owned.get()));
 }
+
+/* The text a C call writes into a caller's buffer (text, capacity, *len,
+ * error): starts with room for `guess` bytes and grows once when the call
+ * answers BUFFER_TOO_SMALL with the length it needs. */
+template <typename Call>
+std::string fill_text(size_t guess, Call call) {
+  std::string text(guess, '\0');
+  for (;;) {
+    size_t len = 0;
+    pvllm_error* error = nullptr;
+    const pvllm_status status = call(text.data(), text.size() + 1, &len, &error);
+    if (status == PVLLM_STATUS_BUFFER_TOO_SMALL && len > text.size()) {
+      pvllm_error_free(error);
+      text.resize(len);
+      continue;
+    }
+    check(status, error);
+    text.resize(len);
+    return text;
+  }
+}
 }  // namespace detail
 
 /* ------------------------------------------------------------------------
@@ -260,9 +285,9 @@ inline void check(pvllm_status status, pvllm_error* error) {
  * ------------------------------------------------------------------------ */
 
 /* Owns one pvllm_engine. The threading rules are pvllm.h's: submit, abort,
- * poll, stats, tokenize and detokenize may be called from any thread, also
- * while another thread is inside step; step is serialised; destruction or
- * assignment must not race any other call. Calling a method of an empty
+ * poll, stats, tokenize, detokenize and apply_chat_template may be called
+ * from any thread, also while another thread is inside step; step is
+ * serialised; destruction or assignment must not race any other call. Calling a method of an empty
  * Engine throws INVALID_ARGUMENT, as the C call does for NULL. */
 class Engine {
  public:
@@ -409,24 +434,33 @@ class Engine {
 
   /* pvllm_detokenize, likewise. */
   std::string detokenize(const int32_t* ids, size_t num_ids) const {
-    std::string text(num_ids * 4, '\0');  // a typical 4 bytes a token, + the NUL
-    for (;;) {
-      size_t len = 0;
-      pvllm_error* error = nullptr;
-      const pvllm_status status =
-          pvllm_detokenize(engine_.get(), ids, num_ids, text.data(), text.size() + 1, &len, &error);
-      if (status == PVLLM_STATUS_BUFFER_TOO_SMALL && len > text.size()) {
-        pvllm_error_free(error);
-        text.resize(len);
-        continue;
-      }
-      detail::check(status, error);
-      text.resize(len);
-      return text;
-    }
+    // A typical 4 bytes a token, + the NUL.
+    return detail::fill_text(
+        num_ids * 4, [&](char* text, size_t capacity, size_t* len, pvllm_error** error) {
+          return pvllm_detokenize(engine_.get(), ids, num_ids, text, capacity, len, error);
+        });
   }
   std::string detokenize(const std::vector<int32_t>& ids) const {
     return detokenize(ids.data(), ids.size());
+  }
+
+  /* pvllm_apply_chat_template (since 0.3): the prompt text the model's chat
+   * template makes of params' conversation, sizing the buffer through its
+   * BUFFER_TOO_SMALL protocol. */
+  std::string apply_chat_template(const pvllm_chat_template_params& params) const {
+    return detail::fill_text(
+        256, [&](char* text, size_t capacity, size_t* len, pvllm_error** error) {
+          return pvllm_apply_chat_template(engine_.get(), &params, text, capacity, len, error);
+        });
+  }
+  /* The same for a JSON array of messages with the other parameters'
+   * defaults. */
+  std::string apply_chat_template(const std::string& messages_json,
+                                  bool add_generation_prompt = true) const {
+    pvllm_chat_template_params params = defaults<pvllm_chat_template_params>();
+    params.messages_json = messages_json.c_str();
+    params.add_generation_prompt = add_generation_prompt ? 1 : 0;
+    return apply_chat_template(params);
   }
 
   /* The handle, for C calls (this Engine keeps owning it). */

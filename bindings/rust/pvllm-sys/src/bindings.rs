@@ -1799,6 +1799,147 @@ extern "C" {
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
+pub struct pvllm_chat_template_params {
+    pub struct_size: u32,
+    pub messages_json: *const ::std::os::raw::c_char,
+    pub tools_json: *const ::std::os::raw::c_char,
+    pub extra_context_json: *const ::std::os::raw::c_char,
+    pub add_generation_prompt: u8,
+    pub template_name: *const ::std::os::raw::c_char,
+}
+#[test]
+fn bindgen_test_layout_pvllm_chat_template_params() {
+    assert_eq!(
+        ::std::mem::size_of::<pvllm_chat_template_params>(),
+        48usize,
+        concat!("Size of: ", stringify!(pvllm_chat_template_params))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<pvllm_chat_template_params>(),
+        8usize,
+        concat!("Alignment of ", stringify!(pvllm_chat_template_params))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_chat_template_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_chat_template_params),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_messages_json() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_chat_template_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).messages_json) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_chat_template_params),
+                "::",
+                stringify!(messages_json)
+            )
+        );
+    }
+    test_field_messages_json();
+    fn test_field_tools_json() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_chat_template_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tools_json) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_chat_template_params),
+                "::",
+                stringify!(tools_json)
+            )
+        );
+    }
+    test_field_tools_json();
+    fn test_field_extra_context_json() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_chat_template_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).extra_context_json) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_chat_template_params),
+                "::",
+                stringify!(extra_context_json)
+            )
+        );
+    }
+    test_field_extra_context_json();
+    fn test_field_add_generation_prompt() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_chat_template_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).add_generation_prompt) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_chat_template_params),
+                "::",
+                stringify!(add_generation_prompt)
+            )
+        );
+    }
+    test_field_add_generation_prompt();
+    fn test_field_template_name() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_chat_template_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).template_name) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_chat_template_params),
+                "::",
+                stringify!(template_name)
+            )
+        );
+    }
+    test_field_template_name();
+}
+extern "C" {
+    pub fn pvllm_chat_template_params_init(
+        params: *mut pvllm_chat_template_params,
+        struct_size: usize,
+    );
+}
+extern "C" {
+    pub fn pvllm_apply_chat_template(
+        engine: *mut pvllm_engine,
+        params: *const pvllm_chat_template_params,
+        text: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        out_len: *mut usize,
+        error: *mut *mut pvllm_error,
+    ) -> pvllm_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
 pub struct pvllm_model_config {
     pub struct_size: u32,
     pub architecture: [::std::os::raw::c_char; 32usize],

@@ -9,7 +9,7 @@ use std::time::Duration;
 use pvllm_sys as sys;
 
 use crate::config::{nul_error, EngineConfig};
-use crate::error::{check, Error, Result, Status};
+use crate::error::{check, read_text, Error, Result, Status};
 use crate::output::{Completion, FinishReason, Output, RequestId, TokenLogprobs};
 use crate::request::{Delivery, Prompt, Request, SamplingParams, TokenId};
 use crate::stream::OutputStream;
@@ -221,7 +221,7 @@ impl Engine {
             })
     }
 
-    fn raw(&self) -> *mut sys::pvllm_engine {
+    pub(crate) fn raw(&self) -> *mut sys::pvllm_engine {
         self.handle.as_ptr()
     }
 
@@ -436,37 +436,23 @@ impl Engine {
     /// Decodes token ids into text. [`Status::InvalidArgument`] for an id
     /// outside the vocabulary.
     pub fn detokenize(&self, ids: &[TokenId]) -> Result<String> {
-        let mut text: Vec<u8> = vec![0; ids.len() * 8 + 1];
-        loop {
-            let mut len = 0usize;
-            // SAFETY: `text` has `text.len()` writable bytes; `ids` is read
-            // only during the call.
-            let result = check(|err| unsafe {
-                sys::pvllm_detokenize(
-                    self.raw(),
-                    if ids.is_empty() {
-                        ptr::null()
-                    } else {
-                        ids.as_ptr()
-                    },
-                    ids.len(),
-                    text.as_mut_ptr() as *mut c_char,
-                    text.len(),
-                    &mut len,
-                    err,
-                )
-            });
-            match result {
-                Ok(()) => {
-                    text.truncate(len);
-                    return Ok(String::from_utf8_lossy(&text).into_owned());
-                }
-                Err(e) if e.status() == Status::BufferTooSmall && len + 1 > text.len() => {
-                    text.resize(len + 1, 0);
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        // SAFETY: `text` has `capacity` writable bytes; `ids` is read only
+        // during the call.
+        read_text(ids.len() * 8, |text, capacity, len, err| unsafe {
+            sys::pvllm_detokenize(
+                self.raw(),
+                if ids.is_empty() {
+                    ptr::null()
+                } else {
+                    ids.as_ptr()
+                },
+                ids.len(),
+                text,
+                capacity,
+                len,
+                err,
+            )
+        })
     }
 
     /// An empty [`OutputStream`]; add requests with

@@ -159,3 +159,41 @@ where
         message,
     })
 }
+
+/// The text a C call writes into a buffer (text, capacity, &len, err),
+/// starting with room for `guess` bytes and growing once when the call
+/// answers BUFFER_TOO_SMALL with the length it needs. `call` must write at
+/// most `capacity` bytes to `text`.
+pub(crate) fn read_text<F>(guess: usize, mut call: F) -> Result<String>
+where
+    F: FnMut(
+        *mut std::os::raw::c_char,
+        usize,
+        &mut usize,
+        *mut *mut sys::pvllm_error,
+    ) -> sys::pvllm_status,
+{
+    let mut text: Vec<u8> = vec![0; guess + 1];
+    loop {
+        let mut len = 0usize;
+        let capacity = text.len();
+        let result = check(|err| {
+            call(
+                text.as_mut_ptr() as *mut std::os::raw::c_char,
+                capacity,
+                &mut len,
+                err,
+            )
+        });
+        match result {
+            Ok(()) => {
+                text.truncate(len);
+                return Ok(String::from_utf8_lossy(&text).into_owned());
+            }
+            Err(e) if e.status() == Status::BufferTooSmall && len + 1 > text.len() => {
+                text.resize(len + 1, 0);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}

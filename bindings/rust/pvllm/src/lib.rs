@@ -62,6 +62,7 @@
 //! set `LD_LIBRARY_PATH`).
 #![warn(missing_docs)]
 
+mod chat;
 mod config;
 mod engine;
 mod error;
@@ -69,6 +70,7 @@ mod output;
 mod request;
 mod stream;
 
+pub use chat::ChatTemplateOptions;
 pub use config::{estimate_memory, Dtype, EngineConfig, KvAllocator, MemoryEstimate};
 pub use engine::{abi_version, version, version_number, Engine, Stats};
 pub use error::{Error, Result, Status};

@@ -1,0 +1,74 @@
+// ChatTemplates: a model's chat templates and the special tokens they read,
+// loaded from its folder, and how a conversation becomes a prompt.
+//
+// Where they come from, as transformers reads them: tokenizer_config.json's
+// "chat_template" (one string, the "default" template, or a list of
+// {"name", "template"}), overridden by a chat_template.jinja file beside
+// it; bos_token, eos_token, unk_token and pad_token from
+// tokenizer_config.json (a string or {"content": ...}). The folder is the
+// model path itself, or the folder holding it for a single-file model
+// (a llama2.c .bin).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/base/status.h"
+#include "core/chat/template.h"
+
+namespace pvllm::chat {
+
+struct ChatRequest {
+  // An OpenAI-style array of messages ({"role", "content", ...}).
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  // The tools' JSON schemas (an array), or null for none.
+  nlohmann::ordered_json tools;
+  // More variables for the template (an object, or null), e.g.
+  // {"enable_thinking": false}; they may override the special tokens.
+  nlohmann::ordered_json extra_context;
+  bool add_generation_prompt = true;
+  // "" = "tool_use" when tools are given and the model has one, else
+  // "default".
+  std::string template_name;
+};
+
+// Parses the JSON texts of a request (tools_json and extra_json may be
+// null): INVALID_ARGUMENT naming the part that is malformed or of the
+// wrong type.
+Status parse_chat_request(const char* messages_json, const char* tools_json, const char* extra_json,
+                          ChatRequest* out);
+
+class ChatTemplates {
+ public:
+  // Reads the model's templates. A folder without any template loads as an
+  // empty set (apply then says NOT_FOUND); a malformed tokenizer_config.json
+  // is CORRUPT_MODEL; a missing path is NOT_FOUND.
+  static Status load(const std::string& model_path, ChatTemplates* out);
+
+  bool empty() const { return templates_.empty(); }
+  std::vector<std::string> names() const;
+  // The special tokens' texts; "" when the model has none.
+  std::string bos_token() const;
+  std::string eos_token() const;
+
+  // Renders the conversation. NOT_FOUND when the model has no template (or
+  // none of that name); the template's statuses otherwise (template.h).
+  Status apply(const ChatRequest& request, std::string* out) const;
+
+ private:
+  struct Entry {
+    std::string source;
+    std::shared_ptr<const Template> parsed;  // null when parsing failed
+    Status parse_status;
+  };
+  void add(const std::string& name, std::string source);
+
+  std::string folder_;
+  std::map<std::string, Entry> templates_;
+  nlohmann::ordered_json special_tokens_ = nlohmann::ordered_json::object();  // name -> text
+};
+
+}  // namespace pvllm::chat

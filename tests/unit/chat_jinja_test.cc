@@ -1,0 +1,102 @@
+// The Jinja subset of core/chat: small templates, one feature each, render
+// as @huggingface/jinja renders them (tests/data/chat_goldens/snippets.json),
+// and every construct outside the subset fails with UNSUPPORTED and a
+// message that names it and its position.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/chat/template.h"
+#include "tests/unit/chat_golden_util.h"
+
+namespace pvllm::chat {
+namespace {
+
+Status render(const std::string& source, const nlohmann::ordered_json& context, std::string* out) {
+  std::unique_ptr<Template> t;
+  PVLLM_RETURN_IF_ERROR(Template::parse(source, &t));
+  return t->render(context, out);
+}
+
+TEST(ChatJinjaTest, SnippetsMatchTheReferenceRenderer) {
+  if (testing::test_data_dir().empty())
+    GTEST_SKIP() << "PVLLM_TEST_DATA is not set (run through ctest)";
+  const nlohmann::ordered_json golden = testing::read_chat_golden("snippets");
+  ASSERT_TRUE(golden.is_object()) << "cannot read chat_goldens/snippets.json";
+  ASSERT_GE(golden["cases"].size(), 50u);
+  int num_errors = 0;
+  for (const auto& c : golden["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>() + ": " + c["template"].get<std::string>());
+    std::string out;
+    const Status st = render(c["template"], c["context"], &out);
+    if (c.contains("error")) {
+      ++num_errors;
+      EXPECT_FALSE(st.ok()) << "rendered " << out << "; the reference failed: " << c["error"];
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+    } else {
+      ASSERT_TRUE(st.ok()) << st.message();
+      EXPECT_EQ(out, c["expected"].get<std::string>());
+    }
+  }
+  EXPECT_GE(num_errors, 2);
+}
+
+TEST(ChatJinjaTest, RaiseExceptionGivesItsMessage) {
+  std::string out;
+  const Status st = render("{{ raise_exception('Only user and assistant roles are supported!') }}",
+                           nlohmann::ordered_json::object(), &out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "Only user and assistant roles are supported!");
+}
+
+struct UnsupportedCase {
+  const char* source;
+  const char* named;  // what the message must name
+  const char* where;  // "line L, column C"
+};
+
+class ChatJinjaUnsupportedTest : public ::testing::TestWithParam<UnsupportedCase> {};
+
+TEST_P(ChatJinjaUnsupportedTest, FailsNamingTheConstruct) {
+  const UnsupportedCase& c = GetParam();
+  std::string out = "untouched";
+  const Status st =
+      render(c.source, {{"x", 1}, {"s", "abc"}, {"xs", {1, 2}}, {"d", {{"a", 1}}}}, &out);
+  ASSERT_FALSE(st.ok()) << "rendered: " << out;
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+  EXPECT_NE(st.message().find(c.named), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(c.where), std::string::npos) << st.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Constructs, ChatJinjaUnsupportedTest,
+    ::testing::Values(
+        UnsupportedCase{"ok\n{% include 'other.jinja' %}", "'include'", "line 2, column 4"},
+        UnsupportedCase{"{% extends 'base' %}", "'extends'", "line 1, column 4"},
+        UnsupportedCase{"{% call foo() %}x{% endcall %}", "'call'", "line 1"},
+        UnsupportedCase{"{% with a = 1 %}{% endwith %}", "'with'", "line 1"},
+        UnsupportedCase{"{{ x | wordwrap(10) }}", "filter 'wordwrap'", "line 1, column 8"},
+        UnsupportedCase{"\n  {{ x | nosuchfilter }}", "filter 'nosuchfilter'", "line 2, column 10"},
+        UnsupportedCase{"{% if x is prime %}{% endif %}", "test 'prime'", "line 1, column 12"},
+        UnsupportedCase{"{{ s.format(1) }}", "string method 'format'", "line 1"},
+        UnsupportedCase{"{{ s.zfill(5) }}", "string method 'zfill'", "line 1"},
+        UnsupportedCase{"{{ xs.append(3) }}", "list method 'append'", "line 1"},
+        UnsupportedCase{"{{ d.update({}) }}", "dict method 'update'", "line 1"},
+        UnsupportedCase{"{{ cycler('a', 'b') }}", "function 'cycler'", "line 1"},
+        UnsupportedCase{"{{ '%s' % x }}", "string formatting with %", "line 1"},
+        UnsupportedCase{"{% for x in xs recursive %}{% endfor %}", "recursive", "line 1"},
+        UnsupportedCase{"{{ x @ 2 }}", "'@'", "line 1, column 6"},
+        UnsupportedCase{"{{ f(*xs) }}", "*args", "line 1"},
+        UnsupportedCase{"{{ x | tojson(separators=[',', ':']) }}", "'separators'", "line 1"},
+        UnsupportedCase{"{% if x %}never closed", "endif", "line 1"},
+        UnsupportedCase{"{{ x ", "unclosed tag", "line 1, column 1"},
+        UnsupportedCase{"{# comment", "unclosed comment", "line 1"},
+        UnsupportedCase{"{{ 'abc }}", "unclosed string", "line 1"},
+        UnsupportedCase{"{% endfor %}", "unexpected {% endfor %}", "line 1"},
+        UnsupportedCase{"{{ x | }}", "a filter name", "line 1"}),
+    [](const ::testing::TestParamInfo<UnsupportedCase>& info) {
+      return "Case" + std::to_string(info.index);
+    });
+
+}  // namespace
+}  // namespace pvllm::chat
