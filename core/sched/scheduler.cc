@@ -180,16 +180,18 @@ void Scheduler::admit_waiting(Step* step) {
     // Everything behind a sequence sent back this step is served after it.
     if (step->was_preempted(seq)) break;
     const PrefixMatch match = kv_cache_->match_prefix(seq->token_ids);
-    int32_t num_new = std::min(
+    const int32_t max_new = std::min(
         {seq->num_tokens() - match.num_cached_tokens, config_.max_prefill_chunk, step->budget()});
-    PVLLM_CHECK(num_new > 0, "a waiting sequence with nothing to compute");
-    auto fits_chunk = [&](int32_t n) {
+    PVLLM_CHECK(max_new > 0, "a waiting sequence with nothing to compute");
+    auto blocks_fit = [&](int32_t n) {
       const int32_t keep = num_seats_used * config_.admission_headroom_blocks;
-      return num_seats_used + seq->num_seats <= config_.max_num_seqs &&
-             kv_cache_->can_allocate(match, match.num_cached_tokens + n, keep);
+      return kv_cache_->can_allocate(match, match.num_cached_tokens + n, keep);
     };
-    num_new = fit_prefill_chunk(num_new, fits_chunk);
-    auto fits = [&]() { return fits_chunk(num_new); };
+    // The first chunk, cut to the blocks available with a sliding window.
+    auto chunk = [&]() { return fit_prefill_chunk(max_new, blocks_fit); };
+    auto fits = [&]() {
+      return num_seats_used + seq->num_seats <= config_.max_num_seqs && blocks_fit(chunk());
+    };
     // A strictly better priority may push out running sequences of worse
     // priority, worst first.
     while (!fits()) {
@@ -211,6 +213,7 @@ void Scheduler::admit_waiting(Step* step) {
       break;
     }
     waiting_.pop_front();
+    const int32_t num_new = chunk();
     const int32_t num_from_cache =
         kv_cache_->allocate(match, match.num_cached_tokens + num_new, &seq->block_table);
     PVLLM_CHECK(num_from_cache == match.num_cached_tokens,
