@@ -10,9 +10,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <numeric>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -129,6 +131,7 @@ class FakeEngine {
   }
 
   BlockManager& bm() { return bm_; }
+  int32_t window() const { return window_; }
   Scheduler& sched() { return sched_; }
   const SchedulerConfig& config() const { return sched_.config(); }
 
@@ -281,6 +284,66 @@ inline int32_t live_blocks(const Sequence& seq) {
 
 inline bool contains(const std::vector<Sequence*>& v, const Sequence* seq) {
   return std::find(v.begin(), v.end(), seq) != v.end();
+}
+
+// A randomized stress workload. While requests remain to submit, about one
+// step in three submits a prompt (one of `prefixes`, so prefix hits and
+// cached-block evictions are common, plus 1..max_tail random tokens) with
+// 1..max_new tokens to generate and a random priority 0..2; about one step
+// in `abort_one_in` aborts a random request. Steps until everything has
+// finished, calling `after_step` with the requests after each step; then
+// every request not aborted must hold its reference tokens (with the
+// engine's window) and no block may be in use.
+struct RandomWorkload {
+  uint32_t seed = 42;
+  int num_requests = 80;
+  std::vector<std::vector<int32_t>> prefixes;
+  int32_t max_tail = 40;
+  int32_t max_new = 40;
+  uint32_t abort_one_in = 50;
+};
+
+inline void run_random_workload(
+    FakeEngine* e, const RandomWorkload& w,
+    const std::function<void(const std::vector<Sequence*>&)>& after_step = nullptr) {
+  std::mt19937 rng(w.seed);
+  std::vector<Sequence*> seqs;
+  std::vector<std::vector<int32_t>> expected;
+  std::vector<Sequence*> aborted;
+  int steps = 0;
+  int submitted = 0;
+  while ((submitted < w.num_requests || e->sched().num_running() + e->sched().num_waiting() > 0) &&
+         steps < 20000) {
+    if (submitted < w.num_requests && rng() % 3 == 0) {
+      std::vector<int32_t> prompt = w.prefixes[rng() % w.prefixes.size()];
+      const int32_t tail = 1 + static_cast<int32_t>(rng() % w.max_tail);
+      for (int32_t i = 0; i < tail; ++i) prompt.push_back(static_cast<int32_t>(rng() % kVocab));
+      const int32_t max_new = 1 + static_cast<int32_t>(rng() % w.max_new);
+      const int32_t priority = static_cast<int32_t>(rng() % 3);
+      seqs.push_back(e->submit(prompt, max_new, priority));
+      expected.push_back(reference_tokens(prompt, max_new, 0, e->window()));
+      ++submitted;
+    }
+    if (rng() % w.abort_one_in == 0 && !seqs.empty()) {  // abort something still live
+      Sequence* s = seqs[rng() % seqs.size()];
+      if (s->status != SequenceStatus::kFinished) {
+        e->sched().finish(s);
+        aborted.push_back(s);
+      }
+    }
+    e->step();
+    ASSERT_FALSE(::testing::Test::HasFatalFailure()) << "at step " << steps;
+    if (after_step) after_step(seqs);
+    ASSERT_FALSE(::testing::Test::HasFatalFailure()) << "at step " << steps;
+    ++steps;
+  }
+  ASSERT_LT(steps, 20000) << "scheduler stopped making progress";
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    ASSERT_EQ(seqs[i]->status, SequenceStatus::kFinished);
+    if (contains(aborted, seqs[i])) continue;
+    EXPECT_EQ(seqs[i]->token_ids, expected[i]) << "seq " << seqs[i]->seq_id;
+  }
+  EXPECT_EQ(e->bm().metrics().num_used_blocks, 0);
 }
 
 }  // namespace pvllm::testing
