@@ -30,8 +30,13 @@ struct BatchMetadata {
   std::vector<int32_t> query_start;   // [num_seqs + 1]
   std::vector<int32_t> context_lens;  // [num_seqs] tokens in context after this step
   int32_t max_blocks_per_seq = 0;
-  std::vector<int32_t> block_tables;  // [num_seqs, max_blocks_per_seq], -1 padded
-  std::vector<int32_t> logits_rows;   // [num_logits] rows whose logits are returned
+  // [num_seqs, max_blocks_per_seq], -1 padded. With a sliding window W the
+  // KV manager releases the blocks wholly before a sequence's window, and
+  // their entries are -1 too (kReleasedBlock): a backend never reads an
+  // entry before block max(0, context_len - q_len - W + 1) / block_size, the
+  // block of the first key the sequence's first row attends.
+  std::vector<int32_t> block_tables;
+  std::vector<int32_t> logits_rows;  // [num_logits] rows whose logits are returned
 };
 
 class Backend {

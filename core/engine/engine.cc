@@ -145,13 +145,21 @@ Status Engine::open_cuda_backend(const DeviceSpec& device, bool* opened) {
   return Status::Ok();
 }
 
+// A sliding-window model under paged KV needs only one window's blocks per
+// sequence (min_blocks_for_one_sequence).
 Status Engine::check_pool_holds_a_sequence(int32_t num_blocks) const {
-  const int64_t blocks_per_seq = (max_model_len_ + config_.block_size - 1) / config_.block_size;
+  const int32_t window = model_->config.sliding_window;
+  const int32_t blocks_per_seq =
+      min_blocks_for_one_sequence(config_.kv_allocator, config_.block_size, max_model_len_, window);
   if (num_blocks < blocks_per_seq) {
+    const std::string window_part =
+        blocks_per_seq < (max_model_len_ + config_.block_size - 1) / config_.block_size
+            ? " (its sliding window of " + std::to_string(window) + ")"
+            : "";
     return InvalidArgument("the KV budget buys " + std::to_string(num_blocks) + " blocks of " +
                            std::to_string(config_.block_size) + " tokens, fewer than the " +
                            std::to_string(blocks_per_seq) + " one sequence of max_model_len " +
-                           std::to_string(max_model_len_) +
+                           std::to_string(max_model_len_) + window_part +
                            " needs; raise kv_cache_bytes or lower max_model_len");
   }
   return Status::Ok();
@@ -161,7 +169,8 @@ Status Engine::check_pool_holds_a_sequence(int32_t num_blocks) const {
 void Engine::make_scheduler() {
   const int32_t num_blocks = backend_->num_blocks();
   kv_cache_ = make_kv_cache_manager(config_.kv_allocator, num_blocks, config_.block_size,
-                                    config_.enable_prefix_caching, max_model_len_);
+                                    config_.enable_prefix_caching, max_model_len_,
+                                    model_->config.sliding_window);
   SchedulerConfig sc;
   sc.max_num_seqs = config_.max_num_seqs;
   sc.max_num_batched_tokens = config_.max_num_batched_tokens;

@@ -26,8 +26,9 @@ uint64_t mix64(uint64_t x) {
 
 }  // namespace
 
-BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching)
-    : KvCacheManager(num_blocks, block_size),
+BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching,
+                           int32_t sliding_window)
+    : KvCacheManager(num_blocks, block_size, sliding_window),
       enable_prefix_caching_(enable_prefix_caching),
       blocks_(static_cast<size_t>(num_blocks)) {
   // Pushed in reverse so that a fresh pool hands out blocks 0, 1, 2, ...
@@ -85,12 +86,18 @@ int32_t BlockManager::num_usable(const PrefixMatch& match, int32_t num_tokens) c
   return std::min(static_cast<int32_t>(match.blocks.size()), num_tokens / block_size());
 }
 
+int32_t BlockManager::num_before_window(int32_t num_hit) const {
+  return first_needed_position(num_hit * block_size()) / block_size();
+}
+
 bool BlockManager::can_allocate(const PrefixMatch& match, int32_t num_tokens,
                                 int32_t num_blocks_to_keep) const {
   PVLLM_CHECK(num_blocks_to_keep >= 0, "num_blocks_to_keep must be >= 0");
   const int32_t num_hit = num_usable(match, num_tokens);
   int32_t num_revived = 0;
-  for (int32_t i = 0; i < num_hit; ++i) num_revived += blocks_[match.blocks[i]].in_lru ? 1 : 0;
+  for (int32_t i = num_before_window(num_hit); i < num_hit; ++i) {
+    num_revived += blocks_[match.blocks[i]].in_lru ? 1 : 0;
+  }
   const int32_t num_new = blocks_for(num_tokens) - num_hit;
   return num_new + num_revived + num_blocks_to_keep <= num_available_blocks();
 }
@@ -104,8 +111,15 @@ int32_t BlockManager::allocate(const PrefixMatch& match, int32_t num_tokens, Blo
   }
   const int32_t num_hit = num_usable(match, num_tokens);
   prefix_hits_ += num_hit;
+  // Matched blocks before the window: their K/V are never read, only their
+  // hashes carry the chain on.
+  const int32_t num_skipped = num_before_window(num_hit);
+  for (int32_t i = 0; i < num_skipped; ++i) {
+    table->blocks.push_back(kReleasedBlock);
+    table->hashes.push_back(match.hashes[i]);
+  }
   // Cached blocks first, so that taking new blocks cannot evict them.
-  for (int32_t i = 0; i < num_hit; ++i) {
+  for (int32_t i = num_skipped; i < num_hit; ++i) {
     const BlockId b = match.blocks[i];
     Block& blk = blocks_[b];
     PVLLM_CHECK(blk.hashed && blk.hash == match.hashes[i],
@@ -138,6 +152,7 @@ bool BlockManager::can_append(const BlockTable& table, int32_t num_computed,
   const int32_t first = num_computed / block_size();
   const int32_t last = std::min(num_needed, num_have);
   for (int32_t i = first; i < last; ++i) {
+    PVLLM_CHECK(table.blocks[i] != kReleasedBlock, "a write into a released block");
     if (blocks_[table.blocks[i]].ref > 1) ++num_take;
   }
   return num_take <= num_available_blocks();
@@ -186,6 +201,7 @@ void BlockManager::cache_full_blocks(BlockTable* table, std::span<const int32_t>
     auto block_tokens = tokens.subspan(static_cast<size_t>(i) * bs, bs);
     const uint64_t h = hash_block(parent, block_tokens);
     table->hashes.push_back(h);
+    if (table->blocks[i] == kReleasedBlock) continue;  // the chain goes on without it
     Block& blk = blocks_[table->blocks[i]];
     if (blk.hashed) {
       // Shared with a table that registered it first (fork).
@@ -206,6 +222,7 @@ void BlockManager::cache_full_blocks(BlockTable* table, std::span<const int32_t>
 void BlockManager::fork(const BlockTable& parent, BlockTable* child) {
   PVLLM_CHECK(child->blocks.empty() && child->hashes.empty(), "fork needs an empty child");
   for (BlockId b : parent.blocks) {
+    if (b == kReleasedBlock) continue;
     PVLLM_CHECK(blocks_[b].ref > 0, "fork of a table holding an unowned block");
     ++blocks_[b].ref;
   }
@@ -222,7 +239,9 @@ bool BlockManager::fork(const BlockTable& parent, int32_t /*num_computed*/, Bloc
 }
 
 void BlockManager::free(BlockTable* table) {
-  for (auto it = table->blocks.rbegin(); it != table->blocks.rend(); ++it) release_block(*it);
+  for (auto it = table->blocks.rbegin(); it != table->blocks.rend(); ++it) {
+    if (*it != kReleasedBlock) release_block(*it);
+  }
   table->blocks.clear();
   table->hashes.clear();
 }

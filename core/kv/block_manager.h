@@ -11,6 +11,9 @@
 //    written again, so it may be shared by any number of sequences.
 //  - Allocation takes from the free list first, then evicts the least
 //    recently used cached block.
+//  - A table's kReleasedBlock entries (sliding window) form its prefix and
+//    own nothing: free, fork and release_blocks_before skip them, and no
+//    write ever lands in one.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +28,8 @@ namespace pvllm {
 
 class BlockManager final : public KvCacheManager {
  public:
-  BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching);
+  BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching,
+               int32_t sliding_window = 0);
 
   KvAllocator allocator() const override { return KvAllocator::kPaged; }
   bool prefix_caching() const override { return enable_prefix_caching_; }
@@ -80,9 +84,12 @@ class BlockManager final : public KvCacheManager {
 
   // The matched blocks that lie wholly within the first `num_tokens` tokens.
   int32_t num_usable(const PrefixMatch& match, int32_t num_tokens) const;
+  // Of `num_hit` matched blocks, how many lead wholly before the window of
+  // the first position computed after them (not taken: released entries).
+  int32_t num_before_window(int32_t num_hit) const;
   // Pops a free block, evicting the LRU cached block if needed; -1 if none.
   BlockId allocate_block();
-  void release_block(BlockId b);
+  void release_block(BlockId b) override;
   // Looks up a cached-or-used block holding exactly (parent, tokens).
   BlockId find_cached(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens) const;
 

@@ -8,8 +8,8 @@
 namespace pvllm {
 
 ContiguousAllocator::ContiguousAllocator(int32_t num_blocks, int32_t block_size,
-                                         int32_t max_seq_len)
-    : KvCacheManager(num_blocks, block_size),
+                                         int32_t max_seq_len, int32_t sliding_window)
+    : KvCacheManager(num_blocks, block_size, sliding_window),
       num_reserved_blocks_(blocks_for(max_seq_len)),
       refs_(static_cast<size_t>(num_blocks), 0) {
   PVLLM_CHECK(num_reserved_blocks_ >= 1 && num_reserved_blocks_ <= num_blocks,
@@ -70,7 +70,11 @@ bool ContiguousAllocator::fork(const BlockTable& parent, int32_t num_computed, B
   take_run(find_free_run(num_reserved_blocks_), num_reserved_blocks_, child);
   const int32_t num_used =
       std::min(blocks_for(num_computed), static_cast<int32_t>(parent.blocks.size()));
-  for (int32_t i = 0; i < num_used; ++i) {
+  // The parent's released prefix is released in the child at once.
+  int32_t num_released = 0;
+  while (num_released < num_used && parent.blocks[num_released] == kReleasedBlock) ++num_released;
+  release_blocks_before(child, num_released * block_size());
+  for (int32_t i = num_released; i < num_used; ++i) {
     copies->push_back(BlockCopy{parent.blocks[i], child->blocks[i]});
     ++num_copies_;
   }
@@ -79,9 +83,7 @@ bool ContiguousAllocator::fork(const BlockTable& parent, int32_t num_computed, B
 
 void ContiguousAllocator::free(BlockTable* table) {
   for (BlockId b : table->blocks) {
-    PVLLM_CHECK(refs_[b] == 1, "release of a block that nobody owns");
-    refs_[b] = 0;
-    give_back(b);
+    if (b != kReleasedBlock) release_block(b);
   }
   table->blocks.clear();
   table->hashes.clear();
@@ -119,6 +121,12 @@ void ContiguousAllocator::take_run(BlockId start, int32_t length, BlockTable* ta
     refs_[b] = 1;
     table->blocks.push_back(b);
   }
+}
+
+void ContiguousAllocator::release_block(BlockId b) {
+  PVLLM_CHECK(refs_[b] == 1, "release of a block that nobody owns");
+  refs_[b] = 0;
+  give_back(b);
 }
 
 void ContiguousAllocator::give_back(BlockId b) {

@@ -5,6 +5,12 @@
 // prefix caching and no sharing: fork reserves a new run and lists a copy
 // of each block in use.
 //
+// Sliding window: release_blocks_before gives a table's leading blocks back
+// to the free runs (the blocks it keeps are still one run), so other
+// sequences' reservations find room sooner; admission still takes a whole
+// max_seq_len reservation, so a window does not lower what one sequence
+// needs to start.
+//
 // Invariant: the free blocks are kept as runs (start -> length), disjoint
 // and never adjacent (neighbours merge when freed); a block is in a run
 // exactly when its ref is 0.
@@ -22,7 +28,8 @@ namespace pvllm {
 class ContiguousAllocator final : public KvCacheManager {
  public:
   // blocks_for(max_seq_len) blocks per table, 1 <= that <= num_blocks.
-  ContiguousAllocator(int32_t num_blocks, int32_t block_size, int32_t max_seq_len);
+  ContiguousAllocator(int32_t num_blocks, int32_t block_size, int32_t max_seq_len,
+                      int32_t sliding_window = 0);
 
   KvAllocator allocator() const override { return KvAllocator::kContiguous; }
   bool prefix_caching() const override { return false; }
@@ -56,6 +63,7 @@ class ContiguousAllocator final : public KvCacheManager {
   BlockId find_free_run(int32_t length) const;
   // Takes [start, start + length) out of the free runs into `table`.
   void take_run(BlockId start, int32_t length, BlockTable* table);
+  void release_block(BlockId b) override;
   // Returns one block to the free runs, merging neighbours.
   void give_back(BlockId b);
 

@@ -16,6 +16,23 @@ namespace {
 
 bool by_service_order(const Sequence* a, const Sequence* b) { return served_before(*a, *b); }
 
+// The largest n in [0, max_n] with fits(n), for fits true at 0 and
+// monotone (true up to some n, false after).
+template <typename Fits>
+int32_t longest_fitting(int32_t max_n, Fits fits) {
+  int32_t lo = 0;
+  int32_t hi = max_n;
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid)) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
 }  // namespace
 
 // One step's batch while it is built: the chunks scheduled so far (decodes
@@ -105,6 +122,12 @@ ScheduledBatch Scheduler::schedule() {
   return step.take_batch();
 }
 
+template <typename Fits>
+int32_t Scheduler::fit_prefill_chunk(int32_t num_new, Fits fits) const {
+  if (kv_cache_->sliding_window() == 0 || fits(num_new)) return num_new;
+  return std::max(1, longest_fitting(num_new - 1, fits));
+}
+
 void Scheduler::schedule_running(Step* step) {
   std::sort(running_.begin(), running_.end(), by_service_order);
   // Decodes later in the order keep one token of budget each, so a long
@@ -118,14 +141,18 @@ void Scheduler::schedule_running(Step* step) {
     const int32_t num_uncomputed = seq->num_uncomputed_tokens();
     const bool is_decode = num_uncomputed == 1;
     if (is_decode) --num_pending_decodes;
-    const int32_t num_new = std::min({num_uncomputed, config_.max_prefill_chunk,
-                                      step->budget() - (is_decode ? 0 : num_pending_decodes)});
+    int32_t num_new = std::min({num_uncomputed, config_.max_prefill_chunk,
+                                step->budget() - (is_decode ? 0 : num_pending_decodes)});
     if (num_new <= 0) {  // waiting for its next token, or no budget left this step
       ++i;
       continue;
     }
+    auto fits = [&](int32_t n) {
+      return kv_cache_->can_append(seq->block_table, seq->num_computed_tokens, n);
+    };
+    if (!is_decode) num_new = fit_prefill_chunk(num_new, fits);
     bool self_preempted = false;
-    while (!kv_cache_->can_append(seq->block_table, seq->num_computed_tokens, num_new)) {
+    while (!fits(num_new)) {
       Sequence* victim = running_.back();  // served last
       if (victim != seq && victim->num_uncomputed_tokens() == 1) --num_pending_decodes;
       self_preempted = victim == seq;
@@ -153,14 +180,17 @@ void Scheduler::admit_waiting(Step* step) {
     // Everything behind a sequence sent back this step is served after it.
     if (step->was_preempted(seq)) break;
     const PrefixMatch match = kv_cache_->match_prefix(seq->token_ids);
-    const int32_t num_new = std::min(
+    const int32_t max_new = std::min(
         {seq->num_tokens() - match.num_cached_tokens, config_.max_prefill_chunk, step->budget()});
-    PVLLM_CHECK(num_new > 0, "a waiting sequence with nothing to compute");
-    const int32_t num_tokens = match.num_cached_tokens + num_new;
-    auto fits = [&]() {
+    PVLLM_CHECK(max_new > 0, "a waiting sequence with nothing to compute");
+    auto blocks_fit = [&](int32_t n) {
       const int32_t keep = num_seats_used * config_.admission_headroom_blocks;
-      return num_seats_used + seq->num_seats <= config_.max_num_seqs &&
-             kv_cache_->can_allocate(match, num_tokens, keep);
+      return kv_cache_->can_allocate(match, match.num_cached_tokens + n, keep);
+    };
+    // The first chunk, cut to the blocks available with a sliding window.
+    auto chunk = [&]() { return fit_prefill_chunk(max_new, blocks_fit); };
+    auto fits = [&]() {
+      return num_seats_used + seq->num_seats <= config_.max_num_seqs && blocks_fit(chunk());
     };
     // A strictly better priority may push out running sequences of worse
     // priority, worst first.
@@ -183,7 +213,9 @@ void Scheduler::admit_waiting(Step* step) {
       break;
     }
     waiting_.pop_front();
-    const int32_t num_from_cache = kv_cache_->allocate(match, num_tokens, &seq->block_table);
+    const int32_t num_new = chunk();
+    const int32_t num_from_cache =
+        kv_cache_->allocate(match, match.num_cached_tokens + num_new, &seq->block_table);
     PVLLM_CHECK(num_from_cache == match.num_cached_tokens,
                 "allocate disagreed with the prefix cache");
     seq->status = SequenceStatus::kRunning;
@@ -205,6 +237,9 @@ void Scheduler::on_batch_computed(const ScheduledBatch& batch) {
                 "computed past the end of the sequence");
     kv_cache_->cache_full_blocks(&seq->block_table, std::span<const int32_t>(seq->token_ids),
                                  seq->num_computed_tokens);
+    // After the hashes: a released block is registered first, so a later
+    // prompt may still find it in the cache.
+    kv_cache_->release_outside_window(&seq->block_table, seq->num_computed_tokens);
   }
 }
 
@@ -235,6 +270,7 @@ KvOccupancy Scheduler::kv_occupancy() const {
   for (const Sequence* s : running_) {
     const auto& blocks = s->block_table.blocks;
     for (size_t i = 0; i < blocks.size(); ++i) {
+      if (blocks[i] == kReleasedBlock) continue;
       const int64_t first = static_cast<int64_t>(i) * block_size;
       const int32_t filled =
           static_cast<int32_t>(std::clamp<int64_t>(s->num_computed_tokens - first, 0, block_size));

@@ -69,8 +69,10 @@ class Scheduler {
   // has the blocks its new tokens need.
   ScheduledBatch schedule();
 
-  // After the backend ran `batch`: advances num_computed_tokens and
-  // registers newly full blocks with the prefix cache.
+  // After the backend ran `batch`: advances num_computed_tokens, registers
+  // newly full blocks with the prefix cache and, with a sliding window,
+  // releases the blocks no later query reads
+  // (KvCacheManager::release_outside_window).
   void on_batch_computed(const ScheduledBatch& batch);
 
   // Removes a running or waiting sequence for good and frees its blocks.
@@ -108,6 +110,13 @@ class Scheduler {
   // sequences of worse priority to get in. The head of the queue that does
   // not fit stops admission: later ones never overtake it.
   void admit_waiting(Step* step);
+  // With a sliding window, a prefill chunk of num_new tokens that cannot get
+  // its blocks (fits(num_new) false) is cut to the longest that can, at
+  // least 1 token: the blocks before the window are released after each
+  // step, so a prompt longer than the pool advances through it chunk by
+  // chunk instead of preempting others. Without a window, num_new as is.
+  template <typename Fits>
+  int32_t fit_prefill_chunk(int32_t num_new, Fits fits) const;
   // Sends a running sequence back to waiting: its blocks are freed (and any
   // copy into them dropped), it leaves `step`, and it will be recomputed
   // from its tokens.
