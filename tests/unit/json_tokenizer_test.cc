@@ -309,7 +309,9 @@ std::vector<std::string> pre_tokenize(const json& config, const std::string& tex
   const Status status = parse_pre_tokenizer(config, "pre_tokenizer", &pre);
   EXPECT_TRUE(status.ok()) << status.message();
   std::vector<std::string> pieces = {text};
-  if (pre) EXPECT_TRUE(pre->apply(&pieces, true).ok());
+  if (pre) {
+    EXPECT_TRUE(pre->apply(&pieces, true).ok());
+  }
   return pieces;
 }
 

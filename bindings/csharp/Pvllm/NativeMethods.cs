@@ -21,10 +21,10 @@ namespace Pvllm
         // PVLLM_ABI_VERSION this binding was written against.
         internal const uint AbiVersion = 1;
 
-        // The oldest library release this binding calls into (0.2.0: the
-        // per-request calls and pvllm_output.request_finished), as
-        // PVLLM_VERSION_NUMBER counts.
-        internal const uint MinVersionNumber = 200;
+        // The oldest library release this binding calls into (0.3.0:
+        // pvllm_apply_chat_template; 0.2.0 brought the per-request calls and
+        // pvllm_output.request_finished), as PVLLM_VERSION_NUMBER counts.
+        internal const uint MinVersionNumber = 300;
 
         // ---- Versions -----------------------------------------------------
 

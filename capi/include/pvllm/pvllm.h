@@ -11,7 +11,8 @@
  *    appends: new functions, new enum values, new fields at the end of
  *    structs. Nothing is removed, renumbered or reordered.
  *  - Everything carries the release that added it. No mark means 0.1 (ABI
- *    1's first release); "Since 0.2." marks what 0.2.0 appended. A program
+ *    1's first release); "Since 0.2." marks what 0.2.0 appended,
+ *    "Since 0.3." what 0.3.0 appended. A program
  *    built against this header and using something marked "since X.Y"
  *    needs a library at least that new: a missing function fails at load
  *    time; for an enum value or a struct field, check
@@ -110,7 +111,7 @@ extern "C" {
  * ------------------------------------------------------------------------ */
 
 #define PVLLM_VERSION_MAJOR 0
-#define PVLLM_VERSION_MINOR 2
+#define PVLLM_VERSION_MINOR 3
 #define PVLLM_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define PVLLM_VERSION_NUMBER \
