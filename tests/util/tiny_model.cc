@@ -50,7 +50,7 @@ bool has_qk_norm(const TinyModelSpec& s) { return s.arch == "qwen3"; }
 // The model's weights in HF names and layout, in checkpoint order. Norm
 // weights are centred on 1 so activations keep their scale.
 std::vector<NamedArray> make_weights(const TinyModelSpec& s) {
-  const int64_t vocab = tiny_tokenizer_vocab_size();
+  const int64_t vocab = tiny_vocab_size(s);
   const int64_t hidden = s.hidden_size;
   const int64_t inter = s.intermediate_size;
   const int64_t q_rows = int64_t{s.num_heads} * head_dim_of(s);
@@ -195,7 +195,7 @@ json config_json(const TinyModelSpec& s) {
             {"num_attention_heads", s.num_heads},
             {"num_key_value_heads", s.num_kv_heads},
             {"head_dim", head_dim_of(s)},
-            {"vocab_size", tiny_tokenizer_vocab_size()},
+            {"vocab_size", tiny_vocab_size(s)},
             {"max_position_embeddings", s.max_position_embeddings},
             {"rms_norm_eps", 1e-5},
             {"hidden_act", "silu"},
@@ -266,6 +266,10 @@ void edit_hf_config(const std::string& dir, const json& set) {
     }
   }
   write_text(fs::path(dir) / "config.json", c.dump(2));
+}
+
+int32_t tiny_vocab_size(const TinyModelSpec& s) {
+  return s.vocab_size > 0 ? s.vocab_size : tiny_tokenizer_vocab_size();
 }
 
 int32_t tiny_head_dim(const TinyModelSpec& s) {

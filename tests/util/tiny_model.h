@@ -24,7 +24,9 @@ struct TinyModelSpec {
   DType dtype = DType::kF32;
   bool tie_word_embeddings = true;
   uint64_t seed = 1;
-  // vocab_size is the tiny tokenizer's (tiny_tokenizer_vocab_size()).
+  // 0: the tiny tokenizer's (tiny_tokenizer_vocab_size()); set it to serve
+  // a real tokenizer's vocabulary instead (HF writer only).
+  int32_t vocab_size = 0;
 
   // The Hugging Face architecture whose config and tensor names are
   // written: "llama", "mistral", "qwen2" (q/k/v biases always) or "qwen3"
@@ -51,6 +53,9 @@ TinyModelSpec tiny_arch_spec(const std::string& name);
 
 // Sets keys of dir/config.json to the values of `set` (null erases a key).
 void edit_hf_config(const std::string& dir, const nlohmann::json& set);
+
+// The vocabulary size a spec writes.
+int32_t tiny_vocab_size(const TinyModelSpec& spec);
 
 // The head size a spec writes.
 int32_t tiny_head_dim(const TinyModelSpec& spec);

@@ -674,7 +674,10 @@ PVLLM_API void pvllm_chat_template_params_init(pvllm_chat_template_params* param
  * raise_exception() message comes through as it is); NOT_FOUND (the model
  * has no chat template, or none of that name); UNSUPPORTED (the template
  * uses a construct outside the supported subset); CORRUPT_MODEL (a
- * malformed tokenizer_config.json). */
+ * malformed tokenizer_config.json).
+ * Templates write their own BOS: to generate from the result, encode it
+ * with pvllm_tokenize(..., add_bos = 0, ...) and submit the ids
+ * (prompt_text would add a second BOS where the tokenizer adds one). */
 PVLLM_API pvllm_status pvllm_apply_chat_template(pvllm_engine* engine,
                                                  const pvllm_chat_template_params* params,
                                                  char* text, size_t capacity, size_t* out_len,
