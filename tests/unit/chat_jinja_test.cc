@@ -4,6 +4,7 @@
 // message that names it and its position.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 
 #include "core/chat/template.h"
@@ -54,6 +55,9 @@ struct UnsupportedCase {
   const char* named;  // what the message must name
   const char* where;  // "line L, column C"
 };
+
+// Test names and failure messages show the template, not the struct's bytes.
+void PrintTo(const UnsupportedCase& c, std::ostream* os) { *os << '"' << c.source << '"'; }
 
 class ChatJinjaUnsupportedTest : public ::testing::TestWithParam<UnsupportedCase> {};
 
