@@ -92,6 +92,19 @@ if [ -e "$prefix/bin/pvllm" ]; then
     --prompt "$prompt" --max-tokens 40 --temperature 0
   check_text "bin/pvllm generate" "$tmp/cli.out"
 fi
+# The CUDA module: libpvllm must find it in the moved prefix. Without a GPU
+# the engine then stops at the driver or the device, not at the module.
+if [ -e "$prefix/$libdir/libpvllm_cuda.so" ] && [ -e "$prefix/bin/pvllm" ]; then
+  if "$prefix/bin/pvllm" generate --model "$model" --prompt "$prompt" --max-tokens 40 \
+      --temperature 0 --device cuda >"$tmp/cuda.out" 2>"$tmp/cuda.err"; then
+    check_text "bin/pvllm generate --device cuda" "$tmp/cuda.out"
+  elif grep -q "libpvllm_cuda.so could not be loaded" "$tmp/cuda.err"; then
+    cat "$tmp/cuda.err" >&2
+    fail "libpvllm does not load the installed $libdir/libpvllm_cuda.so"
+  else
+    echo "install_check: the installed CUDA module loads; no GPU: $(tail -n 1 "$tmp/cuda.err")"
+  fi
+fi
 
 # 4. A C program through pkg-config, outside the source tree.
 cp -r packaging/consumers/c "$tmp/c"
