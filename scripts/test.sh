@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs, builds (CUDA kernels too when nvcc is present) and runs every
-# test: the C++ suites through ctest, then each SDK's bindings/*/test.sh,
+# test: the C++ suites through ctest, the install (scripts/install_check.sh),
+# then each SDK's bindings/*/test.sh,
 # then, when nvcc is present, scripts/gpu_bundle.sh --verify (the GPU
 # bundle made from the same build and checked without a GPU).
 # Tests that need the real checkpoints find them through PVLLM_SHARED_DIR
@@ -28,6 +29,14 @@ echo "test: PVLLM_REFERENCE_TOKENIZERS=${PVLLM_REFERENCE_TOKENIZERS:-<unset: tok
 start=$(date +%s)
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 echo "test: the C++ suites took $(( $(date +%s) - start )) s"
+
+# Install: `cmake --install` of this build into a fresh temporary prefix,
+# moved elsewhere, then the installed pvllm command and a C (pkg-config)
+# and a C++ (find_package) program built against it must generate text.
+start=$(date +%s)
+echo "test: scripts/install_check.sh"
+bash scripts/install_check.sh build
+echo "test: scripts/install_check.sh took $(( $(date +%s) - start )) s"
 
 # What the SDK test scripts need: the library, its header, and a way to
 # make a tiny model.
