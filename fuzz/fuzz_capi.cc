@@ -1,7 +1,7 @@
 // The C ABI: the input is a program of calls on an engine over a tiny
 // random-weights model (no files): create, submit, step, poll,
 // poll_request, wait, abort, detach, tokenize, detokenize, stats, chat
-// template and destroy, in any order and with fuzzed parameter structs
+// template, memory estimate and destroy, in any order and with fuzzed parameter structs
 // (struct_size included, never past the struct), also on a NULL or
 // destroyed engine. Every status is acceptable; crashes, leaks, hangs and
 // sanitizer reports are not.
@@ -39,7 +39,7 @@ size_t struct_size(ByteStream& in, size_t full) {
   }
 }
 
-pvllm_engine* create(ByteStream& in) {
+pvllm_engine_params engine_params(ByteStream& in) {
   pvllm_engine_params params;
   pvllm_engine_params_init(&params, sizeof(params));
   params.struct_size = static_cast<uint32_t>(struct_size(in, sizeof(params)));
@@ -53,6 +53,12 @@ pvllm_engine* create(ByteStream& in) {
   params.max_model_len = in.range(-1, 160);
   params.enable_prefix_caching = static_cast<uint8_t>(in.below(3));
   params.kv_allocator = in.range(-1, 2);
+  params.kv_cache_bytes = in.below(4) == 0 ? static_cast<int64_t>(in.u64()) : 1 << 20;
+  return params;
+}
+
+pvllm_engine* create(ByteStream& in) {
+  const pvllm_engine_params params = engine_params(in);
   pvllm_engine* engine = nullptr;
   pvllm_error* error = nullptr;
   (void)pvllm_engine_create(&params, &engine, &error);
@@ -128,7 +134,7 @@ uint64_t pick_id(ByteStream& in, const std::vector<uint64_t>& ids) {
 
 void call(ByteStream& in, pvllm_engine** engine, std::vector<uint64_t>* ids) {
   pvllm_error* error = nullptr;
-  switch (in.below(14)) {
+  switch (in.below(15)) {
     case 0:
       if (*engine == nullptr) *engine = create(in);
       break;
@@ -196,6 +202,14 @@ void call(ByteStream& in, pvllm_engine** engine, std::vector<uint64_t>* ids) {
       size_t len = 0;
       char text[32];
       (void)pvllm_apply_chat_template(*engine, &params, text, in.below(33), &len, &error);
+      break;
+    }
+    case 14: {
+      const pvllm_engine_params params = engine_params(in);
+      pvllm_memory_estimate estimate;
+      pvllm_memory_estimate_init(&estimate, sizeof(estimate));
+      estimate.struct_size = static_cast<uint32_t>(struct_size(in, sizeof(estimate)));
+      (void)pvllm_estimate_memory(&params, &estimate, &error);
       break;
     }
   }

@@ -1,6 +1,8 @@
-// tokenizer.json: the input is the file's text (with no
-// tokenizer_config.json beside it); a tokenizer that loads is exercised.
+// tokenizer.json: the input is the file's text, optionally followed by a
+// NUL byte and the text of the tokenizer_config.json beside it (which names
+// BOS and EOS); a tokenizer that loads is exercised.
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "core/tokenizer/json_tokenizer.h"
