@@ -98,5 +98,44 @@ INSTANTIATE_TEST_SUITE_P(
       return "Case" + std::to_string(info.index);
     });
 
+// Hostile nesting (found by fuzz/fuzz_chat_template): deep recursion in
+// the parser, or a long chain the renderer walks and frees recursively,
+// overflowed the stack. Each shape is refused as UNSUPPORTED instead.
+std::string repeat(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+TEST(ChatJinjaTest, DeepNestingIsRefusedNotAStackOverflow) {
+  constexpr int kDeep = 20000;
+  const std::string sources[] = {
+      "{{ " + repeat("(", kDeep) + "1" + repeat(")", kDeep) + " }}",
+      "{{ " + repeat("[", kDeep) + repeat("]", kDeep) + " }}",
+      "{{ " + repeat("not ", kDeep) + "x }}",
+      "{{ " + repeat("-", kDeep) + "1 }}",
+      "{{ 1" + repeat(" + 1", kDeep) + " }}",
+      "{{ 'a'" + repeat(" ~ 'a'", kDeep) + " }}",
+      "{{ x" + repeat(".a", kDeep) + " }}",
+      "{{ x" + repeat("|trim", kDeep) + " }}",
+      repeat("{% if true %}", kDeep) + repeat("{% endif %}", kDeep),
+      "{% if x %}" + repeat("{% elif x %}", kDeep) + "{% endif %}",
+  };
+  for (const std::string& source : sources) {
+    std::string out;
+    const Status st = render(source, nlohmann::ordered_json::object(), &out);
+    EXPECT_EQ(st.code(), StatusCode::kUnsupported) << source.substr(0, 40) << ": " << st.message();
+    EXPECT_NE(st.message().find("nests more than"), std::string::npos) << st.message();
+  }
+}
+
+TEST(ChatJinjaTest, ModerateNestingStillRenders) {
+  std::string out;
+  const std::string source = "{{ " + repeat("(", 60) + "1" + repeat(" + 1)", 60) + " }}" +
+                             repeat("{% if true %}", 60) + "!" + repeat("{% endif %}", 60);
+  ASSERT_TRUE(render(source, nlohmann::ordered_json::object(), &out).ok());
+  EXPECT_EQ(out, "61!");
+}
+
 }  // namespace
 }  // namespace pvllm::chat
