@@ -15,6 +15,7 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -149,12 +150,49 @@ static_assert(offsetof(pvllm_request, delivery) % alignof(void*) == 0 &&
 // Larger sizes than this are garbage, not a newer header.
 constexpr size_t kMaxStructSize = 1 << 16;
 
+// The fields appended after ABI 1 to a struct the library reads. Every
+// older header's sizeof ends at a field boundary; a struct_size that ends
+// inside one of these would have read_struct take a torn pointer or value.
+struct AppendedField {
+  const char* name;
+  size_t offset;
+  size_t size;
+};
+#define PVLLM_APPENDED(T, f) \
+  AppendedField { #f, offsetof(T, f), sizeof(T::f) }
+template <typename T>
+std::span<const AppendedField> appended_fields() {
+  return {};
+}
+template <>
+std::span<const AppendedField> appended_fields<pvllm_engine_params>() {
+  static constexpr AppendedField kFields[] = {
+      PVLLM_APPENDED(pvllm_engine_params, random_weights),
+      PVLLM_APPENDED(pvllm_engine_params, gpu_memory_utilization),
+      PVLLM_APPENDED(pvllm_engine_params, dtype),
+      PVLLM_APPENDED(pvllm_engine_params, enable_cuda_graphs)};
+  return kFields;
+}
+template <>
+std::span<const AppendedField> appended_fields<pvllm_request>() {
+  static constexpr AppendedField kFields[] = {PVLLM_APPENDED(pvllm_request, delivery)};
+  return kFields;
+}
+#undef PVLLM_APPENDED
+
 template <typename T>
 Status check_struct_size(const T* s, const char* name) {
   if (s->struct_size < kV1Size<T> || s->struct_size > kMaxStructSize) {
     return invalid(std::string(name) + "->struct_size is " + std::to_string(s->struct_size) +
                    ", expected at least " + std::to_string(kV1Size<T>) +
                    " (fill the struct with the matching *_init(ptr, sizeof *ptr) first)");
+  }
+  for (const AppendedField& f : appended_fields<T>()) {
+    if (s->struct_size > f.offset && s->struct_size < f.offset + f.size) {
+      return invalid(std::string(name) + "->struct_size is " + std::to_string(s->struct_size) +
+                     ", which ends inside field " + f.name +
+                     " (fill the struct with the matching *_init(ptr, sizeof *ptr) first)");
+    }
   }
   return Status::Ok();
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs, builds (CUDA kernels too when nvcc is present) and runs every
 # test: the C++ suites through ctest, the install (scripts/install_check.sh),
-# then each SDK's bindings/*/test.sh,
-# then, when nvcc is present, scripts/gpu_bundle.sh --verify (the GPU
+# the fuzz targets for a bounded time (scripts/fuzz.sh), then each SDK's
+# bindings/*/test.sh, then, when nvcc is present, scripts/gpu_bundle.sh --verify (the GPU
 # bundle made from the same build and checked without a GPU).
 # Tests that need the real checkpoints find them through PVLLM_SHARED_DIR
 # (default ../shared) and skip with a reason without it.
@@ -37,6 +37,18 @@ start=$(date +%s)
 echo "test: scripts/install_check.sh"
 bash scripts/install_check.sh build
 echo "test: scripts/install_check.sh took $(( $(date +%s) - start )) s"
+
+# Fuzzing: every target of fuzz/ for a bounded time (about 90 s in all
+# after its own clang build in build-fuzz; PVLLM_FUZZ_SECONDS per target).
+# docs/fuzzing.md tells how to run them for hours.
+if command -v clang++ >/dev/null; then
+  start=$(date +%s)
+  echo "test: scripts/fuzz.sh"
+  bash scripts/fuzz.sh "${PVLLM_FUZZ_SECONDS:-12}"
+  echo "test: scripts/fuzz.sh took $(( $(date +%s) - start )) s"
+else
+  echo "test: no clang++ (scripts/setup.sh installs it): the fuzz targets are not run"
+fi
 
 # What the SDK test scripts need: the library, its header, and a way to
 # make a tiny model.

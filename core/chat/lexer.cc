@@ -90,9 +90,19 @@ class Lexer {
     offset = std::min(offset, src_.size());
     const auto line = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset) - 1;
     SourcePos p{static_cast<int>(line - line_starts_.begin()) + 1, 1};
-    for (size_t i = *line; i < offset; ++i) {
+    size_t from = *line;
+    // Tokens come in order: count on from the previous position when it is
+    // on the same line, so that a long line costs linear time, not
+    // quadratic.
+    if (last_offset_ >= *line && last_offset_ <= offset) {
+      from = last_offset_;
+      p.column = last_column_;
+    }
+    for (size_t i = from; i < offset; ++i) {
       if ((static_cast<unsigned char>(src_[i]) & 0xC0) != 0x80) ++p.column;
     }
+    last_offset_ = offset;
+    last_column_ = p.column;
     return p;
   }
 
@@ -336,6 +346,9 @@ class Lexer {
 
   std::string_view src_;
   std::vector<size_t> line_starts_;  // offsets where each line begins
+  // The last pos_at: its offset and column.
+  mutable size_t last_offset_ = 0;
+  mutable int last_column_ = 1;
   size_t pos_ = 0;
   std::vector<Token> tokens_;
 };

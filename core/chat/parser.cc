@@ -2,10 +2,19 @@
 #include "core/chat/parser.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 namespace pvllm::chat {
 namespace {
+
+// How deep a template may nest: every recursive step of the parser and
+// every link of a chain it builds in a loop (a + b + c, x|f|g, a.b[c](),
+// elif) counts one. This bounds the parser's recursion and the height of
+// the tree the renderer walks and frees recursively, so that a hostile
+// template is refused instead of overflowing the stack; real templates
+// nest a few dozen deep at most.
+constexpr int kMaxNesting = 512;
 
 class Parser {
  public:
@@ -18,6 +27,29 @@ class Parser {
   }
 
  private:
+  // Counts nesting from its construction (one level, or none for a chain)
+  // to the end of its scope; each deeper() adds one more (a link).
+  class Nesting {
+   public:
+    explicit Nesting(Parser* parser, int levels = 1) : parser_(parser) {
+      for (int i = 0; i < levels; ++i) deeper();
+    }
+    ~Nesting() { parser_->nesting_ -= added_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+    void deeper() {
+      ++added_;
+      if (++parser_->nesting_ > kMaxNesting) {
+        unsupported("the template nests more than " + std::to_string(kMaxNesting) + " deep",
+                    parser_->peek().pos);
+      }
+    }
+
+   private:
+    Parser* parser_;
+    int added_ = 0;
+  };
+
   const Token& peek(size_t ahead = 0) const { return t_[std::min(i_ + ahead, t_.size() - 1)]; }
   const Token& next() {
     const Token& t = peek();
@@ -138,6 +170,7 @@ class Parser {
   }
 
   std::unique_ptr<Stmt> parse_statement() {
+    Nesting nesting(this);
     const Token& name = next();
     const std::string& tag = name.text;
     if (tag == "if") return parse_if(name.pos);
@@ -168,6 +201,7 @@ class Parser {
   }
 
   std::unique_ptr<Stmt> parse_if(SourcePos pos) {
+    Nesting nesting(this);
     auto s = stmt(StmtKind::kIf, pos);
     s->expr = parse_expression();
     expect_stmt_close();
@@ -267,7 +301,11 @@ class Parser {
     auto s = stmt(StmtKind::kBlock, pos);
     ExprPtr input = expr(ExprKind::kLiteral, pos);
     s->expr = parse_filter(std::move(input));
-    while (accept_op("|")) s->expr = parse_filter(std::move(s->expr));
+    Nesting chain(this, 0);
+    while (accept_op("|")) {
+      chain.deeper();
+      s->expr = parse_filter(std::move(s->expr));
+    }
     expect_stmt_close();
     std::string end;
     s->body = parse_body({"endfilter"}, &end);
@@ -278,6 +316,7 @@ class Parser {
   // ---------------------------------------------------------------- expressions
 
   ExprPtr parse_expression(bool allow_ternary = true) {
+    Nesting nesting(this);
     ExprPtr e = parse_or();
     if (!allow_ternary || !is_name("if")) return e;
     auto t = expr(ExprKind::kTernary, next().pos);
@@ -296,7 +335,9 @@ class Parser {
 
   ExprPtr parse_or() {
     ExprPtr left = parse_and();
+    Nesting chain(this, 0);
     while (is_name("or")) {
+      chain.deeper();
       const SourcePos pos = next().pos;
       left = binary("or", std::move(left), parse_and(), pos);
     }
@@ -305,7 +346,9 @@ class Parser {
 
   ExprPtr parse_and() {
     ExprPtr left = parse_not();
+    Nesting chain(this, 0);
     while (is_name("and")) {
+      chain.deeper();
       const SourcePos pos = next().pos;
       left = binary("and", std::move(left), parse_not(), pos);
     }
@@ -313,6 +356,7 @@ class Parser {
   }
 
   ExprPtr parse_not() {
+    Nesting nesting(this);
     if (is_name("not")) {
       auto e = expr(ExprKind::kUnary, next().pos, "not");
       e->items.push_back(parse_not());
@@ -323,6 +367,7 @@ class Parser {
 
   ExprPtr parse_compare() {
     ExprPtr left = parse_math1();
+    Nesting chain(this, 0);
     for (;;) {
       const SourcePos pos = peek().pos;
       std::string op;
@@ -340,13 +385,16 @@ class Parser {
       } else {
         return left;
       }
+      chain.deeper();
       left = binary(op, std::move(left), parse_math1(), pos);
     }
   }
 
   ExprPtr parse_math1() {
     ExprPtr left = parse_concat();
+    Nesting chain(this, 0);
     while (is_op("+") || is_op("-")) {
+      chain.deeper();
       const Token& op = next();
       left = binary(op.text, std::move(left), parse_concat(), op.pos);
     }
@@ -355,7 +403,9 @@ class Parser {
 
   ExprPtr parse_concat() {
     ExprPtr left = parse_math2();
+    Nesting chain(this, 0);
     while (is_op("~")) {
+      chain.deeper();
       const SourcePos pos = next().pos;
       left = binary("~", std::move(left), parse_math2(), pos);
     }
@@ -364,7 +414,9 @@ class Parser {
 
   ExprPtr parse_math2() {
     ExprPtr left = parse_pow();
+    Nesting chain(this, 0);
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+      chain.deeper();
       const Token& op = next();
       left = binary(op.text, std::move(left), parse_pow(), op.pos);
     }
@@ -373,7 +425,9 @@ class Parser {
 
   ExprPtr parse_pow() {
     ExprPtr left = parse_unary(true);
+    Nesting chain(this, 0);
     while (is_op("**")) {
+      chain.deeper();
       const SourcePos pos = next().pos;
       left = binary("**", std::move(left), parse_unary(true), pos);
     }
@@ -381,6 +435,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter) {
+    Nesting nesting(this);
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
       const Token& op = next();
@@ -392,8 +447,10 @@ class Parser {
     if (!with_filter) return e;
     for (;;) {
       if (accept_op("|")) {
+        nesting.deeper();
         e = parse_filter(std::move(e));
       } else if (is_name("is")) {
+        nesting.deeper();
         e = parse_test(std::move(e));
       } else {
         return e;
@@ -458,8 +515,10 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr e) {
+    Nesting chain(this, 0);
     for (;;) {
       const SourcePos pos = peek().pos;
+      if (is_op(".") || is_op("[") || is_op("(")) chain.deeper();
       if (accept_op(".")) {
         if (peek().kind == TokenKind::kInt) {
           auto s = expr(ExprKind::kSubscript, pos);
@@ -584,6 +643,7 @@ class Parser {
 
   const std::vector<Token>& t_;
   size_t i_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

@@ -4,7 +4,9 @@
 
 #include <sentencepiece_processor.h>
 
+#include <exception>
 #include <filesystem>
+#include <string>
 #include <system_error>
 #include <utility>
 
@@ -58,7 +60,15 @@ Status SentencePieceTokenizer::load_file(const std::string& path, std::unique_pt
 Status SentencePieceTokenizer::load_from_bytes(std::string_view bytes,
                                                std::unique_ptr<Tokenizer>* out) {
   std::unique_ptr<SentencePieceTokenizer> tokenizer(new SentencePieceTokenizer());
-  const auto status = tokenizer->sp_->LoadFromSerializedProto(bytes);
+  // sentencepiece throws (from its trie builder) on some malformed models,
+  // e.g. an empty piece, rather than returning a status.
+  sentencepiece::util::Status status;
+  try {
+    status = tokenizer->sp_->LoadFromSerializedProto(bytes);
+  } catch (const std::exception& e) {
+    return tokenizer_error("cannot load sentencepiece model from " + std::to_string(bytes.size()) +
+                           " bytes: " + e.what());
+  }
   if (!status.ok()) {
     return tokenizer_error("cannot load sentencepiece model from " + std::to_string(bytes.size()) +
                            " bytes: " + status.ToString());

@@ -112,6 +112,20 @@ TEST(CapiRandomWeightsTest, OlderCallersWithoutTheFieldStillNeedAModelPath) {
   EXPECT_EQ(engine, nullptr);
 }
 
+TEST(CapiRandomWeightsTest, AStructSizeEndingInsideAFieldIsRefused) {
+  // A struct_size that cuts random_weights in two would make the library
+  // read a pointer half the caller's and half the default's (found by
+  // fuzz/fuzz_capi). No header ever had such a size: INVALID_ARGUMENT.
+  pvllm_engine_params p = tiny_params();
+  p.struct_size = static_cast<uint32_t>(offsetof(pvllm_engine_params, random_weights) + 4);
+  pvllm_engine* engine = nullptr;
+  pvllm_error* err = nullptr;
+  EXPECT_EQ(pvllm_engine_create(&p, &engine, &err), PVLLM_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(engine, nullptr);
+  const std::string m = take_message(err);
+  EXPECT_NE(m.find("random_weights"), std::string::npos) << m;
+}
+
 TEST(CapiRandomWeightsTest, EstimateAndInspectWorkForBigShapesWithoutAllocating) {
   pvllm_engine_params p;
   pvllm_engine_params_init(&p, sizeof p);

@@ -4,6 +4,7 @@
 // message that names it and its position.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <ostream>
 #include <string>
 
@@ -101,6 +102,61 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<UnsupportedCase>& info) {
       return "Case" + std::to_string(info.index);
     });
+
+// Hostile nesting (hand-written inputs run through fuzz/fuzz_chat_template):
+// deep recursion in the parser, or a long chain the renderer walks and frees
+// recursively, overflowed the stack. Each shape is refused as UNSUPPORTED.
+std::string repeat(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+TEST(ChatJinjaTest, DeepNestingIsRefusedNotAStackOverflow) {
+  constexpr int kDeep = 200000;
+  const std::string sources[] = {
+      "{{ " + repeat("(", kDeep) + "1" + repeat(")", kDeep) + " }}",
+      "{{ " + repeat("[", kDeep) + repeat("]", kDeep) + " }}",
+      "{{ " + repeat("not ", kDeep) + "x }}",
+      "{{ " + repeat("-", kDeep) + "1 }}",
+      "{{ 1" + repeat(" + 1", kDeep) + " }}",
+      "{{ 'a'" + repeat(" ~ 'a'", kDeep) + " }}",
+      "{{ x" + repeat(".a", kDeep) + " }}",
+      "{{ x" + repeat("|trim", kDeep) + " }}",
+      repeat("{% if true %}", kDeep) + repeat("{% endif %}", kDeep),
+      "{% if x %}" + repeat("{% elif x %}", kDeep) + "{% endif %}",
+  };
+  for (const std::string& source : sources) {
+    std::string out;
+    const Status st = render(source, nlohmann::ordered_json::object(), &out);
+    EXPECT_EQ(st.code(), StatusCode::kUnsupported) << source.substr(0, 40) << ": " << st.message();
+    EXPECT_NE(st.message().find("nests more than"), std::string::npos) << st.message();
+  }
+}
+
+TEST(ChatJinjaTest, ALongLineLexesInLinearTime) {
+  // Each token's column was counted from its line's start: 100000 tags on
+  // one line took minutes. Counted on from the previous token: milliseconds.
+  const std::string source = repeat("{{ x }}", 100000);
+  const auto start = std::chrono::steady_clock::now();
+  std::string out;
+  ASSERT_TRUE(render(source, nlohmann::ordered_json{{"x", "a"}}, &out).ok());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(out, repeat("a", 100000));
+  EXPECT_LT(seconds, 5.0);
+  // Positions stay right after a long line.
+  const Status st = render(repeat("{{ x }}", 1000) + "{{ x @ 2 }}", nlohmann::ordered_json{}, &out);
+  EXPECT_NE(st.message().find("line 1, column 7006"), std::string::npos) << st.message();
+}
+
+TEST(ChatJinjaTest, ModerateNestingStillRenders) {
+  std::string out;
+  const std::string source = "{{ " + repeat("(", 60) + "1" + repeat(" + 1)", 60) + " }}" +
+                             repeat("{% if true %}", 60) + "!" + repeat("{% endif %}", 60);
+  ASSERT_TRUE(render(source, nlohmann::ordered_json::object(), &out).ok());
+  EXPECT_EQ(out, "61!");
+}
 
 }  // namespace
 }  // namespace pvllm::chat

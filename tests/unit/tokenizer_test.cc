@@ -193,6 +193,24 @@ TEST(TokenizerLoadTest, GarbageBytesAreTokenizerError) {
   EXPECT_EQ(tokenizer, nullptr);
 }
 
+TEST(TokenizerLoadTest, AModelSentencepieceThrowsOnIsTokenizerError) {
+  // Found by fuzz/fuzz_tokenizer_model: a well-formed proto whose pieces
+  // make sentencepiece's trie builder throw instead of returning a status;
+  // the exception ended the process.
+  const unsigned char kBytes[] = {0x0a, 0x0e, 0x0a, 0x05, 0x3c, 0x75, 0x6e, 0x6b, 0x3e, 0x15, 0x00,
+                                  0x00, 0x00, 0x00, 0x18, 0x02, 0x0a, 0x0c, 0x0a, 0x03, 0x00, 0x00,
+                                  0x3e, 0x15, 0x00, 0x00, 0x00, 0x00, 0x58, 0x03, 0x0a, 0x0d, 0x0a,
+                                  0x04, 0x3c, 0x2f, 0x73, 0x3e, 0x15, 0x00, 0x00, 0x00, 0x00, 0x38,
+                                  0x03, 0x0a, 0x0f, 0x0a, 0x06, 0x36, 0x00, 0xe5, 0xfc, 0xfa, 0x3c,
+                                  0x75, 0x6e, 0x6b, 0x3e, 0x15, 0x30, 0x78, 0x30, 0x00};
+  std::unique_ptr<Tokenizer> tokenizer;
+  const Status status = SentencePieceTokenizer::load_from_bytes(
+      std::string(reinterpret_cast<const char*>(kBytes), sizeof(kBytes)), &tokenizer);
+  EXPECT_EQ(status.code(), StatusCode::kTokenizerError);
+  EXPECT_FALSE(status.message().empty());
+  EXPECT_EQ(tokenizer, nullptr);
+}
+
 TEST(TokenizerDecodeTest, OutOfVocabularyIdsAreInvalidArgument) {
   auto tokenizer = load_or_die(testing::tiny_tokenizer_path());
   ASSERT_NE(tokenizer, nullptr);
