@@ -10,6 +10,7 @@
 #include "core/chat/builtins.h"
 #include "core/chat/error.h"
 #include "core/chat/json_value.h"
+#include "core/chat/limits.h"
 #include "core/chat/operators.h"
 #include "core/chat/renderer.h"
 
@@ -92,8 +93,10 @@ Value join(const Value& input, const CallArgs& args) {
   std::string out;
   bool first = true;
   for (const Value& item : iterate(input)) {
+    const std::string text = (attribute.empty() ? item : get_path(item, attribute)).str();
+    check_string_size(out.size() + (first ? 0 : sep.size()) + text.size());
     if (!first) out += sep;
-    out += (attribute.empty() ? item : get_path(item, attribute)).str();
+    out += text;
     first = false;
   }
   return Value::string(out);
@@ -192,8 +195,9 @@ Value indent(const Value& input, const CallArgs& args) {
   if (width != nullptr && width->is_string()) {
     pad = width->as_string();
   } else if (width != nullptr) {
-    pad = std::string(
-        static_cast<size_t>(std::max<int64_t>(0, int_arg(args, 0, "width", 4, "indent"))), ' ');
+    const int64_t n = std::max<int64_t>(0, int_arg(args, 0, "width", 4, "indent"));
+    check_string_size(static_cast<size_t>(std::min<int64_t>(n, int64_t{1} << 40)));
+    pad = std::string(static_cast<size_t>(n), ' ');
   }
   const bool first = bool_arg(args, 1, "first", false);
   const bool blank = bool_arg(args, 2, "blank", false);

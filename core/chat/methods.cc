@@ -7,6 +7,7 @@
 
 #include "core/chat/builtins.h"
 #include "core/chat/error.h"
+#include "core/chat/limits.h"
 #include "core/chat/operators.h"
 
 namespace pvllm::chat {
@@ -39,6 +40,7 @@ std::string replace_all(const std::string& s, const std::string& old, const std:
         ++done;
       }
       out += c;
+      check_string_size(out.size());
     }
     if (count < 0 || done < count) out += with;
     return out;
@@ -51,6 +53,7 @@ std::string replace_all(const std::string& s, const std::string& old, const std:
     if (hit == std::string::npos) break;
     out.append(s, pos, hit - pos);
     out += with;
+    check_string_size(out.size());
     pos = hit + old.size();
     ++done;
   }

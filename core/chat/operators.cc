@@ -1,9 +1,12 @@
 // Operators and lookups (see operators.h).
 #include "core/chat/operators.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "core/chat/error.h"
+#include "core/chat/limits.h"
 
 namespace pvllm::chat {
 namespace {
@@ -28,6 +31,12 @@ int64_t checked(const std::string& op, int64_t a, int64_t b) {
 }
 
 Value repeat(const Value& seq, int64_t n) {
+  n = std::max<int64_t>(n, 0);
+  const size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list().size();
+  if (unit > 0 && static_cast<uint64_t>(n) > kMaxStringBytes) {
+    seq.is_string() ? check_string_size(kMaxStringBytes + 1) : check_list_size(kMaxListItems + 1);
+  }
+  seq.is_string() ? check_string_size(unit * n) : check_list_size(unit * n);
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
@@ -42,8 +51,12 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   if (a.is_undefined()) fail_undefined(a);
   if (b.is_undefined()) fail_undefined(b);
   if (op == "+") {
-    if (a.is_string() && b.is_string()) return Value::string(a.as_string() + b.as_string());
+    if (a.is_string() && b.is_string()) {
+      check_string_size(a.as_string().size() + b.as_string().size());
+      return Value::string(a.as_string() + b.as_string());
+    }
     if (a.is_list() && b.is_list()) {
+      check_list_size(a.as_list().size() + b.as_list().size());
       List out = a.as_list();
       out.insert(out.end(), b.as_list().begin(), b.as_list().end());
       return Value::list(std::move(out));
@@ -153,7 +166,12 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (op == ">=") return Value::boolean(!less_than(a, b));
   if (op == "in") return Value::boolean(contains(b, a));
   if (op == "not in") return Value::boolean(!contains(b, a));
-  if (op == "~") return Value::string(a.str() + b.str());
+  if (op == "~") {
+    std::string joined = a.str();
+    const std::string right = b.str();
+    check_string_size(joined.size() + right.size());
+    return Value::string(joined + right);
+  }
   return arithmetic(op, a, b);
 }
 

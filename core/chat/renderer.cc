@@ -7,6 +7,7 @@
 
 #include "core/chat/builtins.h"
 #include "core/chat/error.h"
+#include "core/chat/limits.h"
 #include "core/chat/operators.h"
 
 namespace pvllm::chat {
@@ -68,6 +69,18 @@ Value Renderer::lookup(const std::string& name) const {
 
 void Renderer::assign(const std::string& name, Value v) { (*frames_.back())[name] = std::move(v); }
 
+void Renderer::tick() {
+  if (++steps_ > kMaxRenderSteps) {
+    invalid("the template ran more than " + std::to_string(kMaxRenderSteps) +
+            " steps (a runaway loop)");
+  }
+}
+
+void Renderer::emit(std::string* out, const std::string& text) {
+  check_string_size(out->size() + text.size());
+  *out += text;
+}
+
 Renderer::Flow Renderer::exec(const StmtList& body, std::string* out) {
   for (const auto& s : body) {
     const Flow flow = exec(*s, out);
@@ -78,12 +91,13 @@ Renderer::Flow Renderer::exec(const StmtList& body, std::string* out) {
 
 Renderer::Flow Renderer::exec(const Stmt& s, std::string* out) {
   try {
+    tick();
     switch (s.kind) {
       case StmtKind::kText:
-        *out += s.text;
+        emit(out, s.text);
         return Flow::kNormal;
       case StmtKind::kPrint:
-        *out += eval(*s.expr).str();
+        emit(out, eval(*s.expr).str());
         return Flow::kNormal;
       case StmtKind::kIf:
         return exec(eval(*s.expr).truthy() ? s.body : s.else_body, out);
@@ -101,7 +115,7 @@ Renderer::Flow Renderer::exec(const Stmt& s, std::string* out) {
         if (exec(s.body, &inner) != Flow::kNormal) {
           unsupported("{% break %} or {% continue %} inside a filter block");
         }
-        *out += eval_filter_chain(*s.expr, Value::string(std::move(inner))).str();
+        emit(out, eval_filter_chain(*s.expr, Value::string(std::move(inner))).str());
         return Flow::kNormal;
       }
       case StmtKind::kBreak:
@@ -131,6 +145,7 @@ Renderer::Flow Renderer::exec_for(const Stmt& s, std::string* out) {
   if (items.empty()) return exec(s.else_body, out);
   const int64_t n = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < n; ++i) {
+    tick();
     Dict loop;
     loop.set("index", Value::integer(i + 1));
     loop.set("index0", Value::integer(i));
@@ -286,6 +301,7 @@ Value Renderer::eval_call(const Expr& e) {
 
 Value Renderer::eval(const Expr& e) {
   try {
+    tick();
     switch (e.kind) {
       case ExprKind::kLiteral:
         return e.literal;

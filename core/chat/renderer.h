@@ -49,7 +49,13 @@ class Renderer {
   Value lookup(const std::string& name) const;
   void assign(const std::string& name, Value v);
 
+  // Counts a statement or expression against kMaxRenderSteps.
+  void tick();
+  // Appends to the output, within kMaxStringBytes.
+  static void emit(std::string* out, const std::string& text);
+
   std::vector<std::shared_ptr<Frame>> frames_;  // innermost last
+  int64_t steps_ = 0;
   int macro_depth_ = 0;
   SourcePos at_;  // the node being evaluated, for errors without a position
 };

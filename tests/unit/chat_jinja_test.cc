@@ -7,6 +7,7 @@
 #include <chrono>
 #include <ostream>
 #include <string>
+#include <utility>
 
 #include "core/chat/template.h"
 #include "tests/unit/chat_golden_util.h"
@@ -156,6 +157,50 @@ TEST(ChatJinjaTest, ModerateNestingStillRenders) {
                              repeat("{% if true %}", 60) + "!" + repeat("{% endif %}", 60);
   ASSERT_TRUE(render(source, nlohmann::ordered_json::object(), &out).ok());
   EXPECT_EQ(out, "61!");
+}
+
+// Templates that would grow without bound or loop for hours end with
+// INVALID_ARGUMENT naming the limit, before they exhaust memory or time.
+TEST(ChatJinjaTest, RunawayTemplatesHitTheRenderLimits) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}"
+       "{% endfor %}{{ ns.s | length }}",
+       "MiB"},
+      {"{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}"
+       "{% endfor %}",
+       "MiB"},
+      {"{{ 'x' * 1000000000000 }}", "MiB"},
+      {"{{ [1, 2] * 1000000000 }}", "items"},
+      {"{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}"
+       "{% endfor %}",
+       "items"},
+      {"{{ (range(100000) | list) | join('x' * 1000) }}", "MiB"},
+      {"{{ ('ab' * 1000000) | replace('a', 'a' * 100) }}", "MiB"},
+      {"{{ 'a\nb' | indent(100000000000) }}", "MiB"},
+      {"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "steps"},
+      {"{% for i in range(1000000) %}{{ 'y' * 100 }}{% endfor %}", "MiB"},
+  };
+  for (const auto& [source, limit] : cases) {
+    SCOPED_TRACE(source);
+    std::string out = "untouched";
+    const auto start = std::chrono::steady_clock::now();
+    const Status st = render(source, nlohmann::ordered_json::object(), &out);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_FALSE(st.ok()) << "rendered " << out.size() << " bytes";
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+    EXPECT_NE(st.message().find(limit), std::string::npos) << st.message();
+    EXPECT_LT(seconds, 30.0) << "a limit should stop it well before this";
+  }
+}
+
+// Below the limits a long prompt still renders: 10,000 turns of 100 bytes.
+TEST(ChatJinjaTest, LargePromptsStayWithinTheLimits) {
+  std::string out;
+  const Status st = render("{% for i in range(10000) %}{{ 'z' * 100 }}{% endfor %}",
+                           nlohmann::ordered_json::object(), &out);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(out.size(), 1000000u);
 }
 
 }  // namespace
