@@ -12,23 +12,15 @@
 # Usage: scripts/install_check.sh [BUILD_DIR]   (default: build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root="$(pwd)"
 build="$(cd "${1:-build}" && pwd)"
-model="$root/models/stories260K/stories260K.bin"
-prompt="Once upon a time"
-
-fail() { echo "install_check: FAIL: $*" >&2; exit 1; }
-cache_value() { sed -n "s/^$1:[A-Z]*=//p" "$2"; }
-
-[ -f "$build/CMakeCache.txt" ] || fail "$build is not a configured build directory"
-[ -f "$model" ] || fail "no $model"
-libdir="$(cache_value CMAKE_INSTALL_LIBDIR "$build/CMakeCache.txt")"
-[ -n "$libdir" ] || fail "CMAKE_INSTALL_LIBDIR is not in $build/CMakeCache.txt"
-abi="$(sed -n 's/^#define PVLLM_ABI_VERSION \([0-9]*\)$/\1/p' capi/include/pvllm/pvllm.h)"
-[ -n "$abi" ] || fail "no PVLLM_ABI_VERSION in pvllm.h"
-
+check_name=install_check
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
+source scripts/lib/consumers.sh
+
+[ -f "$build/CMakeCache.txt" ] || fail "$build is not a configured build directory"
+libdir="$(cache_value CMAKE_INSTALL_LIBDIR "$build/CMakeCache.txt")"
+[ -n "$libdir" ] || fail "CMAKE_INSTALL_LIBDIR is not in $build/CMakeCache.txt"
 # Neither the build tree nor a system-wide pvllm may stand in for the prefix.
 unset LD_LIBRARY_PATH PKG_CONFIG_PATH CMAKE_PREFIX_PATH pvllm_DIR pvllm_ROOT
 
@@ -65,33 +57,7 @@ fi
 prefix="$tmp/moved"
 mv "$stage" "$prefix"
 
-# Output must continue the prompt with words.
-check_text() {  # NAME OUTPUT_FILE
-  local words
-  words="$(sed "s/^$prompt//" "$2" | grep -Eo '[A-Za-z]{2,}' | wc -l)"
-  [ "$words" -ge 3 ] || { cat "$2" >&2; fail "$1 generated no text"; }
-  echo "install_check: $1: $(head -c 100 "$2" | tr '\n' ' ')..."
-}
-
-# A program must load the moved prefix's libpvllm, not another one.
-check_loads() {  # NAME PROGRAM
-  local lib
-  lib="$(ldd "$2" | awk '$1 == "libpvllm.so.'"$abi"'" { print $3 }')"
-  [ -n "$lib" ] && [ "$(realpath "$lib")" = "$(realpath "$prefix/$libdir/libpvllm.so.$abi")" ] ||
-    fail "$1 loads libpvllm from '$lib', not from $prefix/$libdir"
-}
-run() {  # NAME OUTPUT_FILE PROGRAM ARGS...
-  local name="$1" out="$2"
-  shift 2
-  "$@" >"$out" 2>"$out.err" || { cat "$out.err" >&2; fail "$name failed"; }
-}
-
-if [ -e "$prefix/bin/pvllm" ]; then
-  check_loads "bin/pvllm" "$prefix/bin/pvllm"
-  run "bin/pvllm generate" "$tmp/cli.out" "$prefix/bin/pvllm" generate --model "$model" \
-    --prompt "$prompt" --max-tokens 40 --temperature 0
-  check_text "bin/pvllm generate" "$tmp/cli.out"
-fi
+if [ -e "$prefix/bin/pvllm" ]; then check_cli "$prefix/bin/pvllm" "$prefix/$libdir"; fi
 # The CUDA module: libpvllm must find it in the moved prefix. Without a GPU
 # the engine then stops at the driver or the device, not at the module.
 if [ -e "$prefix/$libdir/libpvllm_cuda.so" ] && [ -e "$prefix/bin/pvllm" ]; then
@@ -107,28 +73,9 @@ if [ -e "$prefix/$libdir/libpvllm_cuda.so" ] && [ -e "$prefix/bin/pvllm" ]; then
 fi
 
 # 4. A C program through pkg-config, outside the source tree.
-cp -r packaging/consumers/c "$tmp/c"
-cp examples/c/generate.c "$tmp/c/"
-export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig"
-pkg-config --exists --print-errors pvllm || fail "pkg-config does not find pvllm"
-make -s -C "$tmp/c" >"$tmp/c.log" 2>&1 || { cat "$tmp/c.log" >&2; fail "building the C consumer"; }
-check_loads "the C consumer" "$tmp/c/generate"
-run "the C consumer" "$tmp/c.out" "$tmp/c/generate" "$model" "$prompt"
-check_text "C consumer (pkg-config)" "$tmp/c.out"
+PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig" check_c_consumer "$prefix/$libdir"
 
 # 5. A C++ program through find_package(pvllm CONFIG REQUIRED).
-cp -r packaging/consumers/cpp "$tmp/cpp"
-cp examples/cpp/generate.cc "$tmp/cpp/"
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S "$tmp/cpp" -B "$tmp/cpp/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/cpp.log" 2>&1 &&
-  cmake --build "$tmp/cpp/build" >>"$tmp/cpp.log" 2>&1 ||
-  { cat "$tmp/cpp.log" >&2; fail "building the C++ consumer"; }
-found="$(cache_value pvllm_DIR "$tmp/cpp/build/CMakeCache.txt")"
-[ "$found" = "$prefix/$libdir/cmake/pvllm" ] || fail "find_package found pvllm in '$found'"
-check_loads "the C++ consumer" "$tmp/cpp/build/generate"
-run "the C++ consumer" "$tmp/cpp.out" "$tmp/cpp/build/generate" "$model" "$prompt"
-check_text "C++ consumer (find_package)" "$tmp/cpp.out"
+check_cpp_consumer "$prefix/$libdir" "$prefix/$libdir/cmake/pvllm" -DCMAKE_PREFIX_PATH="$prefix"
 
 echo "install_check: OK (installed, relocated, pvllm command and both consumers generate)"
