@@ -47,7 +47,7 @@ with_cuda=0
 expect_in() {  # PACKAGE PATH [TYPE]
   dpkg-deb -c "$(deb "$1")" | awk -v p="./usr/$2" -v t="${3:--}" \
     '$6 == p && substr($1, 1, 1) == t { ok = 1 } END { exit !ok }' ||
-    fail "$1 lacks /usr/$2 (type $3)"
+    fail "$1 lacks /usr/$2 (type ${3:--})"
 }
 expect_in libpvllm1 "lib/libpvllm.so.$version"
 expect_in libpvllm1 "lib/libpvllm.so.$abi" l
