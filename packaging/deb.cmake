@@ -97,6 +97,10 @@ CUDA runtime libraries (cuBLAS) of NVIDIA's repository.")
 # cuBLAS comes from NVIDIA's repository, which dpkg does not know here:
 # the CUDA module depends on libpvllm1 only.
 set(CPACK_DEBIAN_CUDA_PACKAGE_SHLIBDEPS OFF)
+if(TARGET pvllm_cuda)
+  install(FILES deb/libpvllm-cuda1.lintian-overrides RENAME libpvllm-cuda1
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides COMPONENT cuda EXCLUDE_FROM_ALL)
+endif()
 
 include(CPack)
 cpack_add_component(runtime DISPLAY_NAME "libpvllm")

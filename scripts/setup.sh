@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build ccache pkg-config
           libsentencepiece-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev
-          clang libclang-rt-14-dev)  # scripts/fuzz.sh: clang and its libFuzzer runtime
+          clang libclang-rt-14-dev  # scripts/fuzz.sh: clang and its libFuzzer runtime
+          abigail-tools lintian python3)  # abi_check.sh, deb_check.sh
 for list in bindings/*/packages.txt; do
   [ -f "$list" ] || continue
   while read -r p; do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs, builds (CUDA kernels too when nvcc is present) and runs every
 # test: the C++ suites through ctest, the install (scripts/install_check.sh),
+# the packaging (abi_check.sh, deb_check.sh, vcpkg_port_check.sh),
 # the fuzz targets for a bounded time (scripts/fuzz.sh), then each SDK's
 # bindings/*/test.sh, then, when nvcc is present, scripts/gpu_bundle.sh --verify (the GPU
 # bundle made from the same build and checked without a GPU).
@@ -37,6 +38,21 @@ start=$(date +%s)
 echo "test: scripts/install_check.sh"
 bash scripts/install_check.sh build
 echo "test: scripts/install_check.sh took $(( $(date +%s) - start )) s"
+
+# Packaging (packaging/README.md), about 15 s: the ABI against the
+# committed baseline (and the check's self-test), the Debian packages
+# (built with cpack, linted, installed with apt-get, used from /usr,
+# removed), and the vcpkg port's configure/build/install (CPU only,
+# Release, objects from the ccache of the main build) with its consumers.
+start=$(date +%s)
+echo "test: scripts/abi_check.sh"
+bash scripts/abi_check.sh build
+bash scripts/abi_check.sh --self-test build
+echo "test: scripts/deb_check.sh"
+bash scripts/deb_check.sh build
+echo "test: scripts/vcpkg_port_check.sh"
+bash scripts/vcpkg_port_check.sh
+echo "test: packaging checks took $(( $(date +%s) - start )) s"
 
 # Fuzzing: every target of fuzz/ for a bounded time (about 90 s in all
 # after its own clang build in build-fuzz; PVLLM_FUZZ_SECONDS per target).
