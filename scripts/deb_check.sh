@@ -6,7 +6,9 @@
 # pvllm command, builds packaging/consumers/ against /usr through
 # pkg-config and find_package and runs them, and removes the packages
 # again (also when a step fails), so a rerun starts clean.
-# Needs root (CI runs as root). Any failure ends the script non-zero.
+# Needs root (CI runs as root). It first purges any installed libpvllm1,
+# libpvllm-dev, pvllm or libpvllm-cuda1 (a killed run may have left them).
+# Any failure ends the script non-zero.
 # Usage: scripts/deb_check.sh [BUILD_DIR]   (default: build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
