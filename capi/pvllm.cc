@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "capi/event_router.h"
+#include "capi/handle_registry.h"
 #include "core/base/status.h"
 #include "core/base/tensor.h"
 #include "core/chat/chat_template.h"
@@ -32,13 +33,19 @@
 
 using pvllm::Status;
 
+// Every handle starts with a magic value (see capi/handle_registry.h) and
+// is known to its kind's registry from creation until destruction.
 struct pvllm_error {
+  static constexpr uint64_t kMagic = 0x7076657272303031ULL;
+  pvllm::HandleMagic magic{kMagic};
   pvllm_status status;
   std::string message;
 };
 
 // The router is declared after the engine so that it is destroyed first.
 struct pvllm_engine {
+  static constexpr uint64_t kMagic = 0x7076656e67303031ULL;
+  pvllm::HandleMagic magic{kMagic};
   std::unique_ptr<pvllm::Engine> engine;
   std::unique_ptr<pvllm::EventRouter> router;
   // The model folder's chat templates, read at create; a folder that could
@@ -51,6 +58,8 @@ struct pvllm_engine {
 // are filled completely before any pointer into them is taken, so the
 // pointers stay valid until the batch is freed.
 struct pvllm_output_batch {
+  static constexpr uint64_t kMagic = 0x7076626174303031ULL;
+  pvllm::HandleMagic magic{kMagic};
   std::vector<pvllm::Output> events;
   std::vector<pvllm_output> outputs;           // [events.size()]
   std::vector<pvllm_token_logprobs> logprobs;  // all events' tokens, concatenated
@@ -58,6 +67,8 @@ struct pvllm_output_batch {
 };
 
 struct pvllm_model_info {
+  static constexpr uint64_t kMagic = 0x7076696e66303031ULL;
+  pvllm::HandleMagic magic{kMagic};
   pvllm::ModelSummary summary;
 };
 
@@ -89,6 +100,64 @@ Status invalid(std::string message) { return pvllm::InvalidArgument(std::move(me
 
 Status null_argument(const char* name) { return invalid(std::string(name) + " is NULL"); }
 
+// The process-wide registries of live handles, never destroyed (a handle
+// may outlive static destruction).
+template <typename T>
+pvllm::HandleRegistry<T>& registry() {
+  static auto* live = new pvllm::HandleRegistry<T>();
+  return *live;
+}
+
+// Takes ownership of a new handle: registers it and hands it out.
+template <typename T>
+T* publish_handle(std::unique_ptr<T> handle) {
+  registry<T>().add(handle.get());
+  return handle.release();
+}
+
+// Deletes a live handle; NULL, a second release and a foreign pointer do
+// nothing.
+template <typename T>
+void release_handle(T* handle) {
+  if (handle == nullptr || !registry<T>().remove(handle)) return;
+  try {
+    delete handle;
+  } catch (...) {
+    // A destructor that throws is a bug in the core; swallow it rather than
+    // let it cross the ABI.
+  }
+}
+
+// OK for a live handle; INVALID_ARGUMENT naming `name` for NULL, and for a
+// destroyed, freed or foreign pointer.
+template <typename T>
+Status check_handle(const T* handle, const char* name, const char* type) {
+  if (handle == nullptr) return null_argument(name);
+  if (!registry<T>().is_live(handle)) {
+    return invalid(std::string(name) + " is not a live " + type +
+                   " (already destroyed or freed, or not a handle of that kind)");
+  }
+  return Status::Ok();
+}
+
+Status check_engine(const pvllm_engine* engine) {
+  return check_handle(engine, "engine", "pvllm_engine");
+}
+
+// check_engine, and that request_id is not another engine's.
+Status check_engine_and_request(const pvllm_engine* engine, uint64_t request_id) {
+  PVLLM_RETURN_IF_ERROR(check_engine(engine));
+  if (engine->engine->is_other_engines_request_id(request_id)) {
+    return invalid("request_id " + std::to_string(request_id) +
+                   " was returned by another engine's pvllm_submit");
+  }
+  return Status::Ok();
+}
+
+Status check_info(const pvllm_model_info* info) {
+  return check_handle(info, "info", "pvllm_model_info");
+}
+
 // Hands a failed status to the caller as a new error object; sets *error to
 // NULL on success. When even the error cannot be allocated, *error stays
 // NULL and only the status tells what happened.
@@ -98,7 +167,10 @@ pvllm_status deliver(const Status& status, pvllm_error** error) {
   *error = nullptr;
   if (status.ok()) return code;
   try {
-    *error = new pvllm_error{code, status.message()};
+    auto made = std::make_unique<pvllm_error>();
+    made->status = code;
+    made->message = status.message();
+    *error = publish_handle(std::move(made));
   } catch (...) {
     *error = nullptr;
   }
@@ -230,7 +302,25 @@ void init_struct(T* out, size_t struct_size, const T& defaults) {
 
 // Copies `value` and its NUL into a caller's buffer of `capacity` bytes;
 // *out_len = its length, also when it does not fit (BUFFER_TOO_SMALL).
-Status copy_text(const std::string& value, char* text, size_t capacity, size_t* out_len) {
+// Text crossing the ABI is NUL-terminated and holds no NUL of its own: a
+// NUL byte (the byte token <0x00>, a "\u0000" in chat JSON) becomes U+FFFD,
+// so strlen(text) == text_len always holds. Token ids are never changed.
+void replace_nul(std::string* value) {
+  if (value->find('\0') == std::string::npos) return;
+  std::string out;
+  out.reserve(value->size() + 8);
+  for (char c : *value) {
+    if (c == '\0') {
+      out += "\xEF\xBF\xBD";
+    } else {
+      out += c;
+    }
+  }
+  *value = std::move(out);
+}
+
+Status copy_text(std::string value, char* text, size_t capacity, size_t* out_len) {
+  replace_nul(&value);
   *out_len = value.size();
   if (value.size() + 1 > capacity) {
     return pvllm::Status(pvllm::StatusCode::kBufferTooSmall,
@@ -426,7 +516,7 @@ Status submit_to_engine(pvllm_engine* engine, const pvllm_request* request,
 
 Status submit(pvllm_engine* engine, const pvllm_request* caller, uint64_t* out_request_id) {
   if (out_request_id != nullptr) *out_request_id = 0;
-  if (engine == nullptr) return null_argument("engine");
+  PVLLM_RETURN_IF_ERROR(check_engine(engine));
   if (caller == nullptr) return null_argument("request");
   if (out_request_id == nullptr) return null_argument("out_request_id");
   PVLLM_RETURN_IF_ERROR(check_struct_size(caller, "request"));
@@ -458,6 +548,7 @@ void build_batch(pvllm_output_batch* batch) {
   batch->logprobs.reserve(num_tokens_with_logprobs);
   batch->top.reserve(num_top);
   batch->outputs.reserve(batch->events.size());
+  for (pvllm::Output& e : batch->events) replace_nul(&e.text);
   for (const pvllm::Output& e : batch->events) {
     pvllm_output out{};
     out.struct_size = sizeof(pvllm_output);
@@ -470,6 +561,7 @@ void build_batch(pvllm_output_batch* batch) {
     out.finish_reason = static_cast<int32_t>(e.finish_reason);
     out.error_message = e.error.c_str();
     out.request_finished = e.request_finished ? 1 : 0;
+    out.sequence = e.sequence;
     out.logprobs = nullptr;
     if (!e.logprobs.empty()) {
       out.logprobs = batch->logprobs.data() + batch->logprobs.size();
@@ -572,14 +664,20 @@ const char* pvllm_finish_reason_to_string(int32_t finish_reason) {
 }
 
 pvllm_status pvllm_error_status(const pvllm_error* error) {
-  return error != nullptr ? error->status : PVLLM_STATUS_OK;
+  if (error == nullptr) return PVLLM_STATUS_OK;
+  if (!registry<pvllm_error>().is_live(error)) return PVLLM_STATUS_INVALID_ARGUMENT;
+  return error->status;
 }
 
 const char* pvllm_error_message(const pvllm_error* error) {
-  return error != nullptr ? error->message.c_str() : "";
+  if (error == nullptr) return "";
+  if (!registry<pvllm_error>().is_live(error)) {
+    return "not a live pvllm_error (already freed, or not an error handle)";
+  }
+  return error->message.c_str();
 }
 
-void pvllm_error_free(pvllm_error* error) { delete error; }
+void pvllm_error_free(pvllm_error* error) { release_handle(error); }
 
 /* ---------------------------------------------------------------- engine */
 
@@ -602,19 +700,12 @@ pvllm_status pvllm_engine_create(const pvllm_engine_params* params, pvllm_engine
       handle->chat_templates_status =
           pvllm::chat::ChatTemplates::load(config.model_path, &handle->chat_templates);
     }
-    *out_engine = handle.release();
+    *out_engine = publish_handle(std::move(handle));
     return Status::Ok();
   });
 }
 
-void pvllm_engine_destroy(pvllm_engine* engine) {
-  try {
-    delete engine;
-  } catch (...) {
-    // A destructor that throws is a bug in the core; swallow it rather than
-    // let it cross the ABI.
-  }
-}
+void pvllm_engine_destroy(pvllm_engine* engine) { release_handle(engine); }
 
 /* ---------------------------------------------------------------- requests */
 
@@ -633,14 +724,14 @@ pvllm_status pvllm_submit(pvllm_engine* engine, const pvllm_request* request,
 
 pvllm_status pvllm_abort(pvllm_engine* engine, uint64_t request_id, pvllm_error** error) {
   return guard(error, [&]() -> Status {
-    if (engine == nullptr) return null_argument("engine");
+    PVLLM_RETURN_IF_ERROR(check_engine_and_request(engine, request_id));
     return engine->engine->abort(request_id);
   });
 }
 
 pvllm_status pvllm_detach(pvllm_engine* engine, uint64_t request_id, pvllm_error** error) {
   return guard(error, [&]() -> Status {
-    if (engine == nullptr) return null_argument("engine");
+    PVLLM_RETURN_IF_ERROR(check_engine_and_request(engine, request_id));
     return engine->router->detach(request_id);
   });
 }
@@ -648,7 +739,7 @@ pvllm_status pvllm_detach(pvllm_engine* engine, uint64_t request_id, pvllm_error
 pvllm_status pvllm_step(pvllm_engine* engine, int32_t* out_num_unfinished, pvllm_error** error) {
   return guard(error, [&]() -> Status {
     if (out_num_unfinished != nullptr) *out_num_unfinished = 0;
-    if (engine == nullptr) return null_argument("engine");
+    PVLLM_RETURN_IF_ERROR(check_engine(engine));
     Status status = engine->engine->step();
     // Whatever the step's status, what it made reaches pollers and waiters.
     engine->router->publish();
@@ -665,14 +756,14 @@ pvllm_status pvllm_poll(pvllm_engine* engine, size_t max_events, pvllm_output_ba
                         pvllm_error** error) {
   return guard(error, [&]() -> Status {
     if (out_batch != nullptr) *out_batch = nullptr;
-    if (engine == nullptr) return null_argument("engine");
+    PVLLM_RETURN_IF_ERROR(check_engine(engine));
     if (out_batch == nullptr) return null_argument("out_batch");
     // Allocate the batch before draining, so an allocation failure loses no
     // event.
     auto batch = std::make_unique<pvllm_output_batch>();
     engine->router->take_shared(max_events == 0 ? SIZE_MAX : max_events, &batch->events);
     build_batch(batch.get());
-    *out_batch = batch.release();
+    *out_batch = publish_handle(std::move(batch));
     return Status::Ok();
   });
 }
@@ -681,13 +772,13 @@ pvllm_status pvllm_poll_request(pvllm_engine* engine, uint64_t request_id, size_
                                 pvllm_output_batch** out_batch, pvllm_error** error) {
   return guard(error, [&]() -> Status {
     if (out_batch != nullptr) *out_batch = nullptr;
-    if (engine == nullptr) return null_argument("engine");
+    PVLLM_RETURN_IF_ERROR(check_engine_and_request(engine, request_id));
     if (out_batch == nullptr) return null_argument("out_batch");
     auto batch = std::make_unique<pvllm_output_batch>();
     PVLLM_RETURN_IF_ERROR(engine->router->take_request(
         request_id, max_events == 0 ? SIZE_MAX : max_events, &batch->events));
     build_batch(batch.get());
-    *out_batch = batch.release();
+    *out_batch = publish_handle(std::move(batch));
     return Status::Ok();
   });
 }
@@ -695,7 +786,7 @@ pvllm_status pvllm_poll_request(pvllm_engine* engine, uint64_t request_id, size_
 pvllm_status pvllm_wait(pvllm_engine* engine, uint64_t request_id, int32_t timeout_ms,
                         pvllm_error** error) {
   return guard(error, [&]() -> Status {
-    if (engine == nullptr) return null_argument("engine");
+    PVLLM_RETURN_IF_ERROR(check_engine_and_request(engine, request_id));
     if (timeout_ms < PVLLM_WAIT_INFINITE) {
       return invalid("timeout_ms is " + std::to_string(timeout_ms) +
                      "; use >= 0 milliseconds, or PVLLM_WAIT_INFINITE (-1)");
@@ -705,15 +796,17 @@ pvllm_status pvllm_wait(pvllm_engine* engine, uint64_t request_id, int32_t timeo
 }
 
 size_t pvllm_output_batch_size(const pvllm_output_batch* batch) {
-  return batch != nullptr ? batch->outputs.size() : 0;
+  return registry<pvllm_output_batch>().is_live(batch) ? batch->outputs.size() : 0;
 }
 
 const pvllm_output* pvllm_output_batch_get(const pvllm_output_batch* batch, size_t index) {
-  if (batch == nullptr || index >= batch->outputs.size()) return nullptr;
+  if (!registry<pvllm_output_batch>().is_live(batch) || index >= batch->outputs.size()) {
+    return nullptr;
+  }
   return &batch->outputs[index];
 }
 
-void pvllm_output_batch_free(pvllm_output_batch* batch) { delete batch; }
+void pvllm_output_batch_free(pvllm_output_batch* batch) { release_handle(batch); }
 
 /* ---------------------------------------------------------------- stats */
 
@@ -723,7 +816,7 @@ void pvllm_stats_init(pvllm_stats* stats, size_t struct_size) {
 
 pvllm_status pvllm_get_stats(pvllm_engine* engine, pvllm_stats* out_stats, pvllm_error** error) {
   return guard(error, [&]() -> Status {
-    if (engine == nullptr) return null_argument("engine");
+    PVLLM_RETURN_IF_ERROR(check_engine(engine));
     if (out_stats == nullptr) return null_argument("out_stats");
     PVLLM_RETURN_IF_ERROR(check_struct_size(out_stats, "out_stats"));
     pvllm_stats out = zeroed_struct<pvllm_stats>();
@@ -760,7 +853,7 @@ pvllm_status pvllm_tokenize(pvllm_engine* engine, const char* text, uint8_t add_
                             size_t capacity, size_t* out_num_ids, pvllm_error** error) {
   return guard(error, [&]() -> Status {
     if (out_num_ids != nullptr) *out_num_ids = 0;
-    if (engine == nullptr) return null_argument("engine");
+    PVLLM_RETURN_IF_ERROR(check_engine(engine));
     if (text == nullptr) return null_argument("text");
     if (out_num_ids == nullptr) return null_argument("out_num_ids");
     if (ids == nullptr && capacity > 0) return invalid("ids is NULL but capacity is > 0");
@@ -785,7 +878,7 @@ pvllm_status pvllm_detokenize(pvllm_engine* engine, const int32_t* ids, size_t n
                               size_t capacity, size_t* out_len, pvllm_error** error) {
   return guard(error, [&]() -> Status {
     if (out_len != nullptr) *out_len = 0;
-    if (engine == nullptr) return null_argument("engine");
+    PVLLM_RETURN_IF_ERROR(check_engine(engine));
     if (ids == nullptr && num_ids > 0) return invalid("ids is NULL but num_ids is > 0");
     if (text == nullptr && capacity > 0) return invalid("text is NULL but capacity is > 0");
     if (out_len == nullptr) return null_argument("out_len");
@@ -803,7 +896,7 @@ pvllm_status pvllm_detokenize(pvllm_engine* engine, const int32_t* ids, size_t n
     }
     std::string decoded;
     PVLLM_RETURN_IF_ERROR(tokenizer->decode(input, &decoded));
-    return copy_text(decoded, text, capacity, out_len);
+    return copy_text(std::move(decoded), text, capacity, out_len);
   });
 }
 
@@ -818,7 +911,7 @@ pvllm_status pvllm_apply_chat_template(pvllm_engine* engine,
                                        size_t capacity, size_t* out_len, pvllm_error** error) {
   return guard(error, [&]() -> Status {
     if (out_len != nullptr) *out_len = 0;
-    if (engine == nullptr) return null_argument("engine");
+    PVLLM_RETURN_IF_ERROR(check_engine(engine));
     if (params == nullptr) return null_argument("params");
     if (out_len == nullptr) return null_argument("out_len");
     if (text == nullptr && capacity > 0) return invalid("text is NULL but capacity is > 0");
@@ -832,7 +925,7 @@ pvllm_status pvllm_apply_chat_template(pvllm_engine* engine,
     PVLLM_RETURN_IF_ERROR(engine->chat_templates_status);
     std::string rendered;
     PVLLM_RETURN_IF_ERROR(engine->chat_templates.apply(request, &rendered));
-    return copy_text(rendered, text, capacity, out_len);
+    return copy_text(std::move(rendered), text, capacity, out_len);
   });
 }
 
@@ -851,7 +944,7 @@ pvllm_status pvllm_model_inspect(const char* model_path, pvllm_model_info** out_
     if (model_path[0] == '\0') return invalid("model_path is empty");
     auto info = std::make_unique<pvllm_model_info>();
     PVLLM_RETURN_IF_ERROR(pvllm::inspect_model(model_path, &info->summary));
-    *out_info = info.release();
+    *out_info = publish_handle(std::move(info));
     return Status::Ok();
   });
 }
@@ -864,7 +957,7 @@ pvllm_status pvllm_model_inspect_random(const char* shape, pvllm_model_info** ou
     if (out_info == nullptr) return null_argument("out_info");
     auto info = std::make_unique<pvllm_model_info>();
     PVLLM_RETURN_IF_ERROR(pvllm::inspect_random_model(shape, pvllm::DType::kBF16, &info->summary));
-    *out_info = info.release();
+    *out_info = publish_handle(std::move(info));
     return Status::Ok();
   });
 }
@@ -872,7 +965,7 @@ pvllm_status pvllm_model_inspect_random(const char* shape, pvllm_model_info** ou
 pvllm_status pvllm_model_info_config(const pvllm_model_info* info, pvllm_model_config* out_config,
                                      pvllm_error** error) {
   return guard(error, [&]() -> Status {
-    if (info == nullptr) return null_argument("info");
+    PVLLM_RETURN_IF_ERROR(check_info(info));
     if (out_config == nullptr) return null_argument("out_config");
     PVLLM_RETURN_IF_ERROR(check_struct_size(out_config, "out_config"));
     pvllm_model_config out = zeroed_struct<pvllm_model_config>();
@@ -918,13 +1011,13 @@ pvllm_status pvllm_model_info_config(const pvllm_model_info* info, pvllm_model_c
 }
 
 size_t pvllm_model_info_num_tensors(const pvllm_model_info* info) {
-  return info != nullptr ? info->summary.tensors.size() : 0;
+  return registry<pvllm_model_info>().is_live(info) ? info->summary.tensors.size() : 0;
 }
 
 pvllm_status pvllm_model_info_tensor(const pvllm_model_info* info, size_t index,
                                      pvllm_tensor_info* out_tensor, pvllm_error** error) {
   return guard(error, [&]() -> Status {
-    if (info == nullptr) return null_argument("info");
+    PVLLM_RETURN_IF_ERROR(check_info(info));
     if (out_tensor == nullptr) return null_argument("out_tensor");
     const auto& tensors = info->summary.tensors;
     if (index >= tensors.size()) {
@@ -947,7 +1040,7 @@ pvllm_status pvllm_model_info_tensor(const pvllm_model_info* info, size_t index,
   });
 }
 
-void pvllm_model_info_free(pvllm_model_info* info) { delete info; }
+void pvllm_model_info_free(pvllm_model_info* info) { release_handle(info); }
 
 void pvllm_memory_estimate_init(pvllm_memory_estimate* estimate, size_t struct_size) {
   init_struct(estimate, struct_size, zeroed_struct<pvllm_memory_estimate>());

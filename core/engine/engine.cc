@@ -3,6 +3,7 @@
 #include "core/engine/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -39,6 +40,11 @@ Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) 
 
   std::unique_ptr<Engine> engine(new Engine());
   engine->config_ = config;
+  // Ids stay below 2^53 (exact in a double, hence in JSON): 13 bits of
+  // serial, which wraps after 8191 engines, above 40 bits of count.
+  static std::atomic<uint64_t> next_serial{0};
+  engine->serial_ = next_serial.fetch_add(1, std::memory_order_relaxed) % 8191 + 1;
+  engine->next_request_id_ = (engine->serial_ << kRequestIdBits) + 1;
   const CreateProgress progress(config.progress);
   PVLLM_RETURN_IF_ERROR(engine->load_model_and_tokenizer(progress));
   PVLLM_RETURN_IF_ERROR(engine->open_backend(device, use_cuda, progress));
@@ -184,13 +190,13 @@ Engine::~Engine() = default;
 Status Engine::submit_text(std::string_view prompt, const SamplingParams& params, int32_t priority,
                            uint64_t* request_id) {
   if (!tokenizer_) {
-    return Status(StatusCode::kTokenizerError,
-                  model_->tokenizer_path.empty() && model_->path.rfind("random:", 0) == 0
-                      ? "a random-weights model (" + model_->path.substr(7) +
-                            ") has no tokenizer; submit token ids instead"
-                      : std::string(
-                            "the model has no tokenizer.model or tokenizer.json; submit token "
-                            "ids instead"));
+    return Status(
+        StatusCode::kTokenizerError,
+        model_->tokenizer_path.empty() && model_->path.rfind("random:", 0) == 0
+            ? "a random-weights model (" + model_->path.substr(7) +
+                  ") has no tokenizer; submit token ids instead"
+            : std::string("the model has no tokenizer.model or tokenizer.json; submit token "
+                          "ids instead"));
   }
   if (prompt.empty()) return InvalidArgument("prompt is empty");
   std::vector<int32_t> ids;

@@ -63,6 +63,10 @@ struct Output {
   std::string error;                     // with kError
   // The request's last event: every one of its n samples has finished.
   bool request_finished = false;
+  // The event's place among its request's events (all samples): 0, 1, 2,
+  // ... in the order the engine made them, so events taken by several
+  // pollers can be put back in order.
+  uint64_t sequence = 0;
 };
 
 struct EngineStats {
@@ -107,8 +111,21 @@ class Engine {
   Status step();
   // Moves up to max_events pending outputs into *out (appends).
   void poll(std::vector<Output>* out, size_t max_events = SIZE_MAX);
-  // Aborts a request in any state; NotFound if it is unknown or finished.
+  // Aborts a request in any state; NotFound if it is unknown or finished
+  // (its final event made). When abort returns Ok, the request's samples
+  // that had not finished end with kAbort, also when the step running at
+  // the time of the call would have finished them.
   Status abort(uint64_t request_id);
+  // Request ids carry the engine's serial number in their high bits (see
+  // kRequestIdBits), so an id of another engine of the process is told
+  // apart from an unknown one of this engine.
+  // True for an id that some other engine made (its serial is not this
+  // engine's, nor 0); such an id is a caller's mix-up, not an unknown id.
+  bool is_other_engines_request_id(uint64_t id) const {
+    const uint64_t serial = id >> kRequestIdBits;
+    return serial != 0 && serial != serial_;
+  }
+  static constexpr int kRequestIdBits = 40;
   EngineStats stats() const;
   bool has_unfinished() const;
   // Requests submitted and not yet finished; a request counts once, whatever
@@ -156,6 +173,7 @@ class Engine {
   void append_or_fail(const ScheduledBatch& batch, std::span<SeqOutcome> outcomes,
                       StepResult* step);
   void publish(StepResult* step);
+  void honour_late_aborts_locked(StepResult* step);
   void update_stats_locked(const StepResult& step);
 
   // Requests and their samples (requests.cc).
@@ -194,7 +212,8 @@ class Engine {
   std::deque<Output> outbox_;
   EngineStats stats_;
   std::unordered_map<uint64_t, bool> live_request_ids_;  // submitted, not yet finished
-  uint64_t next_request_id_ = 1;
+  uint64_t serial_ = 0;           // this engine's number in the process, 1..2^13-1
+  uint64_t next_request_id_ = 1;  // serial_ << kRequestIdBits, plus 1, 2, ...
   uint64_t next_arrival_order_ = 0;
 
   std::mutex step_mu_;

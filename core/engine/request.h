@@ -38,6 +38,7 @@ struct Engine::Request {
   bool forked = false;            // the n samples exist
   std::vector<std::unique_ptr<SampleState>> samples;
   int32_t num_finished = 0;
+  uint64_t next_event_sequence = 0;  // Output::sequence of its next event
 };
 
 }  // namespace pvllm

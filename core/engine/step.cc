@@ -7,6 +7,7 @@
 //   append_or_fail      record what ran, fork n samples, append tokens; end
 //                       the sequences whose batch failed
 //   publish             events to the outbox, finished requests, stats
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -155,6 +156,11 @@ void Engine::append_or_fail(const ScheduledBatch& batch, std::span<SeqOutcome> o
 // the stats, under the lock shared with submit / poll / abort / stats.
 void Engine::publish(StepResult* step) {
   std::lock_guard<std::mutex> lock(mu_);
+  honour_late_aborts_locked(step);
+  for (Output& ev : step->events) {
+    auto it = requests_.find(ev.request_id);
+    if (it != requests_.end()) ev.sequence = it->second->next_event_sequence++;
+  }
   for (uint64_t id : finished_requests_) {
     requests_.erase(id);
     live_request_ids_.erase(id);
@@ -162,6 +168,27 @@ void Engine::publish(StepResult* step) {
   }
   for (Output& ev : step->events) outbox_.push_back(std::move(ev));
   update_stats_locked(*step);
+}
+
+// An abort accepted while this step ran (after take_new_requests took the
+// aborts) found its request live, so pvllm_abort said OK; when the step has
+// just finished that request, its samples that finished in this step end
+// with kAbort, as they would have had the abort come a moment earlier. So an
+// accepted abort always ends the request with kAbort, and an abort after the
+// final event is NotFound (live_request_ids_ no longer holds the id).
+void Engine::honour_late_aborts_locked(StepResult* step) {
+  if (abort_inbox_.empty() || finished_requests_.empty()) return;
+  for (uint64_t id : finished_requests_) {
+    if (std::find(abort_inbox_.begin(), abort_inbox_.end(), id) == abort_inbox_.end()) continue;
+    for (Output& ev : step->events) {
+      if (ev.request_id != id) continue;
+      if (ev.finish_reason == FinishReason::kStop || ev.finish_reason == FinishReason::kLength) {
+        ev.finish_reason = FinishReason::kAbort;
+      }
+    }
+    abort_inbox_.erase(std::remove(abort_inbox_.begin(), abort_inbox_.end(), id),
+                       abort_inbox_.end());
+  }
 }
 
 void Engine::update_stats_locked(const StepResult& step) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -176,6 +177,7 @@ TEST_F(EngineTest, ParallelSamplesShareThePromptAndFinishOnce) {
   p.temperature = 1.0f;
   p.max_tokens = 6;
   p.ignore_eos = true;
+  p.has_seed = true;
   p.has_seed = true;
   p.seed = 5;
   auto engine = make_engine(config());
@@ -413,6 +415,104 @@ class FaultInjectingBackend final : public Backend {
   int32_t poison_;
   StatusCode code_;
 };
+
+// A CPU backend that runs `during_forward` inside each forward pass, that is
+// in the middle of Engine::step, after the step has taken its aborts.
+class HookedBackend final : public Backend {
+ public:
+  HookedBackend(std::unique_ptr<Backend> inner, std::function<void()>* during_forward)
+      : inner_(std::move(inner)), during_forward_(during_forward) {}
+  std::string name() const override { return "hooked " + inner_->name(); }
+  Status forward_sample(const BatchMetadata& md, std::span<const SampleRow> rows,
+                        std::vector<SampleResult>* out) override {
+    if (*during_forward_) (*during_forward_)();
+    return inner_->forward_sample(md, rows, out);
+  }
+  Status forward(const BatchMetadata& md, float* logits) override {
+    if (*during_forward_) (*during_forward_)();
+    return inner_->forward(md, logits);
+  }
+  Status copy_blocks(const std::vector<BlockCopy>& copies) override {
+    return inner_->copy_blocks(copies);
+  }
+  int32_t num_blocks() const override { return inner_->num_blocks(); }
+  int32_t block_size() const override { return inner_->block_size(); }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+  std::function<void()>* during_forward_;
+};
+
+// An abort that arrives while the step that finishes its request is
+// running is accepted (the request is still live), so the request must end
+// with kAbort; before, the step finished it with kLength and the accepted
+// abort was silently dropped.
+TEST_F(EngineTest, AnAbortAcceptedDuringTheFinishingStepEndsTheRequestWithAbort) {
+  std::function<void()> during_forward;
+  EngineConfig c = config();
+  c.backend_factory = [&during_forward](const Model& m, const BackendOptions& o,
+                                        std::unique_ptr<Backend>* out) {
+    std::unique_ptr<Backend> cpu;
+    PVLLM_RETURN_IF_ERROR(create_cpu_backend(m, o, &cpu));
+    *out = std::make_unique<HookedBackend>(std::move(cpu), &during_forward);
+    return Status::Ok();
+  };
+  auto engine = make_engine(c);
+  SamplingParams p = greedy(3);
+  p.ignore_eos = true;
+  uint64_t finishing = 0;
+  uint64_t other = 0;
+  ASSERT_TRUE(engine->submit_tokens(prompts(1)[0], p, 0, &finishing).ok());
+  SamplingParams longer = p;
+  longer.max_tokens = 8;
+  ASSERT_TRUE(engine->submit_tokens(prompts(2)[1], longer, 0, &other).ok());
+  Outputs out;
+  int steps = 0;
+  Status abort_status = Internal("not called");
+  while (engine->has_unfinished() && steps < 100) {
+    ++steps;
+    // The third token of `finishing` comes from the third step's forward.
+    if (steps == 3) {
+      during_forward = [&] { abort_status = engine->abort(finishing); };
+    } else {
+      during_forward = nullptr;
+    }
+    ASSERT_TRUE(engine->step().ok());
+    collect(engine.get(), &out);
+  }
+  ASSERT_TRUE(abort_status.ok()) << "the abort came while the request was live";
+  EXPECT_EQ(out.at({finishing, 0}).finish_reason, FinishReason::kAbort);
+  EXPECT_EQ(out.at({finishing, 0}).num_finish_events, 1);
+  EXPECT_EQ(out.at({finishing, 0}).token_ids.size(), 3u);
+  EXPECT_EQ(out.at({other, 0}).finish_reason, FinishReason::kLength) << "untouched";
+  EXPECT_EQ(out.at({other, 0}).token_ids.size(), 8u);
+  EXPECT_EQ(engine->abort(finishing).code(), StatusCode::kNotFound) << "over now";
+}
+
+// Every event of a request carries the next number of that request's
+// sequence, over all its samples, in the order the engine made them.
+TEST_F(EngineTest, EventsAreNumberedPerRequestInTheOrderMade) {
+  auto engine = make_engine(config());
+  SamplingParams p = greedy(6);
+  p.ignore_eos = true;
+  p.n = 2;
+  p.temperature = 0.7f;
+  p.has_seed = true;
+  p.seed = 5;
+  uint64_t a = 0;
+  uint64_t b = 0;
+  ASSERT_TRUE(engine->submit_tokens(prompts(1)[0], p, 0, &a).ok());
+  ASSERT_TRUE(engine->submit_tokens(prompts(2)[1], p, 0, &b).ok());
+  std::map<uint64_t, uint64_t> next;
+  while (engine->has_unfinished()) {
+    ASSERT_TRUE(engine->step().ok());
+    std::vector<Output> events;
+    engine->poll(&events);
+    for (const Output& ev : events) EXPECT_EQ(ev.sequence, next[ev.request_id]++);
+  }
+  EXPECT_EQ(next[a], 2u * 6u) << "one event per token per sample";
+  EXPECT_EQ(next[b], 2u * 6u);
+}
 
 class EngineFaultTest : public EngineTest {
  protected:

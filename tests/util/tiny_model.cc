@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <stdexcept>
@@ -337,11 +338,41 @@ TinyModelSpec tiny_arch_spec(const std::string& name) {
   return s;
 }
 
+namespace {
+
+// The folders make_temp_dir made in this process, removed when it exits
+// (normally: a test that crashes leaves its folder for inspection).
+class TempDirs {
+ public:
+  void add(const std::string& dir) {
+    std::lock_guard<std::mutex> lock(mu_);
+    dirs_.push_back(dir);
+  }
+  ~TempDirs() {
+    for (const std::string& dir : dirs_) {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> dirs_;
+};
+
+TempDirs& temp_dirs() {
+  static TempDirs dirs;
+  return dirs;
+}
+
+}  // namespace
+
 std::string make_temp_dir(const std::string& prefix) {
   std::string pattern = (fs::temp_directory_path() / (prefix + "XXXXXX")).string();
   if (mkdtemp(pattern.data()) == nullptr) {
     throw std::runtime_error("mkdtemp failed for " + pattern);
   }
+  temp_dirs().add(pattern);
   return pattern;
 }
 

@@ -61,6 +61,8 @@ int32_t tiny_vocab_size(const TinyModelSpec& spec);
 int32_t tiny_head_dim(const TinyModelSpec& spec);
 
 // A fresh empty folder under the system temp dir.
+// A new empty folder under the temp directory, named prefix + 6 random
+// characters; removed with its content when the process exits normally.
 std::string make_temp_dir(const std::string& prefix);
 
 // A sentencepiece tokenizer.model with byte fallback trained on a small

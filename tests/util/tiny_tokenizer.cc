@@ -54,13 +54,7 @@ std::vector<std::string> tiny_corpus() {
   return lines;
 }
 
-std::string make_training_dir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "pvllm_tiny_tok_XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) {
-    throw std::runtime_error("tiny tokenizer: cannot create a temp folder from " + pattern);
-  }
-  return pattern;
-}
+std::string make_training_dir() { return make_temp_dir("pvllm_tiny_tok_"); }
 
 std::string train_tiny_tokenizer() {
   const std::string dir = make_training_dir();

@@ -88,6 +88,7 @@ int main(void) {
   FIELD(pvllm_output, logprobs);
   FIELD(pvllm_output, error_message);
   FIELD(pvllm_output, request_finished);
+  FIELD(pvllm_output, sequence);
 
   SIZE(pvllm_stats);
   FIELD(pvllm_stats, struct_size);

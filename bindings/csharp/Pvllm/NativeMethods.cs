@@ -21,10 +21,11 @@ namespace Pvllm
         // PVLLM_ABI_VERSION this binding was written against.
         internal const uint AbiVersion = 1;
 
-        // The oldest library release this binding calls into (0.3.0:
-        // pvllm_apply_chat_template; 0.2.0 brought the per-request calls and
+        // The oldest library release this binding calls into (0.4.0:
+        // pvllm_output.sequence, read as part of the whole struct; 0.3.0
+        // brought pvllm_apply_chat_template; 0.2.0 the per-request calls and
         // pvllm_output.request_finished), as PVLLM_VERSION_NUMBER counts.
-        internal const uint MinVersionNumber = 300;
+        internal const uint MinVersionNumber = 400;
 
         // ---- Versions -----------------------------------------------------
 
@@ -195,6 +196,7 @@ namespace Pvllm
             public IntPtr logprobs;               // const pvllm_token_logprobs* [num_token_ids] or NULL
             public IntPtr error_message;          // const char*
             public byte request_finished;         // uint8_t boolean (since 0.2)
+            public ulong sequence;                // uint64_t (since 0.4)
         }
 
         // engine: pvllm_engine*; outBatch: pvllm_output_batch**; error: pvllm_error**

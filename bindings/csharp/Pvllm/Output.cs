@@ -47,7 +47,7 @@ namespace Pvllm
     {
         internal Output(ulong requestId, int sampleIndex, IReadOnlyList<int> tokenIds, string text,
                         FinishReason finishReason, IReadOnlyList<TokenLogprobs> logprobs, string errorMessage,
-                        bool requestFinished)
+                        bool requestFinished, ulong sequence)
         {
             RequestId = requestId;
             SampleIndex = sampleIndex;
@@ -57,6 +57,7 @@ namespace Pvllm
             Logprobs = logprobs;
             ErrorMessage = errorMessage;
             RequestFinished = requestFinished;
+            Sequence = sequence;
         }
 
         public ulong RequestId { get; }
@@ -77,6 +78,12 @@ namespace Pvllm
         /// comes for the request (pvllm_output.request_finished).
         /// </summary>
         public bool RequestFinished { get; }
+        /// <summary>
+        /// The output's place among its request's outputs (all samples): 0, 1, 2,
+        /// ... in the order the engine made them; sorting outputs that several
+        /// threads took by it restores that order (pvllm_output.sequence).
+        /// </summary>
+        public ulong Sequence { get; }
 
         /// <summary>The library's name of a finish reason ("PVLLM_FINISH_STOP", ...).</summary>
         public static string FinishReasonName(FinishReason reason)
@@ -113,10 +120,11 @@ namespace Pvllm
                     logprobs[i] = new TokenLogprobs(lp.token_id, lp.logprob, top);
                 }
             }
-            // Engine.Create refuses a library older than 0.2, so struct_size
-            // covers request_finished.
+            // Engine.Create refuses a library older than 0.4, so struct_size
+            // covers request_finished and sequence.
             return new Output(o.request_id, o.sample_index, ids, text, (FinishReason)o.finish_reason,
-                              logprobs, Utf8.FromNative(o.error_message), o.request_finished != 0);
+                              logprobs, Utf8.FromNative(o.error_message), o.request_finished != 0,
+                              o.sequence);
         }
     }
 

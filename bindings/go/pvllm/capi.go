@@ -404,6 +404,11 @@ func pollRequest(h *C.pvllm_engine, id uint64) ([]Output, error) {
 		}
 		out.Text = C.GoStringN(o.text, C.int(o.text_len))
 		out.RequestFinished = o.request_finished != 0
+		// The last field of pvllm_output (since 0.4): there when the
+		// library filled the whole struct this package knows.
+		if uintptr(o.struct_size) >= unsafe.Sizeof(*o) {
+			out.Sequence = uint64(o.sequence)
+		}
 		if o.logprobs != nil && o.num_token_ids > 0 {
 			src := unsafe.Slice(o.logprobs, int(o.num_token_ids))
 			out.Logprobs = make([]TokenLogprobs, len(src))

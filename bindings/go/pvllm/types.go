@@ -161,6 +161,11 @@ type Output struct {
 	// RequestFinished marks the request's last event: every sample has
 	// finished, and the Stream's channel closes after it.
 	RequestFinished bool
+	// Sequence is the event's place among its request's events (all
+	// samples): 0, 1, 2, ... in the order the engine made them; sorting
+	// events that several goroutines took by it restores that order. 0 with
+	// a library older than 0.4.
+	Sequence uint64
 }
 
 // Stats is a snapshot of the engine's counters (pvllm_stats).

@@ -12,8 +12,8 @@
  *    structs. Nothing is removed, renumbered or reordered.
  *  - Everything carries the release that added it. No mark means 0.1 (ABI
  *    1's first release); "Since 0.2." marks what 0.2.0 appended,
- *    "Since 0.3." what 0.3.0 appended. A program
- *    built against this header and using something marked "since X.Y"
+ *    "Since 0.3." what 0.3.0 appended, "Since 0.4." what 0.4.0 appended.
+ *    A program built against this header and using something marked "since X.Y"
  *    needs a library at least that new: a missing function fails at load
  *    time; for an enum value or a struct field, check
  *    pvllm_version_number() >= X * 10000 + Y * 100 at run time, or, in a
@@ -62,6 +62,24 @@
  *    on each other: a batch or an error stays valid after its engine is
  *    destroyed.
  *  - Every destructor accepts NULL. No C++ exception crosses this boundary.
+ *  - Handles are checked on entry (since 0.4). The library keeps the set of
+ *    live handles of each kind (engines, batches, errors, model infos): a
+ *    function given a destroyed or freed handle, or a pointer that is not a
+ *    handle of the kind it takes (a batch passed as an engine), returns
+ *    PVLLM_STATUS_INVALID_ARGUMENT without touching it; a second
+ *    destroy or free of the same handle is a no-op; the getters that return
+ *    no status return their NULL-handle value (0, NULL, "",
+ *    PVLLM_STATUS_INVALID_ARGUMENT from pvllm_error_status). This is
+ *    detected from the pointer alone, never by reading freed memory. What
+ *    cannot be detected: a freed handle whose address the allocator has
+ *    since given to a new handle of the same kind (it is that handle now),
+ *    and a destroy that races another call on the same handle (forbidden
+ *    below).
+ *  - Text the library returns (event text, pvllm_detokenize,
+ *    pvllm_apply_chat_template) is UTF-8 with no NUL byte inside (since
+ *    0.4): a decoded NUL (the byte token <0x00>, "\u0000" in chat JSON)
+ *    becomes U+FFFD, so strlen(text) equals the length reported beside it.
+ *    Token ids are never changed.
  *  - Integers are fixed width; booleans in structs are uint8_t (0 or 1).
  *
  * Threads (each function says more):
@@ -111,7 +129,7 @@ extern "C" {
  * ------------------------------------------------------------------------ */
 
 #define PVLLM_VERSION_MAJOR 0
-#define PVLLM_VERSION_MINOR 3
+#define PVLLM_VERSION_MINOR 4
 #define PVLLM_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define PVLLM_VERSION_NUMBER \
@@ -268,7 +286,8 @@ PVLLM_API pvllm_status pvllm_engine_create(const pvllm_engine_params* params,
                                            pvllm_engine** out_engine, pvllm_error** error);
 
 /* Finishes nothing and frees everything: pending outputs are dropped
- * (batches and errors already returned stay valid). NULL is a no-op. Must
+ * (batches and errors already returned stay valid). NULL, and a second
+ * destroy of the same engine, are no-ops (see "Handles are checked"). Must
  * not run concurrently with any other call on the same engine, a blocked
  * pvllm_wait included: end the waits first (give them a finite timeout, or
  * abort their requests and step until their last events are taken). */
@@ -333,6 +352,10 @@ PVLLM_API void pvllm_request_init(pvllm_request* request, size_t struct_size);
 /* Queues a request; its output events appear once pvllm_step runs, to be
  * taken as request->delivery says (see "Outputs"). *out_request_id receives
  * its id, never 0 and never reused by this engine; 0 after a failure.
+ * Since 0.4 an id also names its engine (its bits from 40 up hold the
+ * engine's number in the process, which wraps after 8191 engines; ids stay
+ * below 2^53, exact in a double), so passing it to another engine is
+ * INVALID_ARGUMENT rather than NOT_FOUND. Treat ids as opaque.
  * Thread-safe: may be called from any thread, also while another thread is
  * inside pvllm_step. Everything is copied before it returns.
  * Returns OK; INVALID_ARGUMENT (NULL, bad struct_size, empty prompt, both or
@@ -346,10 +369,16 @@ PVLLM_API pvllm_status pvllm_submit(pvllm_engine* engine, const pvllm_request* r
 /* Aborts a request in any state; the next pvllm_step ends each of its
  * unfinished samples with a PVLLM_FINISH_ABORT event (the last of them
  * with request_finished = 1), delivered like its other events.
+ * When abort returns OK, the request ends with PVLLM_FINISH_ABORT, also
+ * when a pvllm_step running at the time of the call would have finished
+ * it: its samples that finish in that step report ABORT (that last event
+ * then carries the step's tokens). Samples that had finished before keep
+ * their reason.
  * Thread-safe like pvllm_submit.
- * Returns OK; INVALID_ARGUMENT (NULL engine); NOT_FOUND (unknown id, or a
- * request whose samples have all finished, even if some of its events are
- * not taken yet). */
+ * Returns OK; INVALID_ARGUMENT (NULL or stale engine, or, since 0.4, an id
+ * that another engine's pvllm_submit returned: request ids carry their
+ * engine's number); NOT_FOUND (unknown id, or a request whose final event
+ * has been made, even if some of its events are not taken yet). */
 PVLLM_API pvllm_status pvllm_abort(pvllm_engine* engine, uint64_t request_id, pvllm_error** error);
 
 /* Since 0.2. Stops delivering a request's events: those not taken yet are
@@ -459,10 +488,10 @@ typedef struct pvllm_output {
   const int32_t* token_ids; /* new tokens since this sample's previous event: [num_token_ids],
                                NULL when 0 */
   size_t num_token_ids;     /* 0 on a final event that adds no token (a stop token, an abort) */
-  const char* text;      /* their text, NUL-terminated UTF-8, never a broken character; never NULL
-                            ("" when empty) */
-  size_t text_len;       /* bytes, without the NUL */
-  int32_t finish_reason; /* a pvllm_finish_reason; NONE until the sample's final event */
+  const char* text;         /* their text, NUL-terminated UTF-8, never a broken character, no NUL
+                               inside (U+FFFD stands for a decoded NUL); never NULL ("" when empty) */
+  size_t text_len;          /* bytes, without the NUL */
+  int32_t finish_reason;    /* a pvllm_finish_reason; NONE until the sample's final event */
   /* [num_token_ids] when the request asked for logprobs (sampling.logprobs
    * >= 0) and num_token_ids > 0; NULL otherwise. */
   const pvllm_token_logprobs* logprobs;
@@ -473,6 +502,14 @@ typedef struct pvllm_output {
    * PVLLM_STRUCT_HAS(output, pvllm_output, request_finished) first when the
    * library may be 0.1. */
   uint8_t request_finished;
+  /* Since 0.4. The event's place among its request's events, over all its
+   * samples: 0 for the first, then 1, 2, ... in the order the engine made
+   * them. Within one poll's batch a request's events are already in this
+   * order; when several threads poll the same request at once, sorting what
+   * they took by `sequence` restores it. Check
+   * PVLLM_STRUCT_HAS(output, pvllm_output, sequence) first when the library
+   * may be older. */
+  uint64_t sequence;
 } pvllm_output;
 
 /* A set of events taken by one poll, owned by the caller. Immutable: any

@@ -128,6 +128,11 @@ pub struct Output {
     /// The request's last event: all of its samples have finished and
     /// nothing more will come for it.
     pub request_finished: bool,
+    /// The event's place among its request's events (all samples): 0, 1,
+    /// 2, ... in the order the engine made them. Sorting events that
+    /// several threads took by it restores that order. 0 with a library
+    /// older than 0.4, which does not number events.
+    pub sequence: u64,
 }
 
 impl Output {
@@ -188,6 +193,13 @@ impl Output {
             // Engine::new refuses a library older than 0.2, so the field is
             // there (struct_size covers it).
             request_finished: raw.request_finished != 0,
+            // The last field of pvllm_output (since 0.4): there when the
+            // library filled the whole struct this crate knows.
+            sequence: if raw.struct_size as usize >= std::mem::size_of::<sys::pvllm_output>() {
+                raw.sequence
+            } else {
+                0
+            },
         }
     }
 }
