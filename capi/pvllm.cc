@@ -209,6 +209,9 @@ constexpr size_t kV1Size<pvllm_request> = offsetof(pvllm_request, delivery);
 // struct ended right after eos_token_id (all its fields are 4-byte or less).
 template <>
 constexpr size_t kV1Size<pvllm_model_config> = offsetof(pvllm_model_config, rope_type);
+// pvllm_memory_estimate grew activation_bytes in 0.4.
+template <>
+constexpr size_t kV1Size<pvllm_memory_estimate> = offsetof(pvllm_memory_estimate, activation_bytes);
 static_assert(offsetof(pvllm_model_config, rope_type) ==
                   offsetof(pvllm_model_config, eos_token_id) + sizeof(int32_t),
               "pvllm_model_config.rope_type must start where the 0.2 struct ended");
@@ -1061,6 +1064,7 @@ pvllm_status pvllm_estimate_memory(const pvllm_engine_params* params,
     out.num_blocks = e.num_blocks;
     out.kv_bytes_total = e.kv_bytes_total;
     out.max_tokens_in_cache = e.max_tokens_in_cache;
+    out.activation_bytes = e.activation_bytes;
     write_struct(out_estimate, out);
     return Status::Ok();
   });

@@ -543,6 +543,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--block-size", o->block_size, "Tokens per KV block (8..256, power of two)")
       ->capture_default_str();
   cmd->add_option("--kv-cache-mb", o->kv_cache_mb, "KV budget in MiB, the same for every run")
+      ->check(CLI::Range(int64_t{1}, INT64_MAX >> 20))
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--max-model-len", o->max_model_len,

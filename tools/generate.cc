@@ -491,6 +491,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       ->capture_default_str()
       ->group(engine_group);
   sub->add_option("--kv-cache-mb", o->kv_cache_mb, "Memory for the KV cache, in MiB")
+      ->check(CLI::Range(int64_t{1}, INT64_MAX >> 20))
       ->capture_default_str()
       ->group(engine_group);
   sub->add_option("--max-num-seqs", o->engine.max_num_seqs, "Sequences running at once")

@@ -157,6 +157,7 @@ void add_inspect_command(CLI::App& app, int* exit_code) {
                   "Tokens per KV-cache block, for the memory estimate")
       ->capture_default_str();
   sub->add_option("--kv-cache-mb", o->kv_cache_mb, "KV-cache budget in MiB, for the estimate")
+      ->check(CLI::Range(int64_t{1}, INT64_MAX >> 20))
       ->capture_default_str();
   sub->callback([o, exit_code] { *exit_code = run_inspect(*o); });
 }

@@ -11,6 +11,7 @@
 
 #include "core/backend/registry.h"
 #include "core/engine/create_progress.h"
+#include "core/engine/memory_plan.h"
 #include "core/engine/request.h"
 #include "core/model/random_model.h"
 
@@ -45,6 +46,14 @@ Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) 
   static std::atomic<uint64_t> next_serial{0};
   engine->serial_ = next_serial.fetch_add(1, std::memory_order_relaxed) % 8191 + 1;
   engine->next_request_id_ = (engine->serial_ << kRequestIdBits) + 1;
+  // A host engine's memory plan comes first, from the model's config and
+  // tensor table: a context, pool or total the machine cannot hold is
+  // refused before any weight is read or any buffer sized.
+  if (!use_cuda) {
+    MemoryPlan plan;
+    PVLLM_RETURN_IF_ERROR(plan_host_memory(config, &plan));
+    engine->model_weight_bytes_ = plan.weight_bytes;
+  }
   const CreateProgress progress(config.progress);
   PVLLM_RETURN_IF_ERROR(engine->load_model_and_tokenizer(progress));
   PVLLM_RETURN_IF_ERROR(engine->open_backend(device, use_cuda, progress));
@@ -89,20 +98,16 @@ Status Engine::load_model_and_tokenizer(const CreateProgress& progress) {
                           std::to_string(tokenizer_->vocab_size()) +
                           " pieces but the model's vocabulary is " + std::to_string(mc.vocab_size));
     }
+    // The most text one token can stand for: its decoded bytes, or its
+    // written form for special and added tokens matched in the text.
+    for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) {
+      const size_t n =
+          std::max(tokenizer_->token_bytes(id).size(), tokenizer_->id_to_token(id).size());
+      max_token_bytes_ = std::max(max_token_bytes_, static_cast<int32_t>(n));
+    }
   }
 
-  // Linear and dynamic RoPE scaling stretch the context past
-  // max_position_embeddings by their factor.
-  const int64_t longest = std::min<int64_t>(max_context_length(mc), INT32_MAX);
-  max_model_len_ =
-      config_.max_model_len > 0 ? config_.max_model_len : static_cast<int32_t>(longest);
-  if (max_model_len_ > longest) {
-    return InvalidArgument("max_model_len " + std::to_string(config_.max_model_len) +
-                           " exceeds the model's longest context " + std::to_string(longest) +
-                           " (max_position_embeddings " +
-                           std::to_string(mc.max_position_embeddings) + ", with its RoPE scaling)");
-  }
-  return Status::Ok();
+  return resolve_max_model_len(config_, mc, &max_model_len_);
 }
 
 // The backend with its KV pool: the CUDA backend sizes its own pool from
@@ -113,12 +118,19 @@ Status Engine::open_backend(const DeviceSpec& device, bool use_cuda,
   progress.report(CreateStage::kOpeningBackend);
   bool opened = false;
   if (use_cuda) PVLLM_RETURN_IF_ERROR(open_cuda_backend(device, &opened));
-  if (opened) return check_pool_holds_a_sequence(backend_->num_blocks());
+  if (opened) {
+    return check_pool_holds_a_sequence(config_, model_->config, max_model_len_,
+                                       backend_->num_blocks());
+  }
+  // The host plan, checked again (create checked it before loading when
+  // the device was settled as the CPU; "auto" may land here only now).
+  if (model_weight_bytes_ == 0) model_weight_bytes_ = model_->weight_bytes();
+  MemoryPlan plan;
+  PVLLM_RETURN_IF_ERROR(plan_host_memory(config_, model_->config, model_weight_bytes_, &plan));
   BackendOptions bo;
-  bo.num_blocks = num_host_kv_blocks(config_, model_->config);
+  bo.num_blocks = plan.num_blocks;
   bo.block_size = config_.block_size;
   bo.num_threads = config_.num_threads;
-  PVLLM_RETURN_IF_ERROR(check_pool_holds_a_sequence(bo.num_blocks));  // before allocating it
   if (config_.backend_factory) {
     PVLLM_RETURN_IF_ERROR(config_.backend_factory(*model_, bo, &backend_));
     if (!backend_) return Internal("the backend factory returned no backend");
@@ -151,26 +163,6 @@ Status Engine::open_cuda_backend(const DeviceSpec& device, bool* opened) {
   return Status::Ok();
 }
 
-// A sliding-window model under paged KV needs only one window's blocks per
-// sequence (min_blocks_for_one_sequence).
-Status Engine::check_pool_holds_a_sequence(int32_t num_blocks) const {
-  const int32_t window = model_->config.sliding_window;
-  const int32_t blocks_per_seq =
-      min_blocks_for_one_sequence(config_.kv_allocator, config_.block_size, max_model_len_, window);
-  if (num_blocks < blocks_per_seq) {
-    const std::string window_part =
-        blocks_per_seq < (max_model_len_ + config_.block_size - 1) / config_.block_size
-            ? " (its sliding window of " + std::to_string(window) + ")"
-            : "";
-    return InvalidArgument("the KV budget buys " + std::to_string(num_blocks) + " blocks of " +
-                           std::to_string(config_.block_size) + " tokens, fewer than the " +
-                           std::to_string(blocks_per_seq) + " one sequence of max_model_len " +
-                           std::to_string(max_model_len_) + window_part +
-                           " needs; raise kv_cache_bytes or lower max_model_len");
-  }
-  return Status::Ok();
-}
-
 // The KV bookkeeping over the backend's pool, and the scheduler over it.
 void Engine::make_scheduler() {
   const int32_t num_blocks = backend_->num_blocks();
@@ -199,6 +191,17 @@ Status Engine::submit_text(std::string_view prompt, const SamplingParams& params
                           "ids instead"));
   }
   if (prompt.empty()) return InvalidArgument("prompt is empty");
+  // No token decodes to more than max_token_bytes_ bytes, so a text longer
+  // than the context times that cannot fit: refused before tokenizing it
+  // (which takes seconds and gigabytes for megabytes of text).
+  const int64_t max_prompt_bytes = int64_t{max_model_len_} * max_token_bytes_;
+  if (static_cast<int64_t>(prompt.size()) > max_prompt_bytes) {
+    return InvalidArgument("prompt is " + std::to_string(prompt.size()) + " bytes; a context of " +
+                           std::to_string(max_model_len_) + " tokens holds at most " +
+                           std::to_string(max_prompt_bytes) +
+                           " bytes of text (no token is longer than " +
+                           std::to_string(max_token_bytes_) + " bytes)");
+  }
   std::vector<int32_t> ids;
   PVLLM_RETURN_IF_ERROR(tokenizer_->encode(prompt, /*add_bos=*/true, &ids));
   return submit_tokens(std::move(ids), params, priority, request_id);

@@ -163,7 +163,6 @@ class Engine {
   Status load_model_and_tokenizer(const CreateProgress& progress);
   Status open_backend(const DeviceSpec& device, bool use_cuda, const CreateProgress& progress);
   Status open_cuda_backend(const DeviceSpec& device, bool* opened);
-  Status check_pool_holds_a_sequence(int32_t num_blocks) const;
   void make_scheduler();
 
   // step(), in order (step.cc).
@@ -195,6 +194,8 @@ class Engine {
   std::unique_ptr<KvCacheManager> kv_cache_;
   std::unique_ptr<Scheduler> scheduler_;
   int32_t max_model_len_ = 0;
+  size_t model_weight_bytes_ = 0;  // as the memory plan counts them
+  int32_t max_token_bytes_ = 1;    // the longest decoded token, for submit_text's early check
 
   // Only step() touches these.
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/backend/backend_loader.h"
+#include "core/engine/memory_plan.h"
 #include "core/model/model.h"
 #include "core/model/random_model.h"
 
@@ -49,7 +50,7 @@ Status estimate_cuda_memory(const EngineConfig& config, const ModelSummary& summ
   out->num_blocks =
       kv_pool_blocks(config.num_kv_blocks, budget, out->kv_bytes_per_block, config.block_size);
   out->kv_bytes_total = out->kv_bytes_per_block * static_cast<size_t>(out->num_blocks);
-  out->max_tokens_in_cache = out->num_blocks * config.block_size;
+  out->max_tokens_in_cache = int64_t{out->num_blocks} * config.block_size;
   return Status::Ok();
 }
 
@@ -119,10 +120,14 @@ Status estimate_memory(const EngineConfig& config, MemoryEstimate* out) {
   bool use_cuda = false;
   PVLLM_RETURN_IF_ERROR(resolve_cuda(spec, &use_cuda));
   if (use_cuda) return estimate_cuda_memory(config, summary, spec.index, out);
-  out->kv_bytes_per_block = kv_bytes_per_block_f32(summary.config, config.block_size);
-  out->num_blocks = num_host_kv_blocks(config, summary.config);
-  out->kv_bytes_total = out->kv_bytes_per_block * static_cast<size_t>(out->num_blocks);
-  out->max_tokens_in_cache = out->num_blocks * config.block_size;
+  // The host engine: the very plan Engine::create checks before loading.
+  MemoryPlan plan;
+  PVLLM_RETURN_IF_ERROR(plan_host_memory(config, summary.config, summary.weight_bytes, &plan));
+  out->kv_bytes_per_block = plan.kv_bytes_per_block;
+  out->num_blocks = plan.num_blocks;
+  out->kv_bytes_total = plan.kv_bytes_total;
+  out->max_tokens_in_cache = plan.max_tokens_in_cache;
+  out->activation_bytes = plan.activation_bytes;
   return Status::Ok();
 }
 

@@ -61,7 +61,8 @@ struct MemoryEstimate {
   size_t kv_bytes_per_block = 0;
   int32_t num_blocks = 0;  // what the KV budget buys
   size_t kv_bytes_total = 0;
-  int32_t max_tokens_in_cache = 0;
+  int64_t max_tokens_in_cache = 0;
+  size_t activation_bytes = 0;  // host engines: the CPU backend's scratch at its largest
 };
 Status estimate_memory(const EngineConfig& config, MemoryEstimate* out);
 

@@ -120,6 +120,15 @@ Status take_weights(const WeightTable& t, const ModelConfig& c, ModelWeights* w)
   const int64_t kv_rows = int64_t{c.num_kv_heads} * c.head_dim;
   const int64_t inter = c.intermediate_size;
   PVLLM_RETURN_IF_ERROR(take(t, "model.embed_tokens.weight", {c.vocab_size, hidden}, &w->embed));
+  // A layer has nine tensors, so a num_hidden_layers beyond the tensor
+  // count cannot be right: refused before a layer table of that size is
+  // allocated (a checkpoint short of a few tensors gets the missing one
+  // named below instead).
+  if (int64_t{c.num_layers} > static_cast<int64_t>(t.by_name.size())) {
+    return CorruptModel(t.source + ": num_hidden_layers " + std::to_string(c.num_layers) +
+                        " exceeds the checkpoint's " + std::to_string(t.by_name.size()) +
+                        " tensors (each layer has nine)");
+  }
   w->layers.resize(c.num_layers);
   for (int32_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";

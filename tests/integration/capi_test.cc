@@ -566,6 +566,7 @@ TEST_F(CapiTest, EstimateMemoryMatchesTensorTableAndBudget) {
   params.model_path = model_dir_.c_str();
   params.block_size = 16;
   params.kv_cache_bytes = 1 << 20;
+  params.max_model_len = 64;  // what 10 blocks of 16 hold, below
   pvllm_memory_estimate e;
   pvllm_memory_estimate_init(&e, sizeof e);
   ASSERT_EQ(pvllm_estimate_memory(&params, &e, error.out()), PVLLM_STATUS_OK) << error.message();

@@ -741,3 +741,36 @@ TEST(Stories260KTest, ConfigMatchesSourceAndFormatsAgree) {
 
 }  // namespace
 }  // namespace pvllm
+
+namespace pvllm {
+namespace {
+
+// A layer count the checkpoint cannot hold is refused from the tensor
+// count, before a layer table of that size is allocated. Before, three
+// million layers took gigabytes and seconds to end in NOT_FOUND for the
+// first missing tensor.
+TEST_F(TinyModelTest, AHugeLayerCountIsRefusedBeforeAllocatingLayers) {
+  const std::string dir = testing::write_tiny_hf_model(subdir("hf"), TinyModelSpec{});
+  testing::edit_hf_config(dir, {{"num_hidden_layers", 3000000}});
+  std::unique_ptr<Model> model;
+  const Status st = load_model(dir, &model);
+  EXPECT_EQ(st.code(), StatusCode::kCorruptModel) << st.message();
+  EXPECT_NE(st.message().find("num_hidden_layers 3000000 exceeds the checkpoint's"),
+            std::string::npos)
+      << st.message();
+}
+
+// hidden_size beyond 32 bits is refused, never truncated (2^32 + 64 would
+// read as 64 and build a model of the wrong shape).
+TEST_F(TinyModelTest, ASizeBeyond32BitsIsRefusedNotTruncated) {
+  const std::string dir = testing::write_tiny_hf_model(subdir("hf"), TinyModelSpec{});
+  testing::edit_hf_config(dir, {{"hidden_size", (int64_t{1} << 32) + 64}});
+  std::unique_ptr<Model> model;
+  const Status st = load_model(dir, &model);
+  EXPECT_EQ(st.code(), StatusCode::kCorruptModel) << st.message();
+  EXPECT_NE(st.message().find("hidden_size is not a 32-bit integer"), std::string::npos)
+      << st.message();
+}
+
+}  // namespace
+}  // namespace pvllm

@@ -814,6 +814,10 @@ typedef struct pvllm_memory_estimate {
   int32_t num_blocks;          /* what the params' KV budget buys */
   uint64_t kv_bytes_total;
   int64_t max_tokens_in_cache; /* num_blocks * block_size */
+  /* Since 0.4. On the CPU: the activation buffers at their largest
+   * (max_num_batched_tokens tokens, max_num_seqs sampled rows); 0 on CUDA,
+   * where they are taken out of the device budget before num_blocks. */
+  uint64_t activation_bytes;
 } pvllm_memory_estimate;
 
 PVLLM_API void pvllm_memory_estimate_init(pvllm_memory_estimate* estimate, size_t struct_size);
@@ -827,6 +831,12 @@ PVLLM_API void pvllm_memory_estimate_init(pvllm_memory_estimate* estimate, size_
  * "auto" without a GPU estimates the CPU pool.
  * Writes the fields out_estimate->struct_size covers (set by
  * pvllm_memory_estimate_init).
+ * On the CPU the estimate is the plan pvllm_engine_create checks before it
+ * loads anything (since 0.4): it fails exactly when create's memory checks
+ * would, with the same status: INVALID_ARGUMENT when max_model_len exceeds
+ * the model's context or the KV pool cannot hold one sequence of
+ * max_model_len; OUT_OF_MEMORY when weights + KV pool + activations exceed
+ * the machine's physical memory.
  * Returns the statuses of pvllm_model_inspect, and INVALID_ARGUMENT for
  * params out of range. */
 PVLLM_API pvllm_status pvllm_estimate_memory(const pvllm_engine_params* params,
