@@ -94,9 +94,12 @@ pvllm runs large language models inside a program behind one stable C ABI.
 This package holds libpvllm_cuda.so, the CUDA backend that libpvllm loads
 when an engine asks for a CUDA device. It needs an NVIDIA driver and the
 CUDA runtime libraries (cuBLAS) of NVIDIA's repository.")
-# cuBLAS comes from NVIDIA's repository, which dpkg does not know here:
-# the CUDA module depends on libpvllm1 only.
+# cuBLAS comes from NVIDIA's repository, which dpkg does not know here, so
+# dpkg-shlibdeps cannot run: the CUDA module names its Debian dependencies
+# itself (the C and C++ runtimes its NEEDED entries list besides cuBLAS)
+# and depends on libpvllm1 through the component dependency.
 set(CPACK_DEBIAN_CUDA_PACKAGE_SHLIBDEPS OFF)
+set(CPACK_DEBIAN_CUDA_PACKAGE_DEPENDS "libc6 (>= 2.34), libgcc-s1 (>= 3.0), libstdc++6 (>= 12)")
 if(TARGET pvllm_cuda)
   install(FILES deb/libpvllm-cuda1.lintian-overrides RENAME libpvllm-cuda1
           DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides COMPONENT cuda EXCLUDE_FROM_ALL)
