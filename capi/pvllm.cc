@@ -30,6 +30,7 @@
 #include "core/model/random_model.h"
 #include "core/sample/sampling_params.h"
 #include "core/tokenizer/tokenizer.h"
+#include "kernels/cpu/isa.h"
 
 using pvllm::Status;
 
@@ -209,6 +210,9 @@ constexpr size_t kV1Size<pvllm_request> = offsetof(pvllm_request, delivery);
 // struct ended right after eos_token_id (all its fields are 4-byte or less).
 template <>
 constexpr size_t kV1Size<pvllm_model_config> = offsetof(pvllm_model_config, rope_type);
+// pvllm_stats grew backend in 0.4.
+template <>
+constexpr size_t kV1Size<pvllm_stats> = offsetof(pvllm_stats, backend);
 // pvllm_memory_estimate grew activation_bytes in 0.4.
 template <>
 constexpr size_t kV1Size<pvllm_memory_estimate> = offsetof(pvllm_memory_estimate, activation_bytes);
@@ -613,6 +617,8 @@ extern "C" {
 
 uint32_t pvllm_version_number(void) { return PVLLM_VERSION_NUMBER; }
 
+const char* pvllm_cpu_isa(void) { return pvllm::cpu::cpu_isa_name(pvllm::cpu::active_cpu_isa()); }
+
 const char* pvllm_version(void) {
   return PVLLM_STR(PVLLM_VERSION_MAJOR) "." PVLLM_STR(PVLLM_VERSION_MINOR) "." PVLLM_STR(
       PVLLM_VERSION_PATCH);
@@ -845,6 +851,7 @@ pvllm_status pvllm_get_stats(pvllm_engine* engine, pvllm_stats* out_stats, pvllm
     out.num_kv_slots_reserved = s.num_kv_slots_reserved;
     out.num_seqs_queued_for_memory = s.num_seqs_queued_for_memory;
     out.num_block_copies = s.num_block_copies;
+    copy_fixed(out.backend, engine->engine->backend_name());
     write_struct(out_stats, out);
     return Status::Ok();
   });

@@ -6,6 +6,7 @@
 # it runs. Any report fails the run: ASan/UBSan abort on the first finding,
 # TSan exits non-zero (halt_on_error). Extra arguments go to ctest, e.g.
 #   scripts/sanitize.sh tsan -R 'CapiEvents|EventRouter'
+#   PVLLM_SANITIZE_TARGETS="capi_test event_router_test" scripts/sanitize.sh asan -R '^(Capi|EventRouter)'
 #
 # Which suites: ASan runs every C++ suite. TSan runs the suites that start
 # threads (the C ABI's concurrency tests, the event router, the engine with
@@ -25,7 +26,9 @@ dir="build-$kind"
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DPVLLM_CUDA=OFF -DPVLLM_BUILD_BENCH=OFF "$option" >/dev/null
-cmake --build "$dir" -j "$(nproc)"
+# PVLLM_SANITIZE_TARGETS: build only these targets (default: everything).
+# shellcheck disable=SC2086
+cmake --build "$dir" -j "$(nproc)" ${PVLLM_SANITIZE_TARGETS:+--target $PVLLM_SANITIZE_TARGETS}
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"

@@ -66,6 +66,23 @@ else
   echo "test: no clang++ (scripts/setup.sh installs it): the fuzz targets are not run"
 fi
 
+# Sanitizers: the C ABI suites (which drive the engine, scheduler, KV
+# manager, event router, tokenizers and CPU kernels underneath) and the
+# engine suites with the run.c goldens under ASan + UBSan + LeakSanitizer,
+# and the threaded suites under ThreadSanitizer; one CPU-only build each
+# (build-asan, build-tsan). `scripts/sanitize.sh asan|tsan` alone runs
+# every suite; docs/guarantees.md says what runs where.
+start=$(date +%s)
+echo "test: scripts/sanitize.sh asan"
+PVLLM_SANITIZE_TARGETS="capi_test event_router_test engine_test" bash scripts/sanitize.sh asan \
+  -R '^(Capi|EventRouter|Engine|BothFormats|SlidingWindowEngine|RandomWeightsEngine)'
+echo "test: scripts/sanitize.sh asan took $(( $(date +%s) - start )) s"
+start=$(date +%s)
+echo "test: scripts/sanitize.sh tsan"
+PVLLM_SANITIZE_TARGETS="capi_test event_router_test" bash scripts/sanitize.sh tsan \
+  -R '^(Capi|EventRouter)'
+echo "test: scripts/sanitize.sh tsan took $(( $(date +%s) - start )) s"
+
 # What the SDK test scripts need: the library, its header, and a way to
 # make a tiny model.
 export PVLLM_LIB_DIR="$root/build/capi"

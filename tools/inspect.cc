@@ -108,6 +108,9 @@ void print_estimate(const InspectOptions& o) {
   std::printf("  KV blocks                %d\n", e.num_blocks);
   std::printf("  KV total                 %s\n", human_bytes(e.kv_bytes_total).c_str());
   std::printf("  tokens in cache          %" PRId64 "\n", e.max_tokens_in_cache);
+  std::printf("  activations (CPU)        %s\n", human_bytes(e.activation_bytes).c_str());
+  std::printf("  CPU kernels              %s (PVLLM_CPU_ISA forces x86-64-v2, avx2 or avx512)\n",
+              pvllm_cpu_isa());
 }
 
 int run_inspect(const InspectOptions& o) {

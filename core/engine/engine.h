@@ -138,6 +138,8 @@ class Engine {
   const Model& model() const { return *model_; }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
   const EngineConfig& config() const { return config_; }
+  // The backend serving the engine, as it names itself ("cpu (avx2)").
+  std::string backend_name() const { return backend_->name(); }
   int32_t max_model_len() const { return max_model_len_; }
 
  private:

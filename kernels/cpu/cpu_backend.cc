@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/isa.h"
+
 #if defined(__unix__) || defined(__APPLE__)
 #include <unistd.h>
 #endif
@@ -119,7 +121,10 @@ class CpuBackend final : public Backend {
   // the pool does not fit.
   Status init();
 
-  std::string name() const override { return "cpu"; }
+  // "cpu (avx2)": the kernels' instruction-set variant shows in the stats.
+  std::string name() const override {
+    return std::string("cpu (") + cpu::cpu_isa_name(cpu::active_cpu_isa()) + ")";
+  }
   Status forward_sample(const BatchMetadata& md, std::span<const SampleRow> rows,
                         std::vector<SampleResult>* out) override;
   Status forward(const BatchMetadata& md, float* logits) override;
@@ -495,6 +500,9 @@ Status create_cpu_backend(const Model& model, const BackendOptions& options,
         "create_cpu_backend: num_blocks and block_size must be positive, "
         "num_threads non-negative");
   }
+  // A PVLLM_CPU_ISA this CPU cannot run, or a CPU below the oldest
+  // variant, is refused here, before any kernel runs.
+  PVLLM_RETURN_IF_ERROR(cpu::cpu_isa_status());
   PVLLM_RETURN_IF_ERROR(check_model(model));
   std::unique_ptr<CpuBackend> backend;
   try {

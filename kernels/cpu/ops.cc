@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/kernel_table.h"
+
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define PVLLM_CPU_AVX2 1
@@ -11,7 +13,13 @@
 #define PVLLM_CPU_AVX2 0
 #endif
 
-namespace pvllm::cpu {
+// Compiled once per ISA variant (see isa.h): PVLLM_CPU_VARIANT names the
+// namespace of this build's definitions.
+#ifndef PVLLM_CPU_VARIANT
+#error "PVLLM_CPU_VARIANT must name the variant's namespace"
+#endif
+
+namespace pvllm::cpu::PVLLM_CPU_VARIANT {
 namespace {
 
 // Eight fp32 lanes: an AVX2 register, or a plain array with the same
@@ -345,4 +353,16 @@ void embedding(const Tensor& table, const int32_t* ids, int64_t n, int64_t dim, 
     load_row(table, static_cast<int64_t>(ids[t]) * dim, dim, out + t * dim);
 }
 
-}  // namespace pvllm::cpu
+// This variant's kernel table (kernel_table.h); paged_attention.cc of the
+// same variant defines the last two.
+void paged_attention(const PagedAttentionParams& p, ThreadPool* pool);
+void write_kv(const WriteKvParams& p);
+
+const KernelTable& kernel_table() {
+  static const KernelTable table{
+      &dot,  &dot_many, &axpy,     &axpy_many, &rmsnorm,  &matmul,          &rope_cos_sin,
+      &rope, &add_bias, &silu_mul, &embedding, &load_row, &paged_attention, &write_kv};
+  return table;
+}
+
+}  // namespace pvllm::cpu::PVLLM_CPU_VARIANT

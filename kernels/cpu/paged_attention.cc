@@ -7,7 +7,17 @@
 
 #include "kernels/cpu/ops.h"
 
-namespace pvllm::cpu {
+#ifndef PVLLM_CPU_VARIANT
+#error "PVLLM_CPU_VARIANT must name the variant's namespace"
+#endif
+
+// Compiled once per ISA variant (see isa.h), calling its own variant's
+// reductions.
+namespace pvllm::cpu::PVLLM_CPU_VARIANT {
+
+void dot_many(const float* a, const float* rows, int64_t num_rows, int64_t n, float* out);
+void axpy_many(const float* alpha, const float* rows, int64_t num_rows, int64_t n, float* y);
+
 namespace {
 
 // Which sequence owns each query row, from query_start.
@@ -115,4 +125,4 @@ void write_kv(const WriteKvParams& p) {
   }
 }
 
-}  // namespace pvllm::cpu
+}  // namespace pvllm::cpu::PVLLM_CPU_VARIANT

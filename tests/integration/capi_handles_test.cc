@@ -41,6 +41,7 @@ class CapiHandlesTest : public ::testing::Test {
     pvllm_engine_params params;
     pvllm_engine_params_init(&params, sizeof params);
     params.model_path = model_dir_.c_str();
+    params.device = "cpu";
     params.num_kv_blocks = 128;
     params.num_threads = 1;
     pvllm_engine* engine = nullptr;
@@ -331,6 +332,21 @@ TEST_F(CapiHandlesTest, SequenceNumbersPutEventsTakenByTwoThreadsBackInOrder) {
   t1.join();
   EXPECT_EQ(taken.size(), calm_events.size());
   EXPECT_EQ(replay(taken), expected);
+  pvllm_engine_destroy(engine);
+}
+
+// The stats name the backend and, on the CPU, the kernels' instruction set
+// (since 0.4), the one pvllm_cpu_isa reports.
+TEST_F(CapiHandlesTest, StatsNameTheBackendAndTheCpuInstructionSet) {
+  pvllm_engine* engine = create();
+  ASSERT_NE(engine, nullptr);
+  pvllm_stats stats;
+  pvllm_stats_init(&stats, sizeof stats);
+  ASSERT_EQ(pvllm_get_stats(engine, &stats, nullptr), PVLLM_STATUS_OK);
+  ASSERT_TRUE(PVLLM_STRUCT_HAS(&stats, pvllm_stats, backend));
+  EXPECT_EQ(std::string(stats.backend), std::string("cpu (") + pvllm_cpu_isa() + ")");
+  const std::string isa = pvllm_cpu_isa();
+  EXPECT_TRUE(isa == "x86-64-v2" || isa == "avx2" || isa == "avx512" || isa == "generic") << isa;
   pvllm_engine_destroy(engine);
 }
 

@@ -219,7 +219,9 @@ TEST_F(CapiMemoryPlanTest, APromptTextTooLongForTheContextIsRefusedBeforeTokeniz
   error = nullptr;
   const pvllm_status st = pvllm_submit(engine, &request, &id, &error);
   const std::string m2 = take_message(error);
-  if (st != PVLLM_STATUS_OK) EXPECT_EQ(m2.find("bytes of text"), std::string::npos) << m2;
+  if (st != PVLLM_STATUS_OK) {
+    EXPECT_EQ(m2.find("bytes of text"), std::string::npos) << m2;
+  }
   pvllm_engine_destroy(engine);
 }
 

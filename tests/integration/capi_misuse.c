@@ -311,7 +311,8 @@ static void check_engine_misuse(context* ctx, pvllm_engine* engine) {
   stats.struct_size = 0;
   EXPECT_ERROR(ctx, pvllm_get_stats(engine, &stats, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "struct_size");
-  stats.struct_size = (uint32_t)sizeof(stats) - 8;
+  /* Below ABI 1's struct (which ended before 0.4's backend field). */
+  stats.struct_size = (uint32_t)offsetof(pvllm_stats, backend) - 8;
   EXPECT_ERROR(ctx, pvllm_get_stats(engine, &stats, ERR), PVLLM_STATUS_INVALID_ARGUMENT,
                "struct_size");
   /* A caller built against a newer header passes a larger struct: accepted. */

@@ -659,7 +659,7 @@ TEST_F(CapiTest, StructSizesBelowTheFirstVersionAreRejected) {
   }
   pvllm_stats stats;
   pvllm_stats_init(&stats, sizeof stats);
-  stats.struct_size = sizeof(stats) - 8;
+  stats.struct_size = offsetof(pvllm_stats, backend) - 8;  // below ABI 1's struct
   EnginePtr ok = make_engine();
   ASSERT_NE(ok, nullptr);
   EXPECT_EQ(pvllm_get_stats(ok.get(), &stats, error.out()), PVLLM_STATUS_INVALID_ARGUMENT);

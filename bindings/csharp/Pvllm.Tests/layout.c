@@ -113,6 +113,7 @@ int main(void) {
   FIELD(pvllm_stats, num_kv_slots_reserved);
   FIELD(pvllm_stats, num_seqs_queued_for_memory);
   FIELD(pvllm_stats, num_block_copies);
+  FIELD(pvllm_stats, backend);
 
   SIZE(pvllm_model_config);
   FIELD(pvllm_model_config, struct_size);
@@ -156,5 +157,6 @@ int main(void) {
   FIELD(pvllm_memory_estimate, num_blocks);
   FIELD(pvllm_memory_estimate, kv_bytes_total);
   FIELD(pvllm_memory_estimate, max_tokens_in_cache);
+  FIELD(pvllm_memory_estimate, activation_bytes);
   return 0;
 }

@@ -36,6 +36,10 @@ namespace Pvllm
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr pvllm_version();
 
+        // Returns const char*: a static string, never freed (since 0.4).
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr pvllm_cpu_isa();
+
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern uint pvllm_abi_version();
 
@@ -230,7 +234,7 @@ namespace Pvllm
         // ---- Statistics ---------------------------------------------------
 
         [StructLayout(LayoutKind.Sequential)]
-        internal struct pvllm_stats
+        internal unsafe struct pvllm_stats
         {
             public uint struct_size;
             public int num_running;
@@ -254,6 +258,7 @@ namespace Pvllm
             public long num_kv_slots_reserved;
             public long num_seqs_queued_for_memory;
             public long num_block_copies;
+            public fixed byte backend[32];        // char[32], NUL-terminated (since 0.4)
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
@@ -386,6 +391,7 @@ namespace Pvllm
             public int num_blocks;
             public ulong kv_bytes_total;
             public long max_tokens_in_cache;
+            public ulong activation_bytes;        // since 0.4
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]

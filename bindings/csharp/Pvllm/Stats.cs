@@ -3,8 +3,11 @@ namespace Pvllm
     /// <summary>pvllm_stats: a snapshot taken after the latest step.</summary>
     public sealed class EngineStats
     {
-        internal EngineStats(NativeMethods.pvllm_stats s)
+        internal unsafe EngineStats(NativeMethods.pvllm_stats s)
         {
+            int length = 0;
+            while (length < 32 && s.backend[length] != 0) length++;
+            Backend = Utf8.FromNative((System.IntPtr)s.backend, length);
             NumRunning = s.num_running;
             NumWaiting = s.num_waiting;
             NumBlocksTotal = s.num_blocks_total;
@@ -63,6 +66,8 @@ namespace Pvllm
         public long NumSeqsQueuedForMemory { get; }
         /// <summary>Blocks copied: copy-on-write, and contiguous-mode forks.</summary>
         public long NumBlockCopies { get; }
+        /// <summary>The backend serving the engine: "cuda", or "cpu (avx2)" and the like (since 0.4).</summary>
+        public string Backend { get; }
     }
 
     /// <summary>pvllm_memory_estimate: what Engine.Create would need.</summary>
@@ -75,6 +80,7 @@ namespace Pvllm
             NumBlocks = e.num_blocks;
             KvBytesTotal = e.kv_bytes_total;
             MaxTokensInCache = e.max_tokens_in_cache;
+            ActivationBytes = e.activation_bytes;
         }
 
         /// <summary>Weights as stored.</summary>
@@ -86,5 +92,7 @@ namespace Pvllm
         public ulong KvBytesTotal { get; }
         /// <summary>NumBlocks * BlockSize.</summary>
         public long MaxTokensInCache { get; }
+        /// <summary>On the CPU: the activation buffers at their largest (since 0.4).</summary>
+        public ulong ActivationBytes { get; }
     }
 }

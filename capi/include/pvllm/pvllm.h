@@ -142,6 +142,14 @@ extern "C" {
 PVLLM_API uint32_t pvllm_version_number(void);
 /* "MAJOR.MINOR.PATCH"; a static string, never freed. */
 PVLLM_API const char* pvllm_version(void);
+
+/* Since 0.4. The instruction set of the CPU kernels this process runs:
+ * "x86-64-v2", "avx2" or "avx512" on x86-64 (the best the CPU and OS
+ * support, unless the environment variable PVLLM_CPU_ISA names another),
+ * "generic" elsewhere. A static string, never freed. Thread-safe. Creating
+ * a CPU engine fails with UNSUPPORTED when PVLLM_CPU_ISA names a set this
+ * CPU lacks, INVALID_ARGUMENT when it names none. */
+PVLLM_API const char* pvllm_cpu_isa(void);
 PVLLM_API uint32_t pvllm_abi_version(void);
 
 /* Since 0.2. Whether a struct the library filled, `ptr` (of type `type`,
@@ -609,6 +617,10 @@ typedef struct pvllm_stats {
   int64_t num_seqs_queued_for_memory;
   /* Blocks copied: copy-on-write, and contiguous-mode forks. */
   int64_t num_block_copies;
+  /* Since 0.4. The backend serving the engine, NUL-terminated: "cuda", or
+   * "cpu (x86-64-v2)", "cpu (avx2)", "cpu (avx512)": the CPU kernels'
+   * instruction set (see pvllm_cpu_isa). */
+  char backend[32];
 } pvllm_stats;
 
 PVLLM_API void pvllm_stats_init(pvllm_stats* stats, size_t struct_size);

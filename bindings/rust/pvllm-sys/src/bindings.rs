@@ -18,6 +18,9 @@ extern "C" {
     pub fn pvllm_version() -> *const ::std::os::raw::c_char;
 }
 extern "C" {
+    pub fn pvllm_cpu_isa() -> *const ::std::os::raw::c_char;
+}
+extern "C" {
     pub fn pvllm_abi_version() -> u32;
 }
 pub const pvllm_status_PVLLM_STATUS_OK: pvllm_status = 0;
@@ -1395,12 +1398,13 @@ pub struct pvllm_stats {
     pub num_kv_slots_reserved: i64,
     pub num_seqs_queued_for_memory: i64,
     pub num_block_copies: i64,
+    pub backend: [::std::os::raw::c_char; 32usize],
 }
 #[test]
 fn bindgen_test_layout_pvllm_stats() {
     assert_eq!(
         ::std::mem::size_of::<pvllm_stats>(),
-        144usize,
+        176usize,
         concat!("Size of: ", stringify!(pvllm_stats))
     );
     assert_eq!(
@@ -1782,6 +1786,23 @@ fn bindgen_test_layout_pvllm_stats() {
         );
     }
     test_field_num_block_copies();
+    fn test_field_backend() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).backend) as usize - ptr as usize
+            },
+            144usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_stats),
+                "::",
+                stringify!(backend)
+            )
+        );
+    }
+    test_field_backend();
 }
 extern "C" {
     pub fn pvllm_stats_init(stats: *mut pvllm_stats, struct_size: usize);
@@ -2606,12 +2627,13 @@ pub struct pvllm_memory_estimate {
     pub num_blocks: i32,
     pub kv_bytes_total: u64,
     pub max_tokens_in_cache: i64,
+    pub activation_bytes: u64,
 }
 #[test]
 fn bindgen_test_layout_pvllm_memory_estimate() {
     assert_eq!(
         ::std::mem::size_of::<pvllm_memory_estimate>(),
-        48usize,
+        56usize,
         concat!("Size of: ", stringify!(pvllm_memory_estimate))
     );
     assert_eq!(
@@ -2721,6 +2743,23 @@ fn bindgen_test_layout_pvllm_memory_estimate() {
         );
     }
     test_field_max_tokens_in_cache();
+    fn test_field_activation_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_memory_estimate>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).activation_bytes) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_memory_estimate),
+                "::",
+                stringify!(activation_bytes)
+            )
+        );
+    }
+    test_field_activation_bytes();
 }
 extern "C" {
     pub fn pvllm_memory_estimate_init(estimate: *mut pvllm_memory_estimate, struct_size: usize);

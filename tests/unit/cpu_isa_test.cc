@@ -1,0 +1,111 @@
+// The CPU kernels' instruction-set variants (kernels/cpu/isa.h): every
+// variant this CPU can run gives the same bits as the others on the same
+// inputs, the choice follows PVLLM_CPU_ISA, and a value naming no variant
+// or one the CPU lacks is a clear status (the ctest runs cpu_isa_forced_*
+// set it).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/kernel_table.h"
+
+namespace pvllm::cpu {
+namespace {
+
+#if defined(__x86_64__)
+struct Variant {
+  const char* name;
+  const KernelTable* table;
+  bool runs_here;
+};
+
+std::vector<Variant> variants() {
+  __builtin_cpu_init();
+  const bool v2 = __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt");
+  const bool v3 = v2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                  __builtin_cpu_supports("bmi2");
+  const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  return {{"x86-64-v2", &isa_x86_64_v2::kernel_table(), v2},
+          {"avx2", &isa_avx2::kernel_table(), v3},
+          {"avx512", &isa_avx512::kernel_table(), v4}};
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+TEST(CpuIsaTest, EveryVariantGivesTheSameBits) {
+  const std::vector<Variant> all = variants();
+  ASSERT_TRUE(all[0].runs_here) << "an x86-64 machine below x86-64-v2";
+  const int64_t n = 1000;  // not a multiple of 8 or 16: the tails count too
+  const std::vector<float> a = random_floats(n, 1), rows = random_floats(n * 7, 2);
+  const std::vector<float> weight = random_floats(n, 3);
+  std::vector<float> ref_many(7), ref_norm(n), ref_axpy(n, 0.5f);
+  all[0].table->dot_many(a.data(), rows.data(), 7, n, ref_many.data());
+  const float ref_dot = all[0].table->dot(a.data(), rows.data(), n);
+  all[0].table->rmsnorm(a.data(), weight.data(), 1, n, 1e-5f, ref_norm.data());
+  all[0].table->axpy(0.25f, a.data(), ref_axpy.data(), n);
+  int compared = 0;
+  for (const Variant& v : all) {
+    if (!v.runs_here) continue;
+    ++compared;
+    std::vector<float> many(7), norm(n), ax(n, 0.5f);
+    const float d = v.table->dot(a.data(), rows.data(), n);
+    v.table->dot_many(a.data(), rows.data(), 7, n, many.data());
+    v.table->rmsnorm(a.data(), weight.data(), 1, n, 1e-5f, norm.data());
+    v.table->axpy(0.25f, a.data(), ax.data(), n);
+    EXPECT_EQ(std::memcmp(&d, &ref_dot, sizeof d), 0) << v.name << " dot";
+    EXPECT_EQ(std::memcmp(many.data(), ref_many.data(), many.size() * 4), 0) << v.name;
+    EXPECT_EQ(std::memcmp(norm.data(), ref_norm.data(), norm.size() * 4), 0) << v.name;
+    EXPECT_EQ(std::memcmp(ax.data(), ref_axpy.data(), ax.size() * 4), 0) << v.name;
+  }
+  std::printf("variants compared on this CPU: %d of 3\n", compared);
+}
+
+TEST(CpuIsaTest, TheChoiceFollowsPvllmCpuIsa) {
+  const char* forced = std::getenv("PVLLM_CPU_ISA");
+  const std::string want = forced != nullptr ? forced : "";
+  const Status st = cpu_isa_status();
+  if (want.empty() || want == "auto") {
+    ASSERT_TRUE(st.ok()) << st.message();
+    // The best this CPU runs.
+    const char* best = "x86-64-v2";
+    for (const Variant& v : variants()) {
+      if (v.runs_here) best = v.name;
+    }
+    EXPECT_STREQ(cpu_isa_name(active_cpu_isa()), best);
+    return;
+  }
+  bool known = false;
+  for (const Variant& v : variants()) {
+    if (want != v.name) continue;
+    known = true;
+    if (v.runs_here) {
+      ASSERT_TRUE(st.ok()) << st.message();
+      EXPECT_EQ(want, cpu_isa_name(active_cpu_isa()));
+    } else {
+      EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+      EXPECT_NE(st.message().find("cannot run"), std::string::npos) << st.message();
+    }
+  }
+  if (!known) {
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+    EXPECT_NE(st.message().find("names no CPU kernel variant"), std::string::npos) << st.message();
+  }
+}
+#else
+TEST(CpuIsaTest, OneGenericVariant) { EXPECT_STREQ(cpu_isa_name(active_cpu_isa()), "generic"); }
+#endif
+
+}  // namespace
+}  // namespace pvllm::cpu
