@@ -83,6 +83,14 @@ PVLLM_SANITIZE_TARGETS="capi_test event_router_test" bash scripts/sanitize.sh ts
   -R '^(Capi|EventRouter)'
 echo "test: scripts/sanitize.sh tsan took $(( $(date +%s) - start )) s"
 
+# The NuGet package: packed with nuget from packaging/nuget/Pvllm.nuspec
+# (the managed assembly, libpvllm and the libraries it needs), restored
+# into a .NET console program outside the tree and run on Mono.
+start=$(date +%s)
+echo "test: scripts/nuget_check.sh"
+bash scripts/nuget_check.sh build
+echo "test: scripts/nuget_check.sh took $(( $(date +%s) - start )) s"
+
 # What the SDK test scripts need: the library, its header, and a way to
 # make a tiny model.
 export PVLLM_LIB_DIR="$root/build/capi"
