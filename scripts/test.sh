@@ -91,6 +91,13 @@ echo "test: scripts/nuget_check.sh"
 bash scripts/nuget_check.sh build
 echo "test: scripts/nuget_check.sh took $(( $(date +%s) - start )) s"
 
+# The Rust crates (cargo package) and the Go module, each consumed by a
+# program outside the tree against an install found through pkg-config.
+start=$(date +%s)
+echo "test: scripts/sdk_package_check.sh"
+bash scripts/sdk_package_check.sh build
+echo "test: scripts/sdk_package_check.sh took $(( $(date +%s) - start )) s"
+
 # What the SDK test scripts need: the library, its header, and a way to
 # make a tiny model.
 export PVLLM_LIB_DIR="$root/build/capi"

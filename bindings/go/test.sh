@@ -23,11 +23,21 @@ command -v go >/dev/null || { echo "go not found: install golang-go" >&2; exit 1
 export GOPROXY=off GOFLAGS=-buildvcs=false GO111MODULE=on GOTOOLCHAIN=local
 export GOCACHE="$here/build/cache" GOPATH="$here/build/gopath" GOENV=off
 export CGO_ENABLED=1
-export CGO_CFLAGS="-I$PVLLM_INCLUDE_DIR ${CGO_CFLAGS:-}"
-export CGO_LDFLAGS="-L$PVLLM_LIB_DIR ${CGO_LDFLAGS:-}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 export TMPDIR="$tmp"
+# The package finds libpvllm through `#cgo pkg-config: pvllm`; here a
+# pvllm.pc for the uninstalled build (scripts/sdk_package_check.sh builds a
+# program out of tree against an installed one).
+mkdir -p "$tmp/pkgconfig"
+cat >"$tmp/pkgconfig/pvllm.pc" <<PC
+Name: pvllm
+Description: pvllm from the build tree
+Version: 0
+Cflags: -I$PVLLM_INCLUDE_DIR
+Libs: -L$PVLLM_LIB_DIR -lpvllm
+PC
+export PKG_CONFIG_PATH="$tmp/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 
 echo "go: $(go version)"
 

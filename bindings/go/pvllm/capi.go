@@ -16,9 +16,12 @@ package pvllm
 // []int32 whose first element's address is passed for the duration of one
 // call; the library copies every input before it returns.
 
+// The library is found through pkg-config (the pvllm.pc that `cmake
+// --install`, the Debian package and vcpkg install): set PKG_CONFIG_PATH to
+// its folder for a prefix pkg-config does not search.
+
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../../capi/include
-#cgo LDFLAGS: -lpvllm
+#cgo pkg-config: pvllm
 #include <stdint.h>
 #include <stdlib.h>
 #include <pvllm/pvllm.h>

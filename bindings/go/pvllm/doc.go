@@ -14,10 +14,12 @@
 // request. Each Stream reads its own request's events from the library, so
 // any number of goroutines can each follow their own request.
 //
-// Build: the package needs the header and libpvllm. By default it looks for
-// the header in the source tree (capi/include); point CGO_CFLAGS at
-// "-I<dir>" and CGO_LDFLAGS at "-L<dir>" for an installed copy, and make
-// the shared library findable at run time (LD_LIBRARY_PATH or an rpath).
+// Build: cgo finds the header and libpvllm through pkg-config (`#cgo
+// pkg-config: pvllm`), from the pvllm.pc that `cmake --install`, the Debian
+// package libpvllm-dev and vcpkg install; set PKG_CONFIG_PATH for a prefix
+// pkg-config does not search, and make the shared library findable at run
+// time (LD_LIBRARY_PATH, ldconfig or an rpath) when it is not in a system
+// folder.
 //
 // Errors: every failure is an *Error carrying the library's Status and the
 // message of the call that failed; test kinds with
