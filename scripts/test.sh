@@ -74,8 +74,9 @@ fi
 # every suite; docs/guarantees.md says what runs where.
 start=$(date +%s)
 echo "test: scripts/sanitize.sh asan"
-PVLLM_SANITIZE_TARGETS="capi_test event_router_test engine_test" bash scripts/sanitize.sh asan \
-  -R '^(Capi|EventRouter|Engine|BothFormats|SlidingWindowEngine|RandomWeightsEngine)'
+PVLLM_SANITIZE_TARGETS="capi_test event_router_test engine_test fault_walk_test" \
+  bash scripts/sanitize.sh asan \
+  -R '^(Capi|EventRouter|Engine|BothFormats|SlidingWindowEngine|RandomWeightsEngine|FaultWalk)'
 echo "test: scripts/sanitize.sh asan took $(( $(date +%s) - start )) s"
 start=$(date +%s)
 echo "test: scripts/sanitize.sh tsan"

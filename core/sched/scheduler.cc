@@ -10,6 +10,7 @@
 #include <span>
 
 #include "core/base/check.h"
+#include "core/base/fault_injection.h"
 
 namespace pvllm {
 namespace {
@@ -148,6 +149,8 @@ void Scheduler::schedule_running(Step* step) {
       continue;
     }
     auto fits = [&](int32_t n) {
+      // Injected fault (tests): the pool reports no room.
+      if (fault::should_fail(fault::Site::kKvBlocks)) return false;
       return kv_cache_->can_append(seq->block_table, seq->num_computed_tokens, n);
     };
     if (!is_decode) num_new = fit_prefill_chunk(num_new, fits);
@@ -184,6 +187,7 @@ void Scheduler::admit_waiting(Step* step) {
         {seq->num_tokens() - match.num_cached_tokens, config_.max_prefill_chunk, step->budget()});
     PVLLM_CHECK(max_new > 0, "a waiting sequence with nothing to compute");
     auto blocks_fit = [&](int32_t n) {
+      if (fault::should_fail(fault::Site::kKvBlocks)) return false;  // injected (tests)
       const int32_t keep = num_seats_used * config_.admission_headroom_blocks;
       return kv_cache_->can_allocate(match, match.num_cached_tokens + n, keep);
     };

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/fault_injection.h"
 #include "kernels/cpu/isa.h"
 
 #if defined(__unix__) || defined(__APPLE__)
@@ -215,6 +216,7 @@ Status CpuBackend::init() {
   try {
     for (int32_t l = 0; l < c.num_layers; ++l) {
       // Left uninitialised: attention only reads slots written before.
+      if (fault::should_fail(fault::Site::kHostAlloc)) throw std::bad_alloc();
       k_cache_.emplace_back(new float[layer_floats]);
       v_cache_.emplace_back(new float[layer_floats]);
     }
@@ -384,6 +386,7 @@ Status CpuBackend::forward(const BatchMetadata& md, float* logits) {
   const int64_t half = c.head_dim / 2;
   if (n == 0) return Status::Ok();
   try {
+    if (fault::should_fail(fault::Site::kHostAlloc)) throw std::bad_alloc();
     x_.resize(n * hidden);
     xb_.resize(n * hidden);
     q_.resize(n * c.num_heads * c.head_dim);
@@ -441,6 +444,7 @@ Status CpuBackend::forward_sample(const BatchMetadata& md, std::span<const Sampl
   const int32_t vocab = config_.vocab_size;
   PVLLM_RETURN_IF_ERROR(validate_sample_rows(rows, num_logits));
   try {
+    if (fault::should_fail(fault::Site::kHostAlloc)) throw std::bad_alloc();
     logits_.resize(static_cast<size_t>(num_logits) * vocab);
     out->assign(rows.size(), SampleResult{});
   } catch (const std::bad_alloc&) {
