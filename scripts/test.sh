@@ -74,14 +74,14 @@ fi
 # every suite; docs/guarantees.md says what runs where.
 start=$(date +%s)
 echo "test: scripts/sanitize.sh asan"
-PVLLM_SANITIZE_TARGETS="capi_test event_router_test engine_test fault_walk_test" \
+PVLLM_SANITIZE_TARGETS="capi_test event_router_test engine_test fault_walk_test pvllm_stress" \
   bash scripts/sanitize.sh asan \
-  -R '^(Capi|EventRouter|Engine|BothFormats|SlidingWindowEngine|RandomWeightsEngine|FaultWalk)'
+  -R '^(Capi|EventRouter|Engine|BothFormats|SlidingWindowEngine|RandomWeightsEngine|FaultWalk|pvllm_stress)'
 echo "test: scripts/sanitize.sh asan took $(( $(date +%s) - start )) s"
 start=$(date +%s)
 echo "test: scripts/sanitize.sh tsan"
-PVLLM_SANITIZE_TARGETS="capi_test event_router_test" bash scripts/sanitize.sh tsan \
-  -R '^(Capi|EventRouter)'
+PVLLM_SANITIZE_TARGETS="capi_test event_router_test pvllm_stress" bash scripts/sanitize.sh tsan \
+  -R '^(Capi|EventRouter|pvllm_stress)'
 echo "test: scripts/sanitize.sh tsan took $(( $(date +%s) - start )) s"
 
 # The NuGet package: packed with nuget from packaging/nuget/Pvllm.nuspec
