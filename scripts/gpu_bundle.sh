@@ -8,7 +8,8 @@
 #
 # Builds in ./build with scripts/build.sh -DPVLLM_CUDA=ON (the one build
 # every suite shares), then gathers:
-#   bin/      every test suite (build/tests/*_test), pvllm_make_tiny_model,
+#   bin/      the suites that reach the GPU (cuda_kernels_test, capi_test,
+#             device_test, engine_test, cpp_header_test), pvllm_make_tiny_model,
 #             the pvllm command and every program in build/bench/
 #   lib/      libpvllm.so*, libpvllm_cuda.so and each shared library those
 #             need that is none of: the NVIDIA driver (libcuda), cuBLAS(Lt)
@@ -76,7 +77,13 @@ rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/scripts"
 
 # Programs.
-programs=("$build"/tests/*_test "$build/tests/pvllm_make_tiny_model" "$build/tools/pvllm")
+# The suites that run code on the GPU (gpu_check.sh runs the first four);
+# the CPU-only ones stay home, for the 64 MiB the device tool carries.
+programs=()
+for t in cuda_kernels_test capi_test device_test engine_test cpp_header_test; do
+  programs+=("$build/tests/$t")
+done
+programs+=("$build/tests/pvllm_make_tiny_model" "$build/tools/pvllm")
 while IFS= read -r f; do programs+=("$f"); done < \
   <(find "$build/bench" -maxdepth 1 -type f -perm -u+x | sort)
 for f in "${programs[@]}"; do
@@ -85,6 +92,12 @@ for f in "${programs[@]}"; do
 done
 # Libraries: ours, then what ldd says everything needs.
 cp -a "$build"/capi/libpvllm.so* "$build/capi/libpvllm_cuda.so" "$bundle/lib/"
+# Debug info stays home (symbols stay, for backtraces): it would take the
+# bundle past what the device tool carries (libpvllm is built with -g for
+# the ABI check).
+for f in "$bundle"/bin/* "$bundle"/lib/libpvllm*; do
+  [ -L "$f" ] || strip --strip-debug "$f"
+done
 for f in "$bundle"/bin/* "$bundle"/lib/*; do
   [ -L "$f" ] && continue
   while read -r name arrow path _; do
