@@ -2,9 +2,12 @@
 # The Rust crates and the Go module, packaged and consumed the way their
 # users do, outside the source tree, against an install of BUILD_DIR
 # (default build) found only through pkg-config:
-#  - `cargo package --workspace` (offline) makes
+#  - `cargo package --workspace` (offline, after bindings/rust/vendor.sh
+#    put the C++ sources into pvllm-sys) makes
 #    pvllm-sys-<v>.crate and pvllm-<v>.crate; packaging/consumers/rust is
-#    built against the unpacked .crate files and run;
+#    built against the unpacked .crate files and run, once linking the
+#    installed library and once with the `bundled` feature, building it
+#    from the packaged sources;
 #  - packaging/consumers/go imports a copy of the module bindings/go (as a
 #    module proxy would deliver it), cgo finds libpvllm through
 #    `#cgo pkg-config: pvllm`, and the program runs.
@@ -37,6 +40,7 @@ export CARGO_TARGET_DIR="$tmp/cargo-target"
 mkdir -p "$tmp/rust-src"
 cp -r bindings/rust/Cargo.toml bindings/rust/pvllm bindings/rust/pvllm-sys "$tmp/rust-src/"
 [ -f bindings/rust/Cargo.lock ] && cp bindings/rust/Cargo.lock "$tmp/rust-src/"
+bash bindings/rust/vendor.sh "$tmp/rust-src/pvllm-sys" >/dev/null
 (cd "$tmp/rust-src" && cargo package --workspace --allow-dirty "${cargo_offline[@]}" \
   >"$tmp/package.log" 2>&1) || { tail -30 "$tmp/package.log" >&2; fail "cargo package failed"; }
 mkdir -p "$tmp/crates"
@@ -58,6 +62,24 @@ run_program "Rust consumer" "$tmp/rust.out" "$rust_bin" "$model" "$prompt"
 check_text "Rust consumer (cargo package, pkg-config)" "$tmp/rust.out"
 grep -q "pvllm $version" "$tmp/rust.out.err" || fail "the Rust consumer loaded another libpvllm"
 
+# The same consumer with the `bundled` feature: pvllm-sys builds libpvllm
+# from the sources packaged in its crate (no pkg-config, no install).
+grep -q "vendor/pvllm/CMakeLists.txt" <(tar -tzf "$CARGO_TARGET_DIR/package/pvllm-sys-$version.crate") ||
+  fail "pvllm-sys-$version.crate holds no vendored sources"
+(cd "$tmp/rust-consumer" && env -u PKG_CONFIG_PATH -u LD_LIBRARY_PATH \
+  CARGO_TARGET_DIR="$tmp/cargo-bundled" cargo build --release --features pvllm/bundled \
+  "${cargo_offline[@]}" >"$tmp/rust-bundled.log" 2>&1) ||
+  { tail -30 "$tmp/rust-bundled.log" >&2; fail "the Rust consumer with 'bundled' did not build"; }
+bundled_bin="$tmp/cargo-bundled/release/pvllm-consumer"
+bundled_lib="$(find "$tmp/cargo-bundled" -path '*/pvllm-install/lib/*' -name "libpvllm.so.$abi" | head -n 1)"
+[ -n "$bundled_lib" ] || fail "the 'bundled' build installed no libpvllm.so.$abi"
+# The library lives in the build's OUT_DIR (DEP_PVLLM_LIB_DIR): the loader
+# is pointed at it, as the README tells users.
+export LD_LIBRARY_PATH="$(dirname "$bundled_lib")"
+check_loads "the 'bundled' Rust consumer" "$bundled_bin" "$LD_LIBRARY_PATH"
+run_program "the 'bundled' Rust consumer" "$tmp/rust-bundled.out" "$bundled_bin" "$model" "$prompt"
+check_text "Rust consumer (feature bundled, built from the crate's sources)" "$tmp/rust-bundled.out"
+
 # Go: a copy of the module, a consumer outside the tree, pkg-config.
 cp -r bindings/go "$tmp/pvllm-go"
 rm -rf "$tmp/pvllm-go/build"
@@ -68,8 +90,9 @@ cp -r packaging/consumers/go "$tmp/go-consumer"
   export GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" GOENV=off
   go build -o "$tmp/go-consumer-bin" . >"$tmp/go.log" 2>&1
 ) || { cat "$tmp/go.log" >&2; fail "the Go consumer did not build"; }
+export LD_LIBRARY_PATH="$libdir"
 check_loads "Go consumer" "$tmp/go-consumer-bin" "$libdir"
 run_program "Go consumer" "$tmp/go.out" "$tmp/go-consumer-bin" "$model" "$prompt"
 check_text "Go consumer (module copy, #cgo pkg-config)" "$tmp/go.out"
 grep -q "pvllm $version" "$tmp/go.out.err" || fail "the Go consumer loaded another libpvllm"
-echo "$check_name: OK (Rust crates packaged and consumed, Go module consumed, through pkg-config)"
+echo "$check_name: OK (Rust crates packaged and consumed through pkg-config and 'bundled'; Go module consumed through pkg-config)"

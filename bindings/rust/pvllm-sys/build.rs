@@ -2,8 +2,14 @@
 //! libpvllm.so) wins; otherwise `pkg-config pvllm` (the library installs a
 //! pvllm.pc); otherwise the linker's default search path, with a warning.
 //!
-//! pkg-config is run as a command rather than through a crate so that the
-//! SDK needs no third-party crates. `PKG_CONFIG` names another binary.
+//! With the `bundled` feature it builds libpvllm from source instead (CPU
+//! backend only) with CMake, into OUT_DIR, and links that: the sources are
+//! the crate's `vendor/pvllm` (a packaged crate; `vendor.sh` fills it) or
+//! the checkout the crate sits in (a path or git dependency).
+//!
+//! pkg-config and cmake are run as commands rather than through crates so
+//! that the SDK needs no third-party crates. `PKG_CONFIG` and `CMAKE` name
+//! other binaries.
 use std::env;
 use std::path::Path;
 use std::process::Command;
@@ -19,6 +25,19 @@ fn main() {
         println!("cargo:rerun-if-env-changed={}", var);
     }
     println!("cargo:rerun-if-changed=build.rs");
+
+    if env::var_os("CARGO_FEATURE_BUNDLED").is_some() {
+        match build_bundled() {
+            Ok(dir) => {
+                // A link argument would reach only this crate's own targets,
+                // so programs find the library through DEP_PVLLM_LIB_DIR
+                // (the `lib_dir` metadata `link` emits) or the loader path.
+                link(&[dir], &["pvllm".to_string()]);
+                return;
+            }
+            Err(why) => panic!("pvllm-sys (bundled): {}", why),
+        }
+    }
 
     if let Some(dir) = env::var_os("PVLLM_LIB_DIR").filter(|d| !d.is_empty()) {
         let dir = Path::new(&dir);
@@ -90,4 +109,63 @@ fn pkg_config_libs() -> Result<(Vec<String>, Vec<String>), String> {
         libs.push("pvllm".to_string());
     }
     Ok((dirs, libs))
+}
+
+/// Configures, builds and installs libpvllm from source into OUT_DIR;
+/// returns the folder holding libpvllm.so.
+fn build_bundled() -> Result<String, String> {
+    let manifest = env::var("CARGO_MANIFEST_DIR").map_err(|e| e.to_string())?;
+    let manifest = Path::new(&manifest);
+    let vendored = manifest.join("vendor").join("pvllm");
+    let source = if vendored.join("CMakeLists.txt").exists() {
+        vendored
+    } else {
+        let checkout = manifest.join("..").join("..").join("..");
+        if !checkout.join("capi").join("include").join("pvllm").join("pvllm.h").exists() {
+            return Err(format!(
+                "no sources: neither {} nor a pvllm checkout around {}",
+                vendored.display(),
+                manifest.display()
+            ));
+        }
+        checkout
+    };
+    println!("cargo:rerun-if-changed={}", source.join("CMakeLists.txt").display());
+    let out = std::path::PathBuf::from(env::var("OUT_DIR").map_err(|e| e.to_string())?);
+    let build = out.join("pvllm-build");
+    let prefix = out.join("pvllm-install");
+    let cmake = env::var("CMAKE").unwrap_or_else(|_| "cmake".to_string());
+    let jobs = env::var("NUM_JOBS").unwrap_or_else(|_| "2".to_string());
+    let run = |args: &[&str]| -> Result<(), String> {
+        let status = Command::new(&cmake)
+            .args(args)
+            .status()
+            .map_err(|e| format!("cannot run {}: {}", cmake, e))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("{} {} failed ({})", cmake, args.join(" "), status))
+        }
+    };
+    let src = source.display().to_string();
+    let bld = build.display().to_string();
+    let install_prefix = format!("-DCMAKE_INSTALL_PREFIX={}", prefix.display());
+    run(&[
+        "-S",
+        &src,
+        "-B",
+        &bld,
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DCMAKE_INSTALL_LIBDIR=lib",
+        &install_prefix,
+        "-DPVLLM_BUILD_TESTS=OFF",
+        "-DPVLLM_BUILD_TOOLS=OFF",
+        "-DPVLLM_BUILD_BENCH=OFF",
+        "-DPVLLM_CUDA=OFF",
+    ])?;
+    run(&["--build", &bld, "--parallel", &jobs])?;
+    // Every component: the runtime's libpvllm.so.1 and the dev
+    // component's libpvllm.so the linker looks for.
+    run(&["--install", &bld])?;
+    Ok(prefix.join("lib").display().to_string())
 }
