@@ -50,7 +50,7 @@ Weights make_weights(DType dtype, int64_t out, int64_t in, std::mt19937* rng) {
 
 // Seconds per call, the best of a few timed batches after one warm-up call.
 double time_matmul(pvllm::cpu::ThreadPool* pool, const std::vector<float>& x, int64_t n,
-                   const Tensor& w, std::vector<float>* y, double min_seconds) {
+                   const pvllm::cpu::PackedMatrix& w, std::vector<float>* y, double min_seconds) {
   pvllm::cpu::matmul(pool, x.data(), n, w, y->data());
   double best = 1e30;
   for (int rep = 0; rep < 3; ++rep) {
@@ -91,12 +91,14 @@ int main(int argc, char** argv) {
     for (const Shape& s : shapes) {
       for (const DType dtype : dtypes) {
         const Weights w = make_weights(dtype, s.out, s.in, &rng);
+        pvllm::cpu::PackedMatrix packed;
+        if (!pvllm::cpu::PackedMatrix::pack(w.tensor, &pool, &packed).ok()) return 1;
         for (const int64_t n : batches) {
           std::vector<float> x(static_cast<size_t>(n * s.in));
           std::uniform_real_distribution<float> u(-1.0f, 1.0f);
           for (float& v : x) v = u(rng);
           std::vector<float> y(static_cast<size_t>(n * s.out));
-          const double sec = time_matmul(&pool, x, n, w.tensor, &y, min_seconds);
+          const double sec = time_matmul(&pool, x, n, packed, &y, min_seconds);
           const double flops = 2.0 * static_cast<double>(n * s.out * s.in);
           const double bytes = static_cast<double>(w.bytes.size());
           std::printf("%-11s %-5s %7d %4lld %10.1f %9.2f %10.2f\n", s.name,

@@ -38,7 +38,7 @@ struct RankDesc {
 };
 
 // The `count` best ids of `x`, best first. O(V + count log count).
-std::vector<int32_t> top_ids(const std::vector<float>& x, int32_t count) {
+std::vector<int32_t> top_ids(std::span<const float> x, int32_t count) {
   const auto num_tokens = static_cast<int32_t>(x.size());
   count = std::min(count, num_tokens);
   std::vector<int32_t> ids(num_tokens);
@@ -52,12 +52,36 @@ std::vector<int32_t> top_ids(const std::vector<float>& x, int32_t count) {
   return ids;
 }
 
-int32_t argmax(const std::vector<float>& x) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < static_cast<int32_t>(x.size()); ++i) {
-    if (x[i] > x[best]) best = i;  // strict: the lowest id wins ties
+// NaN ranks below everything; +inf becomes the largest finite value so that
+// differences from the maximum stay finite.
+inline float sanitized(float v) {
+  if (std::isnan(v)) return -std::numeric_limits<float>::infinity();
+  return v == std::numeric_limits<float>::infinity() ? FLT_MAX : v;
+}
+
+void sanitize(std::span<float> x) {
+  for (float& v : x) v = sanitized(v);
+}
+
+// The lowest id of the largest sanitized value, without a copy: the maximum
+// first (eight independent lanes, so the loop is not one long dependency
+// chain), then the first id that reaches it. -0 and +0 are equal, so the
+// first of them wins either way, as in a strict one-pass argmax.
+int32_t argmax_sanitized(std::span<const float> x) {
+  const auto n = static_cast<int64_t>(x.size());
+  float lane[8];
+  for (float& l : lane) l = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) lane[j] = std::max(lane[j], sanitized(x[i + j]));
   }
-  return best;
+  float best = -std::numeric_limits<float>::infinity();
+  for (; i < n; ++i) best = std::max(best, sanitized(x[i]));
+  for (float l : lane) best = std::max(best, l);
+  for (i = 0; i < n; ++i) {
+    if (sanitized(x[i]) == best) return static_cast<int32_t>(i);
+  }
+  return 0;  // every value NaN or -inf: nothing ranks above id 0
 }
 
 // ---- penalties -----------------------------------------------------------
@@ -74,7 +98,12 @@ std::vector<int32_t> sorted_valid(std::span<const int32_t> ids, int32_t num_toke
   return out;
 }
 
-void apply_penalties(std::vector<float>& x, const SamplingParams& params,
+bool has_penalties(const SamplingParams& params) {
+  return params.repetition_penalty != 1.0f || params.presence_penalty != 0.0f ||
+         params.frequency_penalty != 0.0f;
+}
+
+void apply_penalties(std::span<float> x, const SamplingParams& params,
                      std::span<const int32_t> prompt_ids, std::span<const int32_t> output_ids) {
   const auto num_tokens = static_cast<int32_t>(x.size());
   const std::vector<int32_t> output = sorted_valid(output_ids, num_tokens);
@@ -104,7 +133,7 @@ void apply_penalties(std::vector<float>& x, const SamplingParams& params,
 
 // ---- logprobs ------------------------------------------------------------
 
-double log_sum_exp(const std::vector<float>& x) {
+double log_sum_exp(std::span<const float> x) {
   float max_x = -std::numeric_limits<float>::infinity();
   for (float v : x) max_x = std::max(max_x, v);
   if (!std::isfinite(max_x)) return max_x;
@@ -113,22 +142,14 @@ double log_sum_exp(const std::vector<float>& x) {
   return max_x + std::log(sum);
 }
 
-void fill_logprobs(const std::vector<float>& raw, int32_t token_id, int32_t num_top,
+// `raw`: the sanitized logits before penalties and temperature.
+void fill_logprobs(std::span<const float> raw, int32_t token_id, int32_t num_top,
                    SampleResult& result) {
   const double lse = log_sum_exp(raw);
   result.logprob = static_cast<float>(raw[token_id] - lse);
   if (num_top <= 0) return;
   for (int32_t id : top_ids(raw, num_top)) {
     result.top_logprobs.push_back({id, static_cast<float>(raw[id] - lse)});
-  }
-}
-
-// NaN ranks below everything; +inf becomes the largest finite value so that
-// differences from the maximum stay finite.
-void sanitize(std::vector<float>& x) {
-  for (float& v : x) {
-    if (std::isnan(v)) v = -std::numeric_limits<float>::infinity();
-    if (v == std::numeric_limits<float>::infinity()) v = FLT_MAX;
   }
 }
 
@@ -164,18 +185,34 @@ size_t nucleus_size(std::vector<int32_t>& ids, const float* x, const std::vector
   return end;  // rounding left the sum a hair short: keep all that is left
 }
 
+// Scratch buffers of the calling thread, reused from draw to draw so that
+// sampling allocates nothing once they have grown to the vocabulary.
+struct Scratch {
+  std::vector<float> x;         // the logits being shaped
+  std::vector<float> raw;       // sanitized raw logits, for logprobs
+  std::vector<double> weights;  // unnormalised probabilities
+  std::vector<int32_t> ids;     // candidates of top-k / top-p
+};
+
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
 // Unnormalised probabilities exp(x - max) after top-k, top-p and min-p;
 // dropped tokens weigh 0. [vocab_size]
-std::vector<double> filtered_weights(const std::vector<float>& x, float max_x,
-                                     const SamplingParams& params) {
+const std::vector<double>& filtered_weights(std::span<const float> x, float max_x,
+                                            const SamplingParams& params) {
   const auto num_tokens = static_cast<int32_t>(x.size());
-  std::vector<double> weights(num_tokens, 0.0);
+  std::vector<double>& weights = scratch().weights;
+  weights.assign(num_tokens, 0.0);
   const bool use_top_k = params.top_k > 0 && params.top_k < num_tokens;
   const bool use_top_p = params.top_p < 1.0f;
   if (!use_top_k && !use_top_p) {
     for (int32_t i = 0; i < num_tokens; ++i) weights[i] = std::exp(double{x[i]} - max_x);
   } else {
-    std::vector<int32_t> ids(num_tokens);  // the candidates still in play
+    std::vector<int32_t>& ids = scratch().ids;  // the candidates still in play
+    ids.resize(num_tokens);
     for (int32_t i = 0; i < num_tokens; ++i) ids[i] = i;
     if (use_top_k) {
       std::nth_element(ids.begin(), ids.begin() + params.top_k, ids.end(), RankDesc{x.data()});
@@ -204,12 +241,12 @@ std::vector<double> filtered_weights(const std::vector<float>& x, float max_x,
 
 // Inverse CDF over the surviving tokens, walked in id order so the result
 // does not depend on how the filters arranged their candidates.
-int32_t draw(const std::vector<float>& x, const SamplingParams& params, double u) {
+int32_t draw(std::span<const float> x, const SamplingParams& params, double u) {
   float max_x = x[0];
   for (float v : x) max_x = std::max(max_x, v);
   if (max_x == -std::numeric_limits<float>::infinity()) return 0;  // nothing is possible
 
-  const std::vector<double> weights = filtered_weights(x, max_x, params);
+  const std::vector<double>& weights = filtered_weights(x, max_x, params);
   double total = 0.0;
   for (double w : weights) total += w;
   const double target = u * total;
@@ -236,24 +273,33 @@ SampleResult sample_token(std::span<const float> logits, const SamplingParams& p
                           uint64_t seed, int32_t sample_index, int32_t step) {
   SampleResult result;
   if (logits.empty()) return result;
-  std::vector<float> raw(logits.begin(), logits.end());
-  sanitize(raw);
-
-  std::vector<float> x = raw;  // [vocab_size] logits being shaped for the draw
-  apply_penalties(x, params, prompt_ids, output_ids);
-  if (params.temperature == 0.0f) {
-    sanitize(x);
-    result.token_id = argmax(x);
+  const bool shaped = has_penalties(params) || params.temperature != 0.0f;
+  if (!shaped) {
+    // Plain greedy: read the row in place, no copy.
+    result.token_id = argmax_sanitized(logits);
   } else {
-    for (float& v : x) v /= params.temperature;
+    // One copy, shaped in place: penalties, temperature, then the draw.
+    std::vector<float>& x = scratch().x;
+    x.assign(logits.begin(), logits.end());
     sanitize(x);
-    // 53 bits for the inverse CDF so that tokens far below 2^-24 in
-    // probability keep their share; its top 24 bits equal sampler_uniform.
-    const double u = static_cast<double>(draw_bits(seed, sample_index, step) >> 11) * 0x1p-53;
-    result.token_id = draw(x, params, u);
+    apply_penalties(x, params, prompt_ids, output_ids);
+    if (params.temperature == 0.0f) {
+      result.token_id = argmax_sanitized(x);
+    } else {
+      for (float& v : x) v = sanitized(v / params.temperature);
+      // 53 bits for the inverse CDF so that tokens far below 2^-24 in
+      // probability keep their share; its top 24 bits equal sampler_uniform.
+      const double u = static_cast<double>(draw_bits(seed, sample_index, step) >> 11) * 0x1p-53;
+      result.token_id = draw(x, params, u);
+    }
   }
-
-  if (params.logprobs >= 0) fill_logprobs(raw, result.token_id, params.logprobs, result);
+  if (params.logprobs >= 0) {
+    // Log-softmax of the raw logits, only when asked.
+    std::vector<float>& raw = scratch().raw;
+    raw.assign(logits.begin(), logits.end());
+    sanitize(raw);
+    fill_logprobs(raw, result.token_id, params.logprobs, result);
+  }
   return result;
 }
 

@@ -19,6 +19,7 @@
 
 #include "core/backend/registry.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/packed_matrix.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -134,6 +135,7 @@ class CpuBackend final : public Backend {
   int32_t block_size() const override { return block_size_; }
 
  private:
+  Status pack_matrices();
   Status validate(const BatchMetadata& md, const float* logits) const;
   void run_layer(int32_t layer, const BatchMetadata& md);
   void fill_rope_tables(const BatchMetadata& md);
@@ -154,7 +156,16 @@ class CpuBackend final : public Backend {
   };
   std::vector<LayerExtras> extras_;  // [num_layers]
   std::vector<float> final_norm_;    // [hidden]
-  const Tensor* lm_head_ = nullptr;  // embed when tied and no lm_head is given
+  // The projections repacked for the GEMM (packed_matrix.h), q/k/v and
+  // gate/up each fused into one matrix.
+  struct LayerMatrices {
+    cpu::PackedMatrix qkv;      // [q_dim + 2 * kv_dim, hidden]
+    cpu::PackedMatrix wo;       // [hidden, q_dim]
+    cpu::PackedMatrix gate_up;  // [2 * intermediate, hidden]
+    cpu::PackedMatrix down;     // [hidden, intermediate]
+  };
+  std::vector<LayerMatrices> matrices_;  // [num_layers]
+  cpu::PackedMatrix lm_head_;            // from embed when tied and no lm_head is given
 
   int64_t block_floats_ = 0;  // floats in one block of one layer's K (or V)
   // Per layer: [num_blocks, num_kv_heads, block_size, head_dim] fp32.
@@ -162,18 +173,19 @@ class CpuBackend final : public Backend {
   std::vector<std::unique_ptr<float[]>> v_cache_;
 
   // Scratch for one forward, n = md.num_tokens rows each.
-  std::vector<float> x_;       // [n, hidden] residual stream
-  std::vector<float> xb_;      // [n, hidden]
-  std::vector<float> q_;       // [n, num_heads * head_dim]
-  std::vector<float> k_;       // [n, num_kv_heads * head_dim]
-  std::vector<float> v_;       // [n, num_kv_heads * head_dim]
-  std::vector<float> att_;     // [n, num_heads * head_dim]
-  std::vector<float> gate_;    // [n, intermediate]
-  std::vector<float> up_;      // [n, intermediate]
-  std::vector<float> cos_;     // [n, head_dim / 2]
-  std::vector<float> sin_;     // [n, head_dim / 2]
-  std::vector<float> final_;   // [num_logits, hidden]
-  std::vector<float> logits_;  // [num_logits, vocab] for forward_sample
+  std::vector<float> x_;        // [n, hidden] residual stream
+  std::vector<float> xb_;       // [n, hidden]
+  std::vector<float> qkv_;      // [n, (num_heads + 2 * num_kv_heads) * head_dim]
+  std::vector<float> q_;        // [n, num_heads * head_dim]
+  std::vector<float> k_;        // [n, num_kv_heads * head_dim]
+  std::vector<float> v_;        // [n, num_kv_heads * head_dim]
+  std::vector<float> att_;      // [n, num_heads * head_dim]
+  std::vector<float> gate_up_;  // [n, 2 * intermediate]
+  std::vector<float> gate_;     // [n, intermediate]
+  std::vector<float> cos_;      // [n, head_dim / 2]
+  std::vector<float> sin_;      // [n, head_dim / 2]
+  std::vector<float> final_;    // [num_logits, hidden]
+  std::vector<float> logits_;   // [num_logits, vocab] for forward_sample
 };
 
 Status CpuBackend::init() {
@@ -200,7 +212,7 @@ Status CpuBackend::init() {
     extras_.push_back(std::move(e));
   }
   final_norm_ = to_floats(model_.weights.final_norm);
-  lm_head_ = model_.weights.lm_head.empty() ? &model_.weights.embed : &model_.weights.lm_head;
+  PVLLM_RETURN_IF_ERROR(pack_matrices());
 
   block_floats_ = static_cast<int64_t>(c.num_kv_heads) * block_size_ * c.head_dim;
   // The whole pool is used sooner or later, so one larger than the host's
@@ -228,6 +240,22 @@ Status CpuBackend::init() {
                        " bytes for " + std::to_string(num_blocks_) + " blocks)");
   }
   return Status::Ok();
+}
+
+Status CpuBackend::pack_matrices() {
+  using cpu::PackedMatrix;
+  for (const LayerWeights& lw : model_.weights.layers) {
+    LayerMatrices m;
+    const Tensor* qkv[] = {&lw.wq, &lw.wk, &lw.wv};
+    const Tensor* gate_up[] = {&lw.w_gate, &lw.w_up};
+    PVLLM_RETURN_IF_ERROR(PackedMatrix::pack(qkv, &pool_, &m.qkv));
+    PVLLM_RETURN_IF_ERROR(PackedMatrix::pack(lw.wo, &pool_, &m.wo));
+    PVLLM_RETURN_IF_ERROR(PackedMatrix::pack(gate_up, &pool_, &m.gate_up));
+    PVLLM_RETURN_IF_ERROR(PackedMatrix::pack(lw.w_down, &pool_, &m.down));
+    matrices_.push_back(std::move(m));
+  }
+  const ModelWeights& w = model_.weights;
+  return PackedMatrix::pack(w.lm_head.empty() ? w.embed : w.lm_head, &pool_, &lm_head_);
 }
 
 Status CpuBackend::validate(const BatchMetadata& md, const float* logits) const {
@@ -309,17 +337,24 @@ Status CpuBackend::validate(const BatchMetadata& md, const float* logits) const 
 
 void CpuBackend::run_layer(int32_t layer, const BatchMetadata& md) {
   const ModelConfig& c = config_;
-  const LayerWeights& lw = model_.weights.layers[layer];
   const int64_t n = md.num_tokens;
   const int64_t hidden = c.hidden_size;
 
-  cpu::rmsnorm(x_.data(), attn_norm_[layer].data(), n, hidden, c.rms_norm_eps, xb_.data());
-  cpu::matmul(&pool_, xb_.data(), n, lw.wq, q_.data());
-  cpu::matmul(&pool_, xb_.data(), n, lw.wk, k_.data());
-  cpu::matmul(&pool_, xb_.data(), n, lw.wv, v_.data());
+  const LayerMatrices& m = matrices_[layer];
   const LayerExtras& e = extras_[layer];
   const int64_t q_dim = int64_t{c.num_heads} * c.head_dim;
   const int64_t kv_dim = int64_t{c.num_kv_heads} * c.head_dim;
+  const int64_t inter = c.intermediate_size;
+
+  cpu::rmsnorm(x_.data(), attn_norm_[layer].data(), n, hidden, c.rms_norm_eps, xb_.data());
+  cpu::matmul(&pool_, xb_.data(), n, m.qkv, qkv_.data());
+  const int64_t qkv_dim = q_dim + 2 * kv_dim;
+  for (int64_t t = 0; t < n; ++t) {
+    const float* row = qkv_.data() + t * qkv_dim;
+    std::memcpy(q_.data() + t * q_dim, row, q_dim * sizeof(float));
+    std::memcpy(k_.data() + t * kv_dim, row + q_dim, kv_dim * sizeof(float));
+    std::memcpy(v_.data() + t * kv_dim, row + q_dim + kv_dim, kv_dim * sizeof(float));
+  }
   if (c.qkv_bias) {
     cpu::add_bias(q_.data(), n, q_dim, e.bq.data());
     cpu::add_bias(k_.data(), n, kv_dim, e.bk.data());
@@ -365,15 +400,17 @@ void CpuBackend::run_layer(int32_t layer, const BatchMetadata& md) {
   a.sliding_window = c.sliding_window;
   cpu::paged_attention(a, &pool_);
 
-  cpu::matmul(&pool_, att_.data(), n, lw.wo, xb_.data());
+  cpu::matmul(&pool_, att_.data(), n, m.wo, xb_.data());
   if (c.o_bias) cpu::add_bias(xb_.data(), n, hidden, e.bo.data());
   for (int64_t i = 0; i < n * hidden; ++i) x_[i] += xb_[i];
 
   cpu::rmsnorm(x_.data(), ffn_norm_[layer].data(), n, hidden, c.rms_norm_eps, xb_.data());
-  cpu::matmul(&pool_, xb_.data(), n, lw.w_gate, gate_.data());
-  cpu::matmul(&pool_, xb_.data(), n, lw.w_up, up_.data());
-  cpu::silu_mul(gate_.data(), up_.data(), n * c.intermediate_size, gate_.data());
-  cpu::matmul(&pool_, gate_.data(), n, lw.w_down, xb_.data());
+  cpu::matmul(&pool_, xb_.data(), n, m.gate_up, gate_up_.data());
+  for (int64_t t = 0; t < n; ++t) {
+    const float* row = gate_up_.data() + t * 2 * inter;
+    cpu::silu_mul(row, row + inter, inter, gate_.data() + t * inter);
+  }
+  cpu::matmul(&pool_, gate_.data(), n, m.down, xb_.data());
   for (int64_t i = 0; i < n * hidden; ++i) x_[i] += xb_[i];
 }
 
@@ -389,12 +426,13 @@ Status CpuBackend::forward(const BatchMetadata& md, float* logits) {
     if (fault::should_fail(fault::Site::kHostAlloc)) throw std::bad_alloc();
     x_.resize(n * hidden);
     xb_.resize(n * hidden);
+    qkv_.resize(n * (c.num_heads + 2 * c.num_kv_heads) * c.head_dim);
     q_.resize(n * c.num_heads * c.head_dim);
     k_.resize(n * c.num_kv_heads * c.head_dim);
     v_.resize(n * c.num_kv_heads * c.head_dim);
     att_.resize(n * c.num_heads * c.head_dim);
+    gate_up_.resize(n * 2 * c.intermediate_size);
     gate_.resize(n * c.intermediate_size);
-    up_.resize(n * c.intermediate_size);
     cos_.resize(n * half);
     sin_.resize(n * half);
     final_.resize(num_logits * hidden);
@@ -414,7 +452,7 @@ Status CpuBackend::forward(const BatchMetadata& md, float* logits) {
   }
   cpu::rmsnorm(final_.data(), final_norm_.data(), num_logits, hidden, c.rms_norm_eps,
                final_.data());
-  cpu::matmul(&pool_, final_.data(), num_logits, *lm_head_, logits);
+  cpu::matmul(&pool_, final_.data(), num_logits, lm_head_, logits);
   return Status::Ok();
 }
 

@@ -139,8 +139,11 @@ void axpy_many(const float* alpha, const float* rows, int64_t num_rows, int64_t 
 void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) {
   k().rmsnorm(x, weight, n, dim, eps, out);
 }
-void matmul(ThreadPool* pool, const float* x, int64_t n, const Tensor& w, float* y) {
+void matmul(ThreadPool* pool, const float* x, int64_t n, const PackedMatrix& w, float* y) {
   k().matmul(pool, x, n, w, y);
+}
+void matmul_wide(ThreadPool* pool, const float* x, int64_t n, const PackedMatrix& w, float* y) {
+  k().matmul_wide(pool, x, n, w, y);
 }
 void rope_cos_sin(const int32_t* positions, int64_t n, const float* inv_freq, int64_t half,
                   float* cos_out, float* sin_out) {

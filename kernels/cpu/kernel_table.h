@@ -16,6 +16,7 @@ using AxpyFn = decltype(&axpy);
 using AxpyManyFn = decltype(&axpy_many);
 using RmsnormFn = decltype(&rmsnorm);
 using MatmulFn = decltype(&matmul);
+using MatmulWideFn = decltype(&matmul_wide);
 using RopeCosSinFn = decltype(&rope_cos_sin);
 using RopeFn = decltype(&rope);
 using AddBiasFn = decltype(&add_bias);
@@ -32,6 +33,7 @@ struct KernelTable {
   AxpyManyFn axpy_many;
   RmsnormFn rmsnorm;
   MatmulFn matmul;
+  MatmulWideFn matmul_wide;
   RopeCosSinFn rope_cos_sin;
   RopeFn rope;
   AddBiasFn add_bias;

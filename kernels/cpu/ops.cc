@@ -5,13 +5,7 @@
 #include <cstring>
 
 #include "kernels/cpu/kernel_table.h"
-
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include <immintrin.h>
-#define PVLLM_CPU_AVX2 1
-#else
-#define PVLLM_CPU_AVX2 0
-#endif
+#include "kernels/cpu/simd.h"
 
 // Compiled once per ISA variant (see isa.h): PVLLM_CPU_VARIANT names the
 // namespace of this build's definitions.
@@ -21,89 +15,6 @@
 
 namespace pvllm::cpu::PVLLM_CPU_VARIANT {
 namespace {
-
-// Eight fp32 lanes: an AVX2 register, or a plain array with the same
-// arithmetic (fused multiply-add per lane, the same horizontal-sum tree)
-// where AVX2/FMA/F16C are not enabled.
-struct V8 {
-#if PVLLM_CPU_AVX2
-  __m256 v;
-  static V8 zero() { return {_mm256_setzero_ps()}; }
-  static V8 load(const float* p) { return {_mm256_loadu_ps(p)}; }
-  // Eight floats at any byte address.
-  static V8 load_unaligned(const void* p) {
-    return {_mm256_castsi256_ps(_mm256_loadu_si256(static_cast<const __m256i*>(p)))};
-  }
-  static V8 load_f16(const void* p) {
-    return {_mm256_cvtph_ps(_mm_loadu_si128(static_cast<const __m128i*>(p)))};
-  }
-  static V8 load_bf16(const void* p) {
-    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p)));
-    return {_mm256_castsi256_ps(_mm256_slli_epi32(wide, 16))};
-  }
-  static V8 fma(V8 a, V8 b, V8 c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
-  static V8 add(V8 a, V8 b) { return {_mm256_add_ps(a.v, b.v)}; }
-  // ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
-  float hsum() const {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-  }
-#else
-  float v[8];
-  static V8 zero() { return V8{}; }
-  static V8 load(const float* p) {
-    V8 r;
-    std::memcpy(r.v, p, sizeof(r.v));
-    return r;
-  }
-  static V8 load_unaligned(const void* p) {
-    V8 r;
-    std::memcpy(r.v, p, sizeof(r.v));
-    return r;
-  }
-  static V8 load_f16(const void* p) {
-    V8 r;
-    for (int i = 0; i < 8; ++i) r.v[i] = load_as_float(DType::kF16, p, i);
-    return r;
-  }
-  static V8 load_bf16(const void* p) {
-    V8 r;
-    for (int i = 0; i < 8; ++i) r.v[i] = load_as_float(DType::kBF16, p, i);
-    return r;
-  }
-  static V8 fma(V8 a, V8 b, V8 c) {
-    V8 r;
-    for (int i = 0; i < 8; ++i) r.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
-    return r;
-  }
-  static V8 add(V8 a, V8 b) {
-    V8 r;
-    for (int i = 0; i < 8; ++i) r.v[i] = a.v[i] + b.v[i];
-    return r;
-  }
-  float hsum() const {
-    float s[4];
-    for (int i = 0; i < 4; ++i) s[i] = v[i] + v[i + 4];
-    return (s[0] + s[2]) + (s[1] + s[3]);
-  }
-#endif
-};
-
-// Eight elements of a weight row starting at element i, as fp32.
-template <DType D>
-V8 load8(const void* row, int64_t i) {
-  constexpr int64_t kElementBytes = D == DType::kF32 ? 4 : 2;  // known here, not a call
-  const char* p = static_cast<const char*>(row) + i * kElementBytes;
-  if constexpr (D == DType::kF32) {
-    return V8::load_unaligned(p);  // rows need not be 4-byte aligned
-  } else if constexpr (D == DType::kF16) {
-    return V8::load_f16(p);
-  } else {
-    return V8::load_bf16(p);
-  }
-}
 
 // The last count (< 8) elements from i, zero padded to eight lanes.
 template <DType D>
@@ -134,8 +45,8 @@ inline void dot_tile(const void* w, int64_t w_stride, int64_t in, const float* x
   for (; i + 16 <= in; i += 16) {
     V8 w0[NR], w1[NR];
     for (int r = 0; r < NR; ++r) {
-      w0[r] = load8<D>(wr[r], i);
-      w1[r] = load8<D>(wr[r], i + 8);
+      w0[r] = load_weights<V8, D>(wr[r], i);
+      w1[r] = load_weights<V8, D>(wr[r], i + 8);
     }
     for (int t = 0; t < NT; ++t) {
       const V8 x0 = V8::load(x + t * x_stride + i);
@@ -148,7 +59,7 @@ inline void dot_tile(const void* w, int64_t w_stride, int64_t in, const float* x
   }
   if (i + 8 <= in) {
     for (int r = 0; r < NR; ++r) {
-      const V8 w0 = load8<D>(wr[r], i);
+      const V8 w0 = load_weights<V8, D>(wr[r], i);
       for (int t = 0; t < NT; ++t) {
         acc0[t][r] = V8::fma(w0, V8::load(x + t * x_stride + i), acc0[t][r]);
       }
@@ -174,56 +85,6 @@ template <DType D, int NT>
 inline void dot_rows(const void* w, int64_t in, const float* x, int64_t x_stride, float* y,
                      int64_t y_stride) {
   dot_tile<D, NT, 1>(w, 0, in, x, x_stride, y, y_stride);
-}
-
-// Output rows [r0, r1) for tokens [t0, t0 + NT): pairs of weight rows, then
-// a last single row.
-template <DType D, int NT>
-void tile_rows(const char* base, int64_t row_bytes, int64_t r0, int64_t r1, int64_t in,
-               const float* xt, float* yt, int64_t num_out) {
-  int64_t r = r0;
-  for (; r + 2 <= r1; r += 2) {
-    dot_tile<D, NT, 2>(base + r * row_bytes, row_bytes, in, xt, in, yt + r, num_out);
-  }
-  if (r < r1) dot_tile<D, NT, 1>(base + r * row_bytes, row_bytes, in, xt, in, yt + r, num_out);
-}
-
-template <DType D>
-void matmul_typed(ThreadPool* pool, const float* x, int64_t n, const Tensor& w, float* y) {
-  const int64_t num_out = w.shape[0];
-  const int64_t in = w.shape[1];
-  const int64_t row_bytes = in * static_cast<int64_t>(dtype_size(D));
-  const char* base = static_cast<const char*>(w.data);
-  auto rows = [&](int64_t begin, int64_t end) {
-    // A tile of weight rows stays in cache while every token group passes
-    // over it; within a group, 3 tokens x 2 rows at a time (dot_tile).
-    constexpr int64_t kRowTile = 16;
-    for (int64_t r0 = begin; r0 < end; r0 += kRowTile) {
-      const int64_t r1 = std::min(end, r0 + kRowTile);
-      for (int64_t t = 0; t < n; t += 3) {
-        const float* xt = x + t * in;
-        float* yt = y + t * num_out;
-        switch (std::min<int64_t>(3, n - t)) {
-          case 3:
-            tile_rows<D, 3>(base, row_bytes, r0, r1, in, xt, yt, num_out);
-            break;
-          case 2:
-            tile_rows<D, 2>(base, row_bytes, r0, r1, in, xt, yt, num_out);
-            break;
-          default:
-            tile_rows<D, 1>(base, row_bytes, r0, r1, in, xt, yt, num_out);
-            break;
-        }
-      }
-    }
-  };
-  // Enough rows per task that scheduling costs little next to the math.
-  const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, in * n));
-  if (pool == nullptr) {
-    rows(0, num_out);
-  } else {
-    pool->parallel_for(num_out, rows, min_rows);
-  }
 }
 
 }  // namespace
@@ -278,18 +139,6 @@ void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float 
     const float ss = dot(xr, xr, dim);
     const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
     for (int64_t j = 0; j < dim; ++j) o[j] = (xr[j] * inv) * weight[j];
-  }
-}
-
-void matmul(ThreadPool* pool, const float* x, int64_t n, const Tensor& w, float* y) {
-  if (n <= 0) return;
-  switch (w.dtype) {
-    case DType::kF32:
-      return matmul_typed<DType::kF32>(pool, x, n, w, y);
-    case DType::kF16:
-      return matmul_typed<DType::kF16>(pool, x, n, w, y);
-    case DType::kBF16:
-      return matmul_typed<DType::kBF16>(pool, x, n, w, y);
   }
 }
 
@@ -353,15 +202,18 @@ void embedding(const Tensor& table, const int32_t* ids, int64_t n, int64_t dim, 
     load_row(table, static_cast<int64_t>(ids[t]) * dim, dim, out + t * dim);
 }
 
-// This variant's kernel table (kernel_table.h); paged_attention.cc of the
-// same variant defines the last two.
+// This variant's kernel table (kernel_table.h); gemm.cc and
+// paged_attention.cc of the same variant define the rest.
+void matmul(ThreadPool* pool, const float* x, int64_t n, const PackedMatrix& w, float* y);
+void matmul_wide(ThreadPool* pool, const float* x, int64_t n, const PackedMatrix& w, float* y);
 void paged_attention(const PagedAttentionParams& p, ThreadPool* pool);
 void write_kv(const WriteKvParams& p);
 
 const KernelTable& kernel_table() {
-  static const KernelTable table{
-      &dot,  &dot_many, &axpy,     &axpy_many, &rmsnorm,  &matmul,          &rope_cos_sin,
-      &rope, &add_bias, &silu_mul, &embedding, &load_row, &paged_attention, &write_kv};
+  static const KernelTable table{&dot,      &dot_many,        &axpy,        &axpy_many,
+                                 &rmsnorm,  &matmul,          &matmul_wide, &rope_cos_sin,
+                                 &rope,     &add_bias,        &silu_mul,    &embedding,
+                                 &load_row, &paged_attention, &write_kv};
   return table;
 }
 

@@ -1,16 +1,19 @@
 // The dense building blocks of a Llama decoder on the CPU, fp32 math.
 //
 // Determinism: every reduction (dot products, sums of squares) is done by
-// one thread in a fixed order — 16 lanes (two 8-lane accumulators) over the
-// input in order, then the lanes summed in a fixed tree — that depends only
-// on the reduction length. A row's result is therefore bit-identical whether
-// it is computed alone or with other rows, on any number of threads.
+// one thread in a fixed order that depends only on the reduction length —
+// for dot products 16 lanes (two 8-lane accumulators) over the input in
+// order, then the lanes summed in a fixed tree; for matmul one fused
+// multiply-add chain per output (gemm.cc). A row's result is therefore
+// bit-identical whether it is computed alone or with other rows, on any
+// number of threads.
 #pragma once
 
 #include <cstdint>
 
 #include "core/base/tensor.h"
 #include "core/model/model_config.h"
+#include "kernels/cpu/packed_matrix.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace pvllm::cpu {
@@ -33,10 +36,15 @@ void axpy_many(const float* alpha, const float* rows, int64_t num_rows, int64_t 
 // weight [dim]. out may alias x.
 void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out);
 
-// x [n, in] fp32 times w^T, w [out, in] (f32, f16 or bf16, converted on the
-// fly) -> y [n, out]. Parallel over output features; tiles of 3 tokens x 2
-// weight rows, so each weight load feeds 3 tokens and each x load 2 rows.
-void matmul(ThreadPool* pool, const float* x, int64_t n, const Tensor& w, float* y);
+// x [n, in] fp32 times w^T, w [out, in] packed (f32, f16 or bf16, converted
+// on the fly) -> y [n, out]. Parallel over groups of output panels; each
+// output is one fused multiply-add chain over in, in order (gemm.cc).
+void matmul(ThreadPool* pool, const float* x, int64_t n, const PackedMatrix& w, float* y);
+
+// matmul with the sixteen-lane (AVX-512) tiles, run on any CPU: as two
+// eight-lane halves where AVX-512 is absent. Bit-identical to matmul; it
+// exists so that the AVX-512 tiling is tested on every machine.
+void matmul_wide(ThreadPool* pool, const float* x, int64_t n, const PackedMatrix& w, float* y);
 
 // cos/sin [n, head_dim / 2] of positions[i] * inv_freq[j] (angles in double,
 // then rounded), for rope().

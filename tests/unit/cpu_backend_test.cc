@@ -276,6 +276,22 @@ TEST(ThreadPool, NestedCallsRunInline) {
 
 class MatmulTest : public ::testing::TestWithParam<DType> {};
 
+cpu::PackedMatrix packed(const Tensor& w) {
+  cpu::PackedMatrix m;
+  const Status s = cpu::PackedMatrix::pack(w, nullptr, &m);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return m;
+}
+
+// The GEMM's contract (gemm.cc): every output is one fused multiply-add
+// chain over the inputs in order, from zero.
+float fma_chain(const float* x, const Tensor& w, int64_t row, int64_t in) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < in; ++i)
+    acc = std::fma(x[i], load_as_float(w.dtype, w.data, row * in + i), acc);
+  return acc;
+}
+
 TEST_P(MatmulTest, MatchesDoubleReference) {
   const DType dtype = GetParam();
   const int64_t in = 77, out = 37, n = 6;
@@ -286,7 +302,7 @@ TEST_P(MatmulTest, MatchesDoubleReference) {
   const std::vector<float> x = random_values(&rng, n * in, 0.0f, 1.0f);
   std::vector<float> y(n * out);
   ThreadPool pool(2);
-  cpu::matmul(&pool, x.data(), n, w, y.data());
+  cpu::matmul(&pool, x.data(), n, packed(w), y.data());
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t o = 0; o < out; ++o) {
       double want = 0.0, magnitude = 0.0;
@@ -303,32 +319,67 @@ TEST_P(MatmulTest, MatchesDoubleReference) {
   }
 }
 
-TEST_P(MatmulTest, RowDoesNotDependOnBatchOrThreads) {
+// Every batch size from 1 to 14 (the small-batch tiles, whole tiles of six
+// and their remainders), outputs that end inside a panel and inside a group
+// of panels, one to three threads, and the sixteen-lane tiles: each output
+// is bit for bit the reference chain, so a row alone equals the same row in
+// any batch.
+TEST_P(MatmulTest, EveryOutputIsTheFmaChainWhateverTheBatchThreadsOrTiles) {
   const DType dtype = GetParam();
-  // 71 outputs: pairs of weight rows and a last single row; 7 tokens: two
-  // tiles of 3 and one of 1.
-  const int64_t in = 100, out = 71, n = 7;
   std::mt19937 rng(4);
-  Model holder;
-  const Tensor w =
-      add_tensor(&holder, "w", dtype, {out, in}, random_values(&rng, out * in, 0.0f, 1.0f));
-  const std::vector<float> x = random_values(&rng, n * in, 0.0f, 1.0f);
-  ThreadPool three(3);
-  std::vector<float> batched(n * out);
-  cpu::matmul(&three, x.data(), n, w, batched.data());
-  for (int64_t r = 0; r < n; ++r) {
-    std::vector<float> alone(out);
-    cpu::matmul(nullptr, x.data() + r * in, 1, w, alone.data());
-    EXPECT_TRUE(bits_equal(alone.data(), batched.data() + r * out, out)) << "row " << r;
-    if (dtype == DType::kF32) {
-      // dot() is the same reduction as every output of a matmul row.
-      for (int64_t o = 0; o < out; ++o) {
-        EXPECT_EQ(cpu::dot(static_cast<const float*>(w.data) + o * in, x.data() + r * in, in),
-                  alone[o])
-            << "row " << r << " out " << o;
+  ThreadPool one(1), three(3);
+  for (int64_t out : {int64_t{5}, int64_t{71}, int64_t{200}}) {
+    const int64_t in = 100;
+    Model holder;
+    const Tensor w =
+        add_tensor(&holder, "w", dtype, {out, in}, random_values(&rng, out * in, 0.0f, 1.0f));
+    const cpu::PackedMatrix m = packed(w);
+    const std::vector<float> x = random_values(&rng, 14 * in, 0.0f, 1.0f);
+    for (int64_t n = 1; n <= 14; ++n) {
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &one, &three}) {
+        std::vector<float> y(n * out, -1.0f), wide(n * out, -1.0f);
+        cpu::matmul(pool, x.data(), n, m, y.data());
+        cpu::matmul_wide(pool, x.data(), n, m, wide.data());
+        for (int64_t r = 0; r < n; ++r) {
+          for (int64_t o = 0; o < out; ++o) {
+            const float want = fma_chain(x.data() + r * in, w, o, in);
+            ASSERT_TRUE(bits_equal(&y[r * out + o], &want, 1))
+                << "out " << out << " n " << n << " row " << r << " output " << o << ": "
+                << y[r * out + o] << " vs " << want;
+            ASSERT_TRUE(bits_equal(&wide[r * out + o], &want, 1))
+                << "wide tiles, out " << out << " n " << n << " row " << r << " output " << o;
+          }
+        }
       }
     }
   }
+}
+
+TEST(PackedMatrix, FusedPartsAreTheirRowsInOrderAndMixedDtypesBecomeF32) {
+  std::mt19937 rng(9);
+  Model holder;
+  const Tensor a = add_tensor(&holder, "a", DType::kBF16, {3, 20}, random_values(&rng, 60, 0, 1));
+  const Tensor b = add_tensor(&holder, "b", DType::kF32, {18, 20}, random_values(&rng, 360, 0, 1));
+  const Tensor c = add_tensor(&holder, "c", DType::kF32, {2, 21}, random_values(&rng, 42, 0, 1));
+  const Tensor* parts[] = {&a, &b};
+  cpu::PackedMatrix m;
+  ASSERT_TRUE(cpu::PackedMatrix::pack(parts, nullptr, &m).ok());
+  EXPECT_EQ(m.rows(), 21);
+  EXPECT_EQ(m.cols(), 20);
+  EXPECT_EQ(m.num_panels(), 2);
+  EXPECT_EQ(m.dtype(), DType::kF32);
+  const std::vector<float> x = random_values(&rng, 20, 0, 1);
+  std::vector<float> y(21);
+  cpu::matmul(nullptr, x.data(), 1, m, y.data());
+  for (int64_t r = 0; r < 21; ++r) {
+    const float want = r < 3 ? fma_chain(x.data(), a, r, 20) : fma_chain(x.data(), b, r - 3, 20);
+    EXPECT_TRUE(bits_equal(&y[r], &want, 1)) << "row " << r;
+  }
+  const Tensor* mismatched[] = {&a, &c};
+  const Status s = cpu::PackedMatrix::pack(mismatched, nullptr, &m);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("columns"), std::string::npos) << s.message();
+  EXPECT_EQ(cpu::PackedMatrix::pack(Tensor{}, nullptr, &m).code(), StatusCode::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, MatmulTest,

@@ -1,0 +1,260 @@
+// The host sampler as it was in pvllm 0.4.0 (core/sample/sampler.cc before
+// it stopped copying the logits and allocating per draw), kept verbatim as
+// the reference that the current sampler must equal token for token and
+// logprob for logprob (sampler_equivalence_test.cc).
+#include "tests/unit/sampler_reference.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace pvllm::testing {
+
+namespace {
+
+// ---- counter-based randomness ------------------------------------------
+
+// The splitmix64 finaliser: a bijection on 64 bits with full avalanche, so
+// neighbouring counters give unrelated outputs.
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// One 64-bit draw per (seed, sample_index, step); no state is carried, which
+// is what makes a seeded request reproducible across batches and preemption.
+uint64_t draw_bits(uint64_t seed, int32_t sample_index, int32_t step) {
+  const uint64_t counter =
+      (uint64_t{static_cast<uint32_t>(sample_index)} << 32) | static_cast<uint32_t>(step);
+  return mix64(mix64(seed + 0x9E3779B97F4A7C15ull) ^ mix64(counter ^ 0xD1B54A32D192ED03ull));
+}
+
+// ---- ordering ------------------------------------------------------------
+
+// Higher logit first; equal logits by lower id, so every ranking is a strict
+// total order and top-k / top-p boundaries never depend on the sort algorithm.
+struct RankDesc {
+  const float* x;
+  bool operator()(int32_t a, int32_t b) const { return x[a] != x[b] ? x[a] > x[b] : a < b; }
+};
+
+// The `count` best ids of `x`, best first. O(V + count log count).
+std::vector<int32_t> top_ids(const std::vector<float>& x, int32_t count) {
+  const auto num_tokens = static_cast<int32_t>(x.size());
+  count = std::min(count, num_tokens);
+  std::vector<int32_t> ids(num_tokens);
+  for (int32_t i = 0; i < num_tokens; ++i) ids[i] = i;
+  const RankDesc rank{x.data()};
+  if (count < num_tokens) {
+    std::nth_element(ids.begin(), ids.begin() + count, ids.end(), rank);
+    ids.resize(count);
+  }
+  std::sort(ids.begin(), ids.end(), rank);
+  return ids;
+}
+
+int32_t argmax(const std::vector<float>& x) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < static_cast<int32_t>(x.size()); ++i) {
+    if (x[i] > x[best]) best = i;  // strict: the lowest id wins ties
+  }
+  return best;
+}
+
+// ---- penalties -----------------------------------------------------------
+
+// Sorted copy of the ids that are valid tokens (out-of-range ids are ignored
+// rather than trusted as indices).
+std::vector<int32_t> sorted_valid(std::span<const int32_t> ids, int32_t num_tokens) {
+  std::vector<int32_t> out;
+  out.reserve(ids.size());
+  for (int32_t id : ids) {
+    if (id >= 0 && id < num_tokens) out.push_back(id);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void apply_penalties(std::vector<float>& x, const SamplingParams& params,
+                     std::span<const int32_t> prompt_ids, std::span<const int32_t> output_ids) {
+  const auto num_tokens = static_cast<int32_t>(x.size());
+  const std::vector<int32_t> output = sorted_valid(output_ids, num_tokens);
+
+  if (params.repetition_penalty != 1.0f) {
+    // HF / vLLM rule: shrink positive logits, push negative ones further down,
+    // once per distinct token seen in the prompt or the output.
+    std::vector<int32_t> seen = sorted_valid(prompt_ids, num_tokens);
+    seen.insert(seen.end(), output.begin(), output.end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (int32_t id : seen) {
+      x[id] = x[id] > 0.0f ? x[id] / params.repetition_penalty : x[id] * params.repetition_penalty;
+    }
+  }
+
+  if (params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f) {
+    for (size_t i = 0; i < output.size();) {
+      size_t j = i;
+      while (j < output.size() && output[j] == output[i]) ++j;
+      const auto num_occurrences = static_cast<float>(j - i);
+      x[output[i]] -= params.presence_penalty + num_occurrences * params.frequency_penalty;
+      i = j;
+    }
+  }
+}
+
+// ---- logprobs ------------------------------------------------------------
+
+double log_sum_exp(const std::vector<float>& x) {
+  float max_x = -std::numeric_limits<float>::infinity();
+  for (float v : x) max_x = std::max(max_x, v);
+  if (!std::isfinite(max_x)) return max_x;
+  double sum = 0.0;
+  for (float v : x) sum += std::exp(static_cast<double>(v) - max_x);
+  return max_x + std::log(sum);
+}
+
+void fill_logprobs(const std::vector<float>& raw, int32_t token_id, int32_t num_top,
+                   SampleResult& result) {
+  const double lse = log_sum_exp(raw);
+  result.logprob = static_cast<float>(raw[token_id] - lse);
+  if (num_top <= 0) return;
+  for (int32_t id : top_ids(raw, num_top)) {
+    result.top_logprobs.push_back({id, static_cast<float>(raw[id] - lse)});
+  }
+}
+
+// NaN ranks below everything; +inf becomes the largest finite value so that
+// differences from the maximum stay finite.
+void sanitize(std::vector<float>& x) {
+  for (float& v : x) {
+    if (std::isnan(v)) v = -std::numeric_limits<float>::infinity();
+    if (v == std::numeric_limits<float>::infinity()) v = FLT_MAX;
+  }
+}
+
+// ---- the random draw -----------------------------------------------------
+
+// Rearranges `ids` so that its first k entries are the nucleus (in rank
+// order, the shortest prefix whose weight reaches `target`) and returns k.
+// A weighted quickselect: halve the range around its median rank and keep
+// the half where the boundary lies, so the cost is O(n), not a full sort.
+size_t nucleus_size(std::vector<int32_t>& ids, const float* x, const std::vector<double>& weights,
+                    double target) {
+  const RankDesc rank{x};
+  size_t begin = 0;
+  size_t end = ids.size();
+  double mass_before = 0.0;  // of ids[0, begin), all ranked above ids[begin, end)
+  while (end - begin > 64) {
+    const size_t mid = begin + (end - begin) / 2;
+    std::nth_element(ids.begin() + begin, ids.begin() + mid, ids.begin() + end, rank);
+    double upper = 0.0;
+    for (size_t i = begin; i < mid; ++i) upper += weights[ids[i]];
+    if (mass_before + upper >= target) {
+      end = mid;
+    } else {
+      mass_before += upper;
+      begin = mid;
+    }
+  }
+  std::sort(ids.begin() + begin, ids.begin() + end, rank);
+  for (size_t i = begin; i < end; ++i) {
+    mass_before += weights[ids[i]];
+    if (mass_before >= target) return i + 1;
+  }
+  return end;  // rounding left the sum a hair short: keep all that is left
+}
+
+// Unnormalised probabilities exp(x - max) after top-k, top-p and min-p;
+// dropped tokens weigh 0. [vocab_size]
+std::vector<double> filtered_weights(const std::vector<float>& x, float max_x,
+                                     const SamplingParams& params) {
+  const auto num_tokens = static_cast<int32_t>(x.size());
+  std::vector<double> weights(num_tokens, 0.0);
+  const bool use_top_k = params.top_k > 0 && params.top_k < num_tokens;
+  const bool use_top_p = params.top_p < 1.0f;
+  if (!use_top_k && !use_top_p) {
+    for (int32_t i = 0; i < num_tokens; ++i) weights[i] = std::exp(double{x[i]} - max_x);
+  } else {
+    std::vector<int32_t> ids(num_tokens);  // the candidates still in play
+    for (int32_t i = 0; i < num_tokens; ++i) ids[i] = i;
+    if (use_top_k) {
+      std::nth_element(ids.begin(), ids.begin() + params.top_k, ids.end(), RankDesc{x.data()});
+      ids.resize(params.top_k);
+    }
+    double total = 0.0;
+    for (int32_t id : ids) {
+      weights[id] = std::exp(double{x[id]} - max_x);
+      total += weights[id];
+    }
+    // top-p acts on the distribution left by top-k, renormalised (as vLLM).
+    if (use_top_p) {
+      const size_t num_kept = nucleus_size(ids, x.data(), weights, params.top_p * total);
+      for (size_t i = num_kept; i < ids.size(); ++i) weights[ids[i]] = 0.0;
+    }
+  }
+  // min-p: p_i >= min_p * p_max  <=>  exp(x_i - max) >= min_p, whatever the
+  // normaliser; the best token always survives since its weight is 1.
+  if (params.min_p > 0.0f) {
+    for (double& w : weights) {
+      if (w < params.min_p) w = 0.0;
+    }
+  }
+  return weights;
+}
+
+// Inverse CDF over the surviving tokens, walked in id order so the result
+// does not depend on how the filters arranged their candidates.
+int32_t draw(const std::vector<float>& x, const SamplingParams& params, double u) {
+  float max_x = x[0];
+  for (float v : x) max_x = std::max(max_x, v);
+  if (max_x == -std::numeric_limits<float>::infinity()) return 0;  // nothing is possible
+
+  const std::vector<double> weights = filtered_weights(x, max_x, params);
+  double total = 0.0;
+  for (double w : weights) total += w;
+  const double target = u * total;
+  double cumulative = 0.0;
+  int32_t last_possible = 0;
+  for (int32_t id = 0; id < static_cast<int32_t>(weights.size()); ++id) {
+    if (weights[id] <= 0.0) continue;
+    cumulative += weights[id];
+    last_possible = id;
+    if (target < cumulative) return id;
+  }
+  return last_possible;  // u * total rounded up to the total
+}
+
+}  // namespace
+
+SampleResult reference_sample_token(std::span<const float> logits, const SamplingParams& params,
+                                    std::span<const int32_t> prompt_ids,
+                                    std::span<const int32_t> output_ids, uint64_t seed,
+                                    int32_t sample_index, int32_t step) {
+  SampleResult result;
+  if (logits.empty()) return result;
+  std::vector<float> raw(logits.begin(), logits.end());
+  sanitize(raw);
+
+  std::vector<float> x = raw;  // [vocab_size] logits being shaped for the draw
+  apply_penalties(x, params, prompt_ids, output_ids);
+  if (params.temperature == 0.0f) {
+    sanitize(x);
+    result.token_id = argmax(x);
+  } else {
+    for (float& v : x) v /= params.temperature;
+    sanitize(x);
+    // 53 bits for the inverse CDF so that tokens far below 2^-24 in
+    // probability keep their share; its top 24 bits equal sampler_uniform.
+    const double u = static_cast<double>(draw_bits(seed, sample_index, step) >> 11) * 0x1p-53;
+    result.token_id = draw(x, params, u);
+  }
+
+  if (params.logprobs >= 0) fill_logprobs(raw, result.token_id, params.logprobs, result);
+  return result;
+}
+
+}  // namespace pvllm::testing
