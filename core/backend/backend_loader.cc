@@ -137,9 +137,23 @@ Status CudaModule::create_backend(const Model& model, const CudaBackendOptions& 
   return Status::Ok();
 }
 
+// Whether the NVIDIA driver's library can be loaded at all: without it no
+// CUDA device can exist, and "auto" need not load the CUDA module (and
+// cuBLAS with it, a tenth of a second) to learn that.
+bool cuda_driver_present() {
+  static const bool present = [] {
+    void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (driver == nullptr) return false;
+    dlclose(driver);
+    return true;
+  }();
+  return present;
+}
+
 Status resolve_cuda(const DeviceSpec& spec, bool* use_cuda) {
   *use_cuda = false;
   if (spec.kind == DeviceSpec::Kind::kCpu) return Status::Ok();
+  if (spec.kind == DeviceSpec::Kind::kAuto && !cuda_driver_present()) return Status::Ok();
   const CudaModule* module = nullptr;
   Status s = CudaModule::get(&module);
   int32_t count = 0;

@@ -54,10 +54,10 @@ class CudaModule {
   pvllm_cuda_backend_create_fn create_ = nullptr;
 };
 
-// Whether `spec` resolves to CUDA: kCuda always; kAuto when the module
-// opens and reports at least one device. For kCuda, a non-ok status says why
-// CUDA cannot be used (Unsupported: no module, no driver, no device, or no
-// device with that index).
+// Whether `spec` resolves to CUDA: kCuda always; kAuto when the NVIDIA
+// driver library loads, the module opens and it reports at least one device. For kCuda, a non-ok
+// status says why CUDA cannot be used (Unsupported: no module, no driver, no device, or no device
+// with that index).
 Status resolve_cuda(const DeviceSpec& spec, bool* use_cuda);
 
 }  // namespace pvllm

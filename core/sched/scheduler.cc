@@ -269,7 +269,11 @@ int64_t Scheduler::num_reserved_unused_slots() const {
 
 KvOccupancy Scheduler::kv_occupancy() const {
   const int32_t block_size = kv_cache_->block_size();
-  filled_scratch_.assign(static_cast<size_t>(kv_cache_->num_blocks()), -1);
+  if (filled_scratch_.size() != static_cast<size_t>(kv_cache_->num_blocks()) ||
+      ++occupancy_pass_ == 0) {
+    filled_scratch_.assign(static_cast<size_t>(kv_cache_->num_blocks()), FilledSlot{});
+    occupancy_pass_ = 1;
+  }
   KvOccupancy occ;
   for (const Sequence* s : running_) {
     const auto& blocks = s->block_table.blocks;
@@ -278,11 +282,12 @@ KvOccupancy Scheduler::kv_occupancy() const {
       const int64_t first = static_cast<int64_t>(i) * block_size;
       const int32_t filled =
           static_cast<int32_t>(std::clamp<int64_t>(s->num_computed_tokens - first, 0, block_size));
-      int32_t& slot = filled_scratch_[static_cast<size_t>(blocks[i])];
-      if (slot < 0) {
+      FilledSlot& entry = filled_scratch_[static_cast<size_t>(blocks[i])];
+      if (entry.stamp != occupancy_pass_) {  // first owner seen in this pass
         occ.num_slots_reserved += block_size;
-        slot = 0;
+        entry = {occupancy_pass_, 0};
       }
+      int32_t& slot = entry.filled;
       // A shared block holds what its fullest owner computed.
       if (filled > slot) {
         occ.num_tokens_stored += filled - slot;

@@ -129,7 +129,15 @@ class Scheduler {
   std::vector<Sequence*> running_;
   int64_t num_preemptions_ = 0;
   int64_t num_queued_for_memory_ = 0;
-  mutable std::vector<int32_t> filled_scratch_;  // [num_blocks], kv_occupancy's per-block fill
+  // kv_occupancy's per-block fill, [num_blocks]: an entry counts only when its
+  // stamp equals occupancy_pass_, so a pass costs the blocks it visits, not
+  // the pool.
+  struct FilledSlot {
+    uint32_t stamp = 0;
+    int32_t filled = 0;
+  };
+  mutable std::vector<FilledSlot> filled_scratch_;
+  mutable uint32_t occupancy_pass_ = 0;
 };
 
 }  // namespace pvllm

@@ -101,6 +101,31 @@ void dot_many(const float* a, const float* rows, int64_t num_rows, int64_t n, fl
   for (; t < num_rows; ++t) dot_rows<DType::kF32, 1>(a, n, rows + t * n, n, out + t, 1);
 }
 
+// out[t * out_stride + r] = dot(q + t * n, rows + r * n, n) for t < num_q,
+// r < num_rows: attention's scores of several query vectors (used by
+// paged_attention.cc of this variant).
+void dot_grid(const float* q, int64_t num_q, const float* rows, int64_t num_rows, int64_t n,
+              float* out, int64_t out_stride) {
+  // Tiles of 3 vectors x 2 rows (each K row loaded once for three query
+  // vectors), then the edges; every entry is dot()'s arithmetic.
+  const int64_t row_bytes = n * static_cast<int64_t>(sizeof(float));
+  int64_t t = 0;
+  for (; t + 3 <= num_q; t += 3) {
+    int64_t r = 0;
+    for (; r + 2 <= num_rows; r += 2) {
+      dot_tile<DType::kF32, 3, 2>(rows + r * n, row_bytes, n, q + t * n, n,
+                                  out + t * out_stride + r, out_stride);
+    }
+    if (r < num_rows) {
+      dot_tile<DType::kF32, 3, 1>(rows + r * n, row_bytes, n, q + t * n, n,
+                                  out + t * out_stride + r, out_stride);
+    }
+  }
+  for (; t < num_q; ++t) {
+    dot_many(q + t * n, rows, num_rows, n, out + t * out_stride);
+  }
+}
+
 void axpy(float alpha, const float* x, float* y, int64_t n) {
   int64_t i = 0;
 #if PVLLM_CPU_AVX2
@@ -183,9 +208,22 @@ void add_bias(float* y, int64_t n, int64_t dim, const float* bias) {
 }
 
 void silu_mul(const float* gate, const float* up, int64_t count, float* out) {
-  for (int64_t i = 0; i < count; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  // silu(g) * u = g / (1 + e^-g) * u, eight lanes at a time; the tail goes
+  // through the same lanes, zero padded, so every element gets the same
+  // operations wherever it sits.
+  auto eight = [](const float* g8, const float* u8, float* o8) {
+    const V8 g = V8::load(g8);
+    const V8 e = exp(V8::sub(V8::zero(), g));
+    V8::mul(V8::div(g, V8::add(V8::broadcast(1.0f), e)), V8::load(u8)).store(o8);
+  };
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) eight(gate + i, up + i, out + i);
+  if (i < count) {
+    float g[8] = {}, u[8] = {}, o[8];
+    std::memcpy(g, gate + i, (count - i) * sizeof(float));
+    std::memcpy(u, up + i, (count - i) * sizeof(float));
+    eight(g, u, o);
+    std::memcpy(out + i, o, (count - i) * sizeof(float));
   }
 }
 

@@ -55,6 +55,19 @@ struct V8 {
   void store(float* p) const { _mm256_storeu_ps(p, v); }
   static V8 fma(V8 a, V8 b, V8 c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
   static V8 add(V8 a, V8 b) { return {_mm256_add_ps(a.v, b.v)}; }
+  static V8 sub(V8 a, V8 b) { return {_mm256_sub_ps(a.v, b.v)}; }
+  static V8 mul(V8 a, V8 b) { return {_mm256_mul_ps(a.v, b.v)}; }
+  static V8 div(V8 a, V8 b) { return {_mm256_div_ps(a.v, b.v)}; }
+  // a > b ? a : b, lane by lane (so b where either is NaN), as MAXPS.
+  static V8 max(V8 a, V8 b) { return {_mm256_max_ps(a.v, b.v)}; }
+  // a < b ? a : b, as MINPS.
+  static V8 min(V8 a, V8 b) { return {_mm256_min_ps(a.v, b.v)}; }
+  static V8 floor(V8 a) { return {_mm256_floor_ps(a.v)}; }
+  // 2^n for lanes holding whole numbers n in [-126, 127].
+  static V8 pow2i(V8 n) {
+    const __m256i e = _mm256_add_epi32(_mm256_cvttps_epi32(n.v), _mm256_set1_epi32(127));
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(e, 23))};
+  }
   // ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
   float hsum() const {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -96,9 +109,41 @@ struct V8 {
     for (int i = 0; i < 8; ++i) r.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
     return r;
   }
-  static V8 add(V8 a, V8 b) {
+  template <typename Op>
+  static V8 lanes(V8 a, V8 b, Op op) {
     V8 r;
-    for (int i = 0; i < 8; ++i) r.v[i] = a.v[i] + b.v[i];
+    for (int i = 0; i < 8; ++i) r.v[i] = op(a.v[i], b.v[i]);
+    return r;
+  }
+  static V8 add(V8 a, V8 b) {
+    return lanes(a, b, [](float x, float y) { return x + y; });
+  }
+  static V8 sub(V8 a, V8 b) {
+    return lanes(a, b, [](float x, float y) { return x - y; });
+  }
+  static V8 mul(V8 a, V8 b) {
+    return lanes(a, b, [](float x, float y) { return x * y; });
+  }
+  static V8 div(V8 a, V8 b) {
+    return lanes(a, b, [](float x, float y) { return x / y; });
+  }
+  static V8 max(V8 a, V8 b) {
+    return lanes(a, b, [](float x, float y) { return x > y ? x : y; });
+  }
+  static V8 min(V8 a, V8 b) {
+    return lanes(a, b, [](float x, float y) { return x < y ? x : y; });
+  }
+  static V8 floor(V8 a) {
+    V8 r;
+    for (int i = 0; i < 8; ++i) r.v[i] = std::floor(a.v[i]);
+    return r;
+  }
+  static V8 pow2i(V8 n) {
+    V8 r;
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n.v[i]) + 127) << 23;
+      std::memcpy(&r.v[i], &bits, 4);
+    }
     return r;
   }
   float hsum() const {
@@ -151,6 +196,25 @@ struct V16 {
   }
 #endif
 };
+
+// e^x lane by lane, for any x (clamped to [-87.34, 88.38], so never inf,
+// NaN or a denormal): x = n ln2 + r with |r| <= ln2 / 2, e^r by a degree-7
+// polynomial (the Cephes coefficients), times 2^n. Within 2 ulp of the true
+// value; one fixed sequence of IEEE operations, so every variant gives the
+// same bits.
+inline V8 exp(V8 x) {
+  x = V8::min(V8::max(x, V8::broadcast(-87.3365447504f)), V8::broadcast(88.3762626647949f));
+  const V8 n = V8::floor(V8::fma(x, V8::broadcast(1.44269504088896341f), V8::broadcast(0.5f)));
+  V8 r = V8::fma(n, V8::broadcast(-0.693359375f), x);
+  r = V8::fma(n, V8::broadcast(2.12194440e-4f), r);
+  V8 y = V8::broadcast(1.9875691500e-4f);
+  for (const float c :
+       {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f}) {
+    y = V8::fma(y, r, V8::broadcast(c));
+  }
+  y = V8::fma(y, V8::mul(r, r), V8::add(r, V8::broadcast(1.0f)));
+  return V8::mul(y, V8::pow2i(n));
+}
 
 // V::kLanes weights of dtype D starting at element i of `p`, as fp32.
 template <class V, DType D>

@@ -215,6 +215,53 @@ TEST(PagedAttention, ResultDoesNotDependOnBatchOrThreads) {
                            alone.size() * sizeof(float)));
 }
 
+// One 45-row prompt attended whole, in chunks of 7, and one row at a time
+// (as decode steps would), with and without a sliding window, for each
+// group size: every row gets the same bits however its rows are tiled.
+TEST(PagedAttention, RowsDoNotDependOnChunking) {
+  for (int32_t group : {1, 2, 3, 8}) {
+    for (int32_t window : {0, 10}) {
+      const int32_t len = 45, head_dim = 24;
+      const PagedBatch b = make_batch(2 * group, 2, head_dim, 16, {{len, len}}, 90u + group);
+      auto run_chunks = [&](int32_t chunk) {
+        std::vector<int32_t> query_start = {0}, context_lens, tables;
+        for (int32_t end = chunk; query_start.back() < len; end += chunk) {
+          context_lens.push_back(std::min(end, len));
+          query_start.push_back(context_lens.back());
+          tables.insert(tables.end(), b.block_tables.begin(), b.block_tables.end());
+        }
+        std::vector<float> out(b.q.size(), NAN);
+        PagedAttentionParams p;
+        p.q = b.q.data();
+        p.out = out.data();
+        p.k_cache = b.k_cache.data();
+        p.v_cache = b.v_cache.data();
+        p.query_start = query_start.data();
+        p.context_lens = context_lens.data();
+        p.block_tables = tables.data();
+        p.num_tokens = len;
+        p.num_seqs = static_cast<int32_t>(context_lens.size());
+        p.num_heads = b.num_heads;
+        p.num_kv_heads = b.num_kv_heads;
+        p.head_dim = head_dim;
+        p.block_size = b.block_size;
+        p.max_blocks_per_seq = b.max_blocks_per_seq;
+        p.scale = 0.2f;
+        p.sliding_window = window;
+        ThreadPool pool(2);
+        paged_attention(p, &pool);
+        return out;
+      };
+      const std::vector<float> whole = run_chunks(len);
+      for (int32_t chunk : {7, 1}) {
+        const std::vector<float> chunked = run_chunks(chunk);
+        ASSERT_EQ(0, std::memcmp(whole.data(), chunked.data(), whole.size() * sizeof(float)))
+            << "group " << group << " window " << window << " chunk " << chunk;
+      }
+    }
+  }
+}
+
 TEST(WriteKv, PlacesRowsAtTheirSlotsOnly) {
   const int32_t num_blocks = 5, block_size = 4, num_kv_heads = 3, head_dim = 8;
   const int64_t block_floats = num_kv_heads * block_size * head_dim;
