@@ -63,25 +63,33 @@ void sanitize(std::span<float> x) {
   for (float& v : x) v = sanitized(v);
 }
 
-// The lowest id of the largest sanitized value, without a copy: the maximum
-// first (eight independent lanes, so the loop is not one long dependency
-// chain), then the first id that reaches it. -0 and +0 are equal, so the
-// first of them wins either way, as in a strict one-pass argmax.
+// The lowest id of the largest sanitized value, without a copy. First the
+// plain maximum over eight lanes: `v > m ? v : m` passes over NaN (every
+// comparison with it is false), so it vectorizes and needs no sanitizing.
+// Then the first id whose sanitized value equals the maximum's: +inf and
+// FLT_MAX rank equal, -0 and +0 too, and when nothing beats -inf (every
+// value NaN or -inf) id 0 wins, as in a strict one-pass argmax.
 int32_t argmax_sanitized(std::span<const float> x) {
   const auto n = static_cast<int64_t>(x.size());
   float lane[8];
   for (float& l : lane) l = -std::numeric_limits<float>::infinity();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) lane[j] = std::max(lane[j], sanitized(x[i + j]));
+    for (int j = 0; j < 8; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
   }
   float best = -std::numeric_limits<float>::infinity();
-  for (; i < n; ++i) best = std::max(best, sanitized(x[i]));
-  for (float l : lane) best = std::max(best, l);
-  for (i = 0; i < n; ++i) {
-    if (sanitized(x[i]) == best) return static_cast<int32_t>(i);
+  for (; i < n; ++i) best = x[i] > best ? x[i] : best;
+  for (float l : lane) best = l > best ? l : best;
+  if (best == -std::numeric_limits<float>::infinity()) return 0;
+  if (best < FLT_MAX) {  // finite: the first equal value (NaN equals nothing)
+    for (i = 0; i < n; ++i) {
+      if (x[i] == best) return static_cast<int32_t>(i);
+    }
   }
-  return 0;  // every value NaN or -inf: nothing ranks above id 0
+  for (i = 0; i < n; ++i) {  // FLT_MAX or +inf: the first of either
+    if (x[i] >= FLT_MAX) return static_cast<int32_t>(i);
+  }
+  return 0;
 }
 
 // ---- penalties -----------------------------------------------------------

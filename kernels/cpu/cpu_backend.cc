@@ -18,6 +18,7 @@
 #endif
 
 #include "core/backend/registry.h"
+#include "kernels/cpu/host_buffer.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/packed_matrix.h"
 #include "kernels/cpu/paged_attention.h"
@@ -100,6 +101,9 @@ uint64_t physical_memory_bytes() {
   return std::numeric_limits<size_t>::max();
 }
 
+// A K or V pool of one layer as floats (allocate_host aligns it to 64).
+float* kv_floats(const cpu::HostBuffer& b) { return reinterpret_cast<float*>(b.get()); }
+
 // The tensor's values as fp32; empty for an absent (optional) tensor.
 std::vector<float> to_floats(const Tensor& t) {
   if (t.empty()) return {};
@@ -169,8 +173,8 @@ class CpuBackend final : public Backend {
 
   int64_t block_floats_ = 0;  // floats in one block of one layer's K (or V)
   // Per layer: [num_blocks, num_kv_heads, block_size, head_dim] fp32.
-  std::vector<std::unique_ptr<float[]>> k_cache_;
-  std::vector<std::unique_ptr<float[]>> v_cache_;
+  std::vector<cpu::HostBuffer> k_cache_;
+  std::vector<cpu::HostBuffer> v_cache_;
 
   // Scratch for one forward, n = md.num_tokens rows each.
   std::vector<float> x_;        // [n, hidden] residual stream
@@ -224,15 +228,18 @@ Status CpuBackend::init() {
     return OutOfMemory("cpu backend: a K/V pool of " + std::to_string(num_blocks_) + " blocks (" +
                        std::to_string(block_bytes) + " bytes each) exceeds this host's memory");
   }
-  const size_t layer_floats = static_cast<size_t>(num_blocks_) * static_cast<size_t>(block_floats_);
-  try {
-    for (int32_t l = 0; l < c.num_layers; ++l) {
-      // Left uninitialised: attention only reads slots written before.
-      if (fault::should_fail(fault::Site::kHostAlloc)) throw std::bad_alloc();
-      k_cache_.emplace_back(new float[layer_floats]);
-      v_cache_.emplace_back(new float[layer_floats]);
-    }
-  } catch (const std::bad_alloc&) {
+  const size_t layer_bytes =
+      static_cast<size_t>(num_blocks_) * static_cast<size_t>(block_floats_) * sizeof(float);
+  // Reserved, not touched: attention only reads slots written before, so a
+  // block's pages arrive when its first token is written (startup does not
+  // pay for the whole pool).
+  bool allocated = true;
+  for (int32_t l = 0; l < c.num_layers && allocated; ++l) {
+    k_cache_.push_back(cpu::allocate_host(layer_bytes));
+    v_cache_.push_back(cpu::allocate_host(layer_bytes));
+    allocated = k_cache_.back() != nullptr && v_cache_.back() != nullptr;
+  }
+  if (!allocated) {
     k_cache_.clear();
     v_cache_.clear();
     return OutOfMemory("cpu backend: cannot allocate the K/V pool (" +
@@ -373,8 +380,8 @@ void CpuBackend::run_layer(int32_t layer, const BatchMetadata& md) {
   w.k = k_.data();
   w.v = v_.data();
   w.slot_mapping = md.slot_mapping.data();
-  w.k_cache = k_cache_[layer].get();
-  w.v_cache = v_cache_[layer].get();
+  w.k_cache = kv_floats(k_cache_[layer]);
+  w.v_cache = kv_floats(v_cache_[layer]);
   w.num_tokens = md.num_tokens;
   w.num_kv_heads = c.num_kv_heads;
   w.head_dim = c.head_dim;
@@ -384,8 +391,8 @@ void CpuBackend::run_layer(int32_t layer, const BatchMetadata& md) {
   cpu::PagedAttentionParams a;
   a.q = q_.data();
   a.out = att_.data();
-  a.k_cache = k_cache_[layer].get();
-  a.v_cache = v_cache_[layer].get();
+  a.k_cache = kv_floats(k_cache_[layer]);
+  a.v_cache = kv_floats(v_cache_[layer]);
   a.query_start = md.query_start.data();
   a.context_lens = md.context_lens.data();
   a.block_tables = md.block_tables.data();
@@ -523,10 +530,10 @@ Status CpuBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
   for (const BlockCopy& cp : copies) {
     if (cp.src == cp.dst) continue;
     for (int32_t l = 0; l < config_.num_layers; ++l) {
-      std::memcpy(k_cache_[l].get() + cp.dst * block_floats_,
-                  k_cache_[l].get() + cp.src * block_floats_, bytes);
-      std::memcpy(v_cache_[l].get() + cp.dst * block_floats_,
-                  v_cache_[l].get() + cp.src * block_floats_, bytes);
+      std::memcpy(kv_floats(k_cache_[l]) + cp.dst * block_floats_,
+                  kv_floats(k_cache_[l]) + cp.src * block_floats_, bytes);
+      std::memcpy(kv_floats(v_cache_[l]) + cp.dst * block_floats_,
+                  kv_floats(v_cache_[l]) + cp.src * block_floats_, bytes);
     }
   }
   return Status::Ok();

@@ -59,17 +59,17 @@ void tile(const PackedMatrix& w, int64_t p, const float* x, int64_t x_stride, fl
   constexpr int kLanes = V::kLanes;
   constexpr int64_t kElem = D == DType::kF32 ? 4 : 2;
   const int64_t cols = w.cols();
-  const uint8_t* wv[NV];
-  for (int v = 0; v < NV; ++v) {
-    wv[v] = w.panel(p + v * kLanes / kPanel) + (v * kLanes % kPanel) * kElem;
-  }
+  const uint8_t* wv[NV];  // the panel of vector v
+  for (int v = 0; v < NV; ++v) wv[v] = w.panel(p + v * kLanes / kPanel);
   V acc[NT][NV];
   for (int t = 0; t < NT; ++t) {
     for (int v = 0; v < NV; ++v) acc[t][v] = V::zero();
   }
   for (int64_t k = 0; k < cols; ++k) {
     V wk[NV];
-    for (int v = 0; v < NV; ++v) wk[v] = load_weights<V, D>(wv[v], k * kPanel);
+    for (int v = 0; v < NV; ++v) {
+      wk[v] = load_panel<V, D>(wv[v] + k * kPanel * kElem, v * kLanes % kPanel);
+    }
     for (int t = 0; t < NT; ++t) {
       const V xb = V::broadcast(x[t * x_stride + k]);
       for (int v = 0; v < NV; ++v) acc[t][v] = V::fma(wk[v], xb, acc[t][v]);

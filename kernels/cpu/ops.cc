@@ -16,114 +16,62 @@
 namespace pvllm::cpu::PVLLM_CPU_VARIANT {
 namespace {
 
-// The last count (< 8) elements from i, zero padded to eight lanes.
-template <DType D>
-V8 load_tail(const void* row, int64_t i, int64_t count) {
+// Eight floats from p + i, the ones at or past n zero.
+inline V8 load_padded(const float* p, int64_t i, int64_t n) {
+  if (i + 8 <= n) return V8::load(p + i);
   float tmp[8] = {};
-  for (int64_t k = 0; k < count; ++k) tmp[k] = load_as_float(D, row, i + k);
+  std::memcpy(tmp, p + i, static_cast<size_t>(n - i) * sizeof(float));
   return V8::load(tmp);
 }
 
-// y[t * y_stride + r] = dot(w + r * w_stride bytes, x + t * x_stride) for
-// t < NT, r < NR, over `in` elements. Every (t, r) gets exactly the
-// arithmetic dot() does, whatever NT and NR are: lanes of acc0 take elements
-// 16k..16k+7, lanes of acc1 16k+8..16k+15, then a final 8-wide step into acc0
-// and a zero-padded tail into acc1. A weight load feeds NT tokens and an x
-// load NR rows, so a 3 x 2 tile does 12 FMAs per 10 loads where a 4 x 1 tile
-// does 8.
-template <DType D, int NT, int NR>
-inline void dot_tile(const void* w, int64_t w_stride, int64_t in, const float* x, int64_t x_stride,
-                     float* y, int64_t y_stride) {
-  const char* wr[NR];
-  for (int r = 0; r < NR; ++r) wr[r] = static_cast<const char*>(w) + r * w_stride;
-  V8 acc0[NT][NR];
-  V8 acc1[NT][NR];
-  for (int t = 0; t < NT; ++t) {
-    for (int r = 0; r < NR; ++r) acc0[t][r] = acc1[t][r] = V8::zero();
-  }
-  int64_t i = 0;
-  for (; i + 16 <= in; i += 16) {
-    V8 w0[NR], w1[NR];
-    for (int r = 0; r < NR; ++r) {
-      w0[r] = load_weights<V8, D>(wr[r], i);
-      w1[r] = load_weights<V8, D>(wr[r], i + 8);
-    }
-    for (int t = 0; t < NT; ++t) {
-      const V8 x0 = V8::load(x + t * x_stride + i);
-      const V8 x1 = V8::load(x + t * x_stride + i + 8);
-      for (int r = 0; r < NR; ++r) {
-        acc0[t][r] = V8::fma(w0[r], x0, acc0[t][r]);
-        acc1[t][r] = V8::fma(w1[r], x1, acc1[t][r]);
+// The dot product's lanes for up to eight rows at once: lane l of acc[r] is
+// the fused multiply-add chain over elements 8k + l of a and row r, k in
+// order, the tail zero padded. Rows past num_rows stay zero.
+inline void dot_lanes8(const float* a, const float* rows, int64_t num_rows, int64_t n, V8* acc) {
+  for (int r = 0; r < 8; ++r) acc[r] = V8::zero();
+  const int64_t rows_here = std::min<int64_t>(num_rows, 8);
+  for (int64_t i = 0; i < n; i += 8) {
+    const V8 x = load_padded(a, i, n);
+    if (rows_here == 8 && i + 8 <= n) {  // the common case, unrolled
+      for (int r = 0; r < 8; ++r) acc[r] = V8::fma(x, V8::load(rows + r * n + i), acc[r]);
+    } else {
+      for (int64_t r = 0; r < rows_here; ++r) {
+        acc[r] = V8::fma(x, load_padded(rows + r * n, i, n), acc[r]);
       }
     }
   }
-  if (i + 8 <= in) {
-    for (int r = 0; r < NR; ++r) {
-      const V8 w0 = load_weights<V8, D>(wr[r], i);
-      for (int t = 0; t < NT; ++t) {
-        acc0[t][r] = V8::fma(w0, V8::load(x + t * x_stride + i), acc0[t][r]);
-      }
-    }
-    i += 8;
-  }
-  if (i < in) {
-    for (int r = 0; r < NR; ++r) {
-      const V8 w1 = load_tail<D>(wr[r], i, in - i);
-      for (int t = 0; t < NT; ++t) {
-        const V8 xt = load_tail<DType::kF32>(x + t * x_stride, i, in - i);
-        acc1[t][r] = V8::fma(w1, xt, acc1[t][r]);
-      }
-    }
-  }
-  for (int t = 0; t < NT; ++t) {
-    for (int r = 0; r < NR; ++r) y[t * y_stride + r] = V8::add(acc0[t][r], acc1[t][r]).hsum();
-  }
-}
-
-// One weight row against NT tokens: y[t * y_stride] = dot(w, x + t * x_stride).
-template <DType D, int NT>
-inline void dot_rows(const void* w, int64_t in, const float* x, int64_t x_stride, float* y,
-                     int64_t y_stride) {
-  dot_tile<D, NT, 1>(w, 0, in, x, x_stride, y, y_stride);
 }
 
 }  // namespace
 
 float dot(const float* a, const float* b, int64_t n) {
-  float r;
-  dot_rows<DType::kF32, 1>(a, n, b, 0, &r, 0);
-  return r;
+  V8 acc[8];
+  dot_lanes8(a, b, 1, n, acc);
+  return acc[0].hsum();
 }
 
 void dot_many(const float* a, const float* rows, int64_t num_rows, int64_t n, float* out) {
-  int64_t t = 0;
-  for (; t + 4 <= num_rows; t += 4) dot_rows<DType::kF32, 4>(a, n, rows + t * n, n, out + t, 1);
-  for (; t < num_rows; ++t) dot_rows<DType::kF32, 1>(a, n, rows + t * n, n, out + t, 1);
+  for (int64_t r = 0; r < num_rows; r += 8) {
+    V8 acc[8];
+    dot_lanes8(a, rows + r * n, num_rows - r, n, acc);
+    const V8 sums = V8::hsum8(acc);  // lane j: acc[j].hsum()
+    if (r + 8 <= num_rows) {
+      sums.store(out + r);
+    } else {
+      float tmp[8];
+      sums.store(tmp);
+      std::memcpy(out + r, tmp, static_cast<size_t>(num_rows - r) * sizeof(float));
+    }
+  }
 }
 
 // out[t * out_stride + r] = dot(q + t * n, rows + r * n, n) for t < num_q,
 // r < num_rows: attention's scores of several query vectors (used by
-// paged_attention.cc of this variant).
+// paged_attention.cc of this variant). The rows stay in cache across the
+// query vectors.
 void dot_grid(const float* q, int64_t num_q, const float* rows, int64_t num_rows, int64_t n,
               float* out, int64_t out_stride) {
-  // Tiles of 3 vectors x 2 rows (each K row loaded once for three query
-  // vectors), then the edges; every entry is dot()'s arithmetic.
-  const int64_t row_bytes = n * static_cast<int64_t>(sizeof(float));
-  int64_t t = 0;
-  for (; t + 3 <= num_q; t += 3) {
-    int64_t r = 0;
-    for (; r + 2 <= num_rows; r += 2) {
-      dot_tile<DType::kF32, 3, 2>(rows + r * n, row_bytes, n, q + t * n, n,
-                                  out + t * out_stride + r, out_stride);
-    }
-    if (r < num_rows) {
-      dot_tile<DType::kF32, 3, 1>(rows + r * n, row_bytes, n, q + t * n, n,
-                                  out + t * out_stride + r, out_stride);
-    }
-  }
-  for (; t < num_q; ++t) {
-    dot_many(q + t * n, rows, num_rows, n, out + t * out_stride);
-  }
+  for (int64_t t = 0; t < num_q; ++t) dot_many(q + t * n, rows, num_rows, n, out + t * out_stride);
 }
 
 void axpy(float alpha, const float* x, float* y, int64_t n) {
@@ -137,19 +85,27 @@ void axpy(float alpha, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = std::fma(alpha, x[i], y[i]);
 }
 
-void axpy_many(const float* alpha, const float* rows, int64_t num_rows, int64_t n, float* y) {
-  int64_t i = 0;
-#if PVLLM_CPU_AVX2
-  // Eight lanes of y stay in a register across the rows; each lane sees the
-  // same fused multiply-adds in the same order as axpy().
-  for (; i + 8 <= n; i += 8) {
-    __m256 acc = _mm256_loadu_ps(y + i);
-    for (int64_t t = 0; t < num_rows; ++t) {
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(alpha[t]), _mm256_loadu_ps(rows + t * n + i), acc);
-    }
-    _mm256_storeu_ps(y + i, acc);
+// Lanes [i, i + 8 * C) of y over all rows: C independent chains, so the
+// fused multiply-adds overlap instead of waiting on one another.
+template <int C>
+inline void axpy_chunks(const float* alpha, const float* rows, int64_t num_rows, int64_t n,
+                        int64_t i, float* y) {
+  V8 acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = V8::load(y + i + 8 * c);
+  for (int64_t t = 0; t < num_rows; ++t) {
+    const V8 a = V8::broadcast(alpha[t]);
+    for (int c = 0; c < C; ++c) acc[c] = V8::fma(a, V8::load(rows + t * n + i + 8 * c), acc[c]);
   }
-#endif
+  for (int c = 0; c < C; ++c) acc[c].store(y + i + 8 * c);
+}
+
+void axpy_many(const float* alpha, const float* rows, int64_t num_rows, int64_t n, float* y) {
+  // Each lane of y sees the same fused multiply-adds in the same order as
+  // axpy() would give it, however the lanes are grouped.
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) axpy_chunks<8>(alpha, rows, num_rows, n, i, y);
+  for (; i + 32 <= n; i += 32) axpy_chunks<4>(alpha, rows, num_rows, n, i, y);
+  for (; i + 8 <= n; i += 8) axpy_chunks<1>(alpha, rows, num_rows, n, i, y);
   for (; i < n; ++i) {
     float acc = y[i];
     for (int64_t t = 0; t < num_rows; ++t) acc = std::fma(alpha[t], rows[t * n + i], acc);

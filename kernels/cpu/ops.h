@@ -2,8 +2,9 @@
 //
 // Determinism: every reduction (dot products, sums of squares) is done by
 // one thread in a fixed order that depends only on the reduction length —
-// for dot products 16 lanes (two 8-lane accumulators) over the input in
-// order, then the lanes summed in a fixed tree; for matmul one fused
+// for dot products eight lanes, lane l a fused multiply-add chain over
+// elements 8k + l in order (the tail zero padded), then the lanes summed as
+// ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)); for matmul one fused
 // multiply-add chain per output (gemm.cc). A row's result is therefore
 // bit-identical whether it is computed alone or with other rows, on any
 // number of threads.
@@ -22,7 +23,8 @@ namespace pvllm::cpu {
 float dot(const float* a, const float* b, int64_t n);
 
 // out[t] = dot(a, rows + t * n) for t < num_rows: each bit for bit what
-// dot() gives, computed four rows per pass over `a`.
+// dot() gives, eight rows at a time (eight independent chains, then one
+// transposing reduction).
 void dot_many(const float* a, const float* rows, int64_t num_rows, int64_t n, float* out);
 
 // y[i] += alpha * x[i] for i in [0, n).

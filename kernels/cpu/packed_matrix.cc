@@ -5,8 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "core/base/fault_injection.h"
-
 namespace pvllm::cpu {
 namespace {
 
@@ -19,7 +17,8 @@ void scatter_rows(const Tensor& part, int64_t row_offset, int64_t r0, int64_t r1
   const auto* src = static_cast<const uint8_t*>(part.data);
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t packed_row = row_offset + r;
-    uint8_t* dst = panels + packed_row / panel_rows * panel_bytes + packed_row % panel_rows * elem;
+    uint8_t* dst = panels + packed_row / panel_rows * panel_bytes +
+                   PackedMatrix::slot_of_row(to, packed_row % panel_rows) * elem;
     const int64_t stride = panel_rows * elem;
     if (part.dtype == to && elem == 4) {
       const uint8_t* row = src + r * cols * 4;
@@ -72,15 +71,23 @@ Status PackedMatrix::pack(std::span<const Tensor* const> parts, ThreadPool* pool
   // A multiple of 64 bytes, so every panel starts 64-byte aligned.
   m.panel_bytes_ = (cols * kPanelRows * elem + 63) / 64 * 64;
   const auto total = static_cast<size_t>(m.panel_bytes_ * num_panels);
-  void* bytes =
-      fault::should_fail(fault::Site::kHostAlloc) ? nullptr : std::aligned_alloc(64, total);
-  if (bytes == nullptr) {
+  m.data_ = allocate_host(total);
+  if (m.data_ == nullptr) {
     return OutOfMemory("pack: cannot allocate " + std::to_string(total) + " bytes for " +
                        parts[0]->name);
   }
-  m.data_.reset(static_cast<uint8_t*>(bytes));
-  // Padding rows of the last panel (and the panels' tails) stay zero.
-  std::memset(m.data_.get(), 0, total);
+  // Padding rows of the last panel and the panels' tails stay zero.
+  if (rows % kPanelRows != 0) {
+    std::memset(m.data_.get() + (num_panels - 1) * m.panel_bytes_, 0,
+                static_cast<size_t>(m.panel_bytes_));
+  }
+  const int64_t used = cols * kPanelRows * elem;
+  if (used != m.panel_bytes_) {
+    for (int64_t p = 0; p < num_panels; ++p) {
+      std::memset(m.data_.get() + p * m.panel_bytes_ + used, 0,
+                  static_cast<size_t>(m.panel_bytes_ - used));
+    }
+  }
   int64_t offset = 0;
   for (const Tensor* t : parts) {
     auto copy = [&](int64_t r0, int64_t r1) {

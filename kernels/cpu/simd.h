@@ -51,6 +51,13 @@ struct V8 {
     const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p)));
     return {_mm256_castsi256_ps(_mm256_slli_epi32(wide, 16))};
   }
+  // Eight of the sixteen bf16 weights at p, stored as pairs (row i, row
+  // 8 + i) (packed_matrix.h): rows 0-7 (high = false) or rows 8-15.
+  static V8 load_bf16_pairs(const void* p, bool high) {
+    const __m256i w = _mm256_loadu_si256(static_cast<const __m256i*>(p));
+    return {_mm256_castsi256_ps(high ? _mm256_and_si256(w, _mm256_set1_epi32(-65536))
+                                     : _mm256_slli_epi32(w, 16))};
+  }
   static V8 broadcast(float x) { return {_mm256_set1_ps(x)}; }
   void store(float* p) const { _mm256_storeu_ps(p, v); }
   static V8 fma(V8 a, V8 b, V8 c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
@@ -68,12 +75,23 @@ struct V8 {
     const __m256i e = _mm256_add_epi32(_mm256_cvttps_epi32(n.v), _mm256_set1_epi32(127));
     return {_mm256_castsi256_ps(_mm256_slli_epi32(e, 23))};
   }
-  // ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+  // ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
   float hsum() const {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+    const __m256 t = _mm256_hadd_ps(v, v);  // l0+l1, l2+l3 | l4+l5, l6+l7
+    const __m256 u = _mm256_hadd_ps(t, t);  // (l0+l1)+(l2+l3) | (l4+l5)+(l6+l7)
+    return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
+  }
+  // Lane j of the result is a[j].hsum(), the same tree, for eight vectors
+  // at once (a transposing reduction).
+  static V8 hsum8(const V8* a) {
+    const __m256 s01 = _mm256_hadd_ps(a[0].v, a[1].v);
+    const __m256 s23 = _mm256_hadd_ps(a[2].v, a[3].v);
+    const __m256 s45 = _mm256_hadd_ps(a[4].v, a[5].v);
+    const __m256 s67 = _mm256_hadd_ps(a[6].v, a[7].v);
+    const __m256 s0123 = _mm256_hadd_ps(s01, s23);  // per vector: low half | high half
+    const __m256 s4567 = _mm256_hadd_ps(s45, s67);
+    return {_mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20),
+                          _mm256_permute2f128_ps(s0123, s4567, 0x31))};
   }
 #else
   float v[8];
@@ -96,6 +114,11 @@ struct V8 {
   static V8 load_bf16(const void* p) {
     V8 r;
     for (int i = 0; i < 8; ++i) r.v[i] = load_as_float(DType::kBF16, p, i);
+    return r;
+  }
+  static V8 load_bf16_pairs(const void* p, bool high) {
+    V8 r;
+    for (int i = 0; i < 8; ++i) r.v[i] = load_as_float(DType::kBF16, p, 2 * i + (high ? 1 : 0));
     return r;
   }
   static V8 broadcast(float x) {
@@ -146,10 +169,11 @@ struct V8 {
     }
     return r;
   }
-  float hsum() const {
-    float s[4];
-    for (int i = 0; i < 4; ++i) s[i] = v[i] + v[i + 4];
-    return (s[0] + s[2]) + (s[1] + s[3]);
+  float hsum() const { return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])); }
+  static V8 hsum8(const V8* a) {
+    V8 r;
+    for (int j = 0; j < 8; ++j) r.v[j] = a[j].hsum();
+    return r;
   }
 #endif
 };
@@ -170,6 +194,14 @@ struct V16 {
     const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
     return {_mm512_castsi512_ps(_mm512_slli_epi32(wide, 16))};
   }
+  // The sixteen bf16 weights at p, stored as pairs (row i, row 8 + i): the
+  // 32 bytes in both halves, the low halves of the pairs shifted up in
+  // lanes 0-7 and the high halves masked in lanes 8-15.
+  static V16 load_bf16_pairs(const void* p, bool /*high*/) {
+    const __m512i w = _mm512_broadcast_i64x4(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
+    const __m512i high = _mm512_and_si512(w, _mm512_set1_epi32(-65536));
+    return {_mm512_castsi512_ps(_mm512_mask_slli_epi32(high, __mmask16{0x00FF}, w, 16))};
+  }
   static V16 broadcast(float x) { return {_mm512_set1_ps(x)}; }
   void store(float* p) const { _mm512_storeu_ps(p, v); }
   static V16 fma(V16 a, V16 b, V16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
@@ -185,6 +217,9 @@ struct V16 {
   }
   static V16 load_bf16(const void* p) {
     return {V8::load_bf16(p), V8::load_bf16(static_cast<const char*>(p) + 16)};
+  }
+  static V16 load_bf16_pairs(const void* p, bool /*high*/) {
+    return {V8::load_bf16_pairs(p, false), V8::load_bf16_pairs(p, true)};
   }
   static V16 broadcast(float x) { return {V8::broadcast(x), V8::broadcast(x)}; }
   void store(float* p) const {
@@ -216,16 +251,18 @@ inline V8 exp(V8 x) {
   return V8::mul(y, V8::pow2i(n));
 }
 
-// V::kLanes weights of dtype D starting at element i of `p`, as fp32.
+// V::kLanes weights, as fp32, of the panel rows [row, row + kLanes) from
+// one k step of a packed panel (packed_matrix.h: sixteen weights of dtype
+// D; bf16 ones stored as pairs). row is 0, or 8 for the upper half of an
+// eight-lane vector.
 template <class V, DType D>
-inline V load_weights(const void* p, int64_t i) {
-  const char* at = static_cast<const char*>(p) + i * (D == DType::kF32 ? 4 : 2);
+inline V load_panel(const uint8_t* k_step, int row) {
   if constexpr (D == DType::kF32) {
-    return V::load_unaligned(at);
+    return V::load_unaligned(k_step + row * 4);
   } else if constexpr (D == DType::kF16) {
-    return V::load_f16(at);
+    return V::load_f16(k_step + row * 2);
   } else {
-    return V::load_bf16(at);
+    return V::load_bf16_pairs(k_step, row != 0);
   }
 }
 
