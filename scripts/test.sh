@@ -69,7 +69,8 @@ fi
 # Sanitizers: the C ABI suites (which drive the engine, scheduler, KV
 # manager, event router, tokenizers and CPU kernels underneath) and the
 # engine suites with the run.c goldens under ASan + UBSan + LeakSanitizer,
-# and the threaded suites under ThreadSanitizer; one CPU-only build each
+# and the threaded suites (the CPU thread pool's own included) under
+# ThreadSanitizer; one CPU-only build each
 # (build-asan, build-tsan). `scripts/sanitize.sh asan|tsan` alone runs
 # every suite; docs/guarantees.md says what runs where.
 start=$(date +%s)
@@ -80,8 +81,8 @@ PVLLM_SANITIZE_TARGETS="capi_test event_router_test engine_test fault_walk_test 
 echo "test: scripts/sanitize.sh asan took $(( $(date +%s) - start )) s"
 start=$(date +%s)
 echo "test: scripts/sanitize.sh tsan"
-PVLLM_SANITIZE_TARGETS="capi_test event_router_test pvllm_stress" bash scripts/sanitize.sh tsan \
-  -R '^(Capi|EventRouter|pvllm_stress)'
+PVLLM_SANITIZE_TARGETS="capi_test event_router_test pvllm_stress cpu_kernels_test" \
+  bash scripts/sanitize.sh tsan -R '^(Capi|EventRouter|pvllm_stress|ThreadPool)'
 echo "test: scripts/sanitize.sh tsan took $(( $(date +%s) - start )) s"
 
 # The NuGet package: packed with nuget from packaging/nuget/Pvllm.nuspec
