@@ -54,13 +54,10 @@ std::vector<int32_t> top_ids(std::span<const float> x, int32_t count) {
 
 // NaN ranks below everything; +inf becomes the largest finite value so that
 // differences from the maximum stay finite.
+// Written as two selects so that loops over it vectorize.
 inline float sanitized(float v) {
-  if (std::isnan(v)) return -std::numeric_limits<float>::infinity();
+  v = v != v ? -std::numeric_limits<float>::infinity() : v;  // NaN
   return v == std::numeric_limits<float>::infinity() ? FLT_MAX : v;
-}
-
-void sanitize(std::span<float> x) {
-  for (float& v : x) v = sanitized(v);
 }
 
 // The lowest id of the largest sanitized value, without a copy. First the
@@ -198,8 +195,9 @@ size_t nucleus_size(std::vector<int32_t>& ids, const float* x, const std::vector
 struct Scratch {
   std::vector<float> x;         // the logits being shaped
   std::vector<float> raw;       // sanitized raw logits, for logprobs
-  std::vector<double> weights;  // unnormalised probabilities
+  std::vector<double> weights;  // [vocab] unnormalised probabilities (of candidates)
   std::vector<int32_t> ids;     // candidates of top-k / top-p
+  std::vector<double> cum;      // running sums of the survivors' weights, in id order
 };
 
 Scratch& scratch() {
@@ -207,66 +205,84 @@ Scratch& scratch() {
   return s;
 }
 
-// Unnormalised probabilities exp(x - max) after top-k, top-p and min-p;
-// dropped tokens weigh 0. [vocab_size]
-const std::vector<double>& filtered_weights(std::span<const float> x, float max_x,
-                                            const SamplingParams& params) {
+// The largest value (no NaN in x): eight lanes, so not one long chain.
+float max_of(std::span<const float> x) {
+  float lane[8];
+  for (float& l : lane) l = -std::numeric_limits<float>::infinity();
+  size_t i = 0;
+  for (; i + 8 <= x.size(); i += 8) {
+    for (int j = 0; j < 8; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
+  }
+  float best = -std::numeric_limits<float>::infinity();
+  for (; i < x.size(); ++i) best = x[i] > best ? x[i] : best;
+  for (float l : lane) best = l > best ? l : best;
+  return best;
+}
+
+// The survivors of top-k and top-p, their ids ascending in s.ids, their
+// weights exp(x - max) in s.weights[id]; min-p not applied yet.
+void top_candidates(std::span<const float> x, float max_x, const SamplingParams& params,
+                    bool use_top_k, bool use_top_p, Scratch& s) {
   const auto num_tokens = static_cast<int32_t>(x.size());
-  std::vector<double>& weights = scratch().weights;
-  weights.assign(num_tokens, 0.0);
+  std::vector<int32_t>& ids = s.ids;  // the candidates still in play
+  ids.resize(num_tokens);
+  for (int32_t i = 0; i < num_tokens; ++i) ids[i] = i;
+  if (use_top_k) {
+    std::nth_element(ids.begin(), ids.begin() + params.top_k, ids.end(), RankDesc{x.data()});
+    ids.resize(params.top_k);
+  }
+  double total = 0.0;
+  for (int32_t id : ids) {
+    s.weights[id] = std::exp(double{x[id]} - max_x);
+    total += s.weights[id];
+  }
+  // top-p acts on the distribution left by top-k, renormalised (as vLLM).
+  if (use_top_p) ids.resize(nucleus_size(ids, x.data(), s.weights, params.top_p * total));
+  std::sort(ids.begin(), ids.end());
+}
+
+// Inverse CDF over the surviving tokens, in id order so the result does not
+// depend on how the filters arranged their candidates: the first survivor
+// whose running sum of weights passes u * total. The running sums are the
+// same additions in the same order as summing the weights one by one (a
+// token of weight 0 adds nothing), kept so that the crossing is found by
+// binary search rather than a second walk.
+int32_t draw(std::span<const float> x, const SamplingParams& params, double u) {
+  const float max_x = max_of(x);
+  if (max_x == -std::numeric_limits<float>::infinity()) return 0;  // nothing is possible
+
+  Scratch& s = scratch();
+  const auto num_tokens = static_cast<int32_t>(x.size());
+  s.weights.resize(num_tokens);
   const bool use_top_k = params.top_k > 0 && params.top_k < num_tokens;
   const bool use_top_p = params.top_p < 1.0f;
-  if (!use_top_k && !use_top_p) {
-    for (int32_t i = 0; i < num_tokens; ++i) weights[i] = std::exp(double{x[i]} - max_x);
+  const bool all = !use_top_k && !use_top_p;  // every id a candidate
+  if (all) {
+    for (int32_t i = 0; i < num_tokens; ++i) s.weights[i] = std::exp(double{x[i]} - max_x);
   } else {
-    std::vector<int32_t>& ids = scratch().ids;  // the candidates still in play
-    ids.resize(num_tokens);
-    for (int32_t i = 0; i < num_tokens; ++i) ids[i] = i;
-    if (use_top_k) {
-      std::nth_element(ids.begin(), ids.begin() + params.top_k, ids.end(), RankDesc{x.data()});
-      ids.resize(params.top_k);
-    }
-    double total = 0.0;
-    for (int32_t id : ids) {
-      weights[id] = std::exp(double{x[id]} - max_x);
-      total += weights[id];
-    }
-    // top-p acts on the distribution left by top-k, renormalised (as vLLM).
-    if (use_top_p) {
-      const size_t num_kept = nucleus_size(ids, x.data(), weights, params.top_p * total);
-      for (size_t i = num_kept; i < ids.size(); ++i) weights[ids[i]] = 0.0;
-    }
+    top_candidates(x, max_x, params, use_top_k, use_top_p, s);
   }
+  const int32_t num_candidates = all ? num_tokens : static_cast<int32_t>(s.ids.size());
+  auto id_of = [&](int32_t j) { return all ? j : s.ids[j]; };
   // min-p: p_i >= min_p * p_max  <=>  exp(x_i - max) >= min_p, whatever the
   // normaliser; the best token always survives since its weight is 1.
   if (params.min_p > 0.0f) {
-    for (double& w : weights) {
+    for (int32_t j = 0; j < num_candidates; ++j) {
+      double& w = s.weights[id_of(j)];
       if (w < params.min_p) w = 0.0;
     }
   }
-  return weights;
-}
-
-// Inverse CDF over the surviving tokens, walked in id order so the result
-// does not depend on how the filters arranged their candidates.
-int32_t draw(std::span<const float> x, const SamplingParams& params, double u) {
-  float max_x = x[0];
-  for (float v : x) max_x = std::max(max_x, v);
-  if (max_x == -std::numeric_limits<float>::infinity()) return 0;  // nothing is possible
-
-  const std::vector<double>& weights = filtered_weights(x, max_x, params);
-  double total = 0.0;
-  for (double w : weights) total += w;
-  const double target = u * total;
-  double cumulative = 0.0;
-  int32_t last_possible = 0;
-  for (int32_t id = 0; id < static_cast<int32_t>(weights.size()); ++id) {
-    if (weights[id] <= 0.0) continue;
-    cumulative += weights[id];
-    last_possible = id;
-    if (target < cumulative) return id;
+  s.cum.resize(num_candidates);
+  double running = 0.0;
+  for (int32_t j = 0; j < num_candidates; ++j) s.cum[j] = running += s.weights[id_of(j)];
+  const double target = u * running;
+  const auto crossing = std::upper_bound(s.cum.begin(), s.cum.end(), target);
+  if (crossing != s.cum.end()) return id_of(static_cast<int32_t>(crossing - s.cum.begin()));
+  // u * total rounded up to the total: the last token that can be drawn.
+  for (int32_t j = num_candidates - 1; j >= 0; --j) {
+    if (s.weights[id_of(j)] > 0.0) return id_of(j);
   }
-  return last_possible;  // u * total rounded up to the total
+  return 0;
 }
 
 }  // namespace
@@ -288,13 +304,14 @@ SampleResult sample_token(std::span<const float> logits, const SamplingParams& p
   } else {
     // One copy, shaped in place: penalties, temperature, then the draw.
     std::vector<float>& x = scratch().x;
-    x.assign(logits.begin(), logits.end());
-    sanitize(x);
+    x.resize(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) x[i] = sanitized(logits[i]);
     apply_penalties(x, params, prompt_ids, output_ids);
     if (params.temperature == 0.0f) {
       result.token_id = argmax_sanitized(x);
     } else {
-      for (float& v : x) v = sanitized(v / params.temperature);
+      const float temperature = params.temperature;
+      for (float& v : x) v = sanitized(v / temperature);
       // 53 bits for the inverse CDF so that tokens far below 2^-24 in
       // probability keep their share; its top 24 bits equal sampler_uniform.
       const double u = static_cast<double>(draw_bits(seed, sample_index, step) >> 11) * 0x1p-53;
@@ -304,8 +321,8 @@ SampleResult sample_token(std::span<const float> logits, const SamplingParams& p
   if (params.logprobs >= 0) {
     // Log-softmax of the raw logits, only when asked.
     std::vector<float>& raw = scratch().raw;
-    raw.assign(logits.begin(), logits.end());
-    sanitize(raw);
+    raw.resize(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) raw[i] = sanitized(logits[i]);
     fill_logprobs(raw, result.token_id, params.logprobs, result);
   }
   return result;
