@@ -18,10 +18,13 @@ Environment:
   LLAMA_CPP_BIN          a llama.cpp build's bin/ folder (llama-bench,
                          llama-batched-bench, llama-convert-llama2c-to-ggml)
 
-Workloads (fp32 weights, greedy, EOS ignored):
+Workloads (fp32 weights, greedy unless said, EOS ignored):
   single stream  200 generated tokens (100 on the 110M shape)
   prefill        a 255-token (15M) or 512-token (110M) prompt, one output
-  64 concurrent  64 prompts of 16 tokens, 128 generated tokens each
+  64 concurrent  64 prompts of 16 tokens, 128 generated tokens each (also
+                 with temperature 0.8 on the 15M shape: what sampling costs)
+  startup        a whole `pvllm generate` of one token, in ms (best of 5;
+                 for the baseline column the ratio is baseline / pvllm)
 on the real stories260K (models/stories260K) and random-weight llama2.c
 checkpoints in the 15M shape (dim 288, 6 layers, 6 heads, hidden 768,
 vocabulary 32000) and the 110M shape (dim 768, 12 layers, 12 heads, hidden
@@ -150,6 +153,8 @@ def workloads():
         ("prefill_110M", "prefill (512 tokens)", "110M", "prefill", {"prompt": 512}),
         ("batch64_15M", "64 concurrent", "15M", "batch", {"requests": 64, "prompt": 16, "tokens": 128}),
         ("batch64_110M", "64 concurrent", "110M", "batch", {"requests": 64, "prompt": 16, "tokens": 128}),
+        ("batch64_15M_t08", "64 concurrent, temperature 0.8", "15M", "batch",
+         {"requests": 64, "prompt": 16, "tokens": 128, "temperature": 0.8}),
     ]
 
 
@@ -158,8 +163,8 @@ SUMMARY = re.compile(
 
 
 def pvllm_once(binary, model, kind, params, threads):
-    cmd = [binary, "generate", "--model", model_path(model), "-t", "0", "--ignore-eos",
-           "--threads", str(threads)]
+    cmd = [binary, "generate", "--model", model_path(model), "-t",
+           str(params.get("temperature", 0)), "--seed", "1", "--ignore-eos", "--threads", str(threads)]
     if kind == "decode":
         if model == "260K":
             cmd += ["--prompt", "Once upon a time"]
@@ -181,6 +186,18 @@ def pvllm_once(binary, model, kind, params, threads):
     if kind == "prefill":
         return prompt_tokens / seconds
     return gen_rate
+
+
+def startup_seconds(binary, model):
+    """Wall time of a whole `pvllm generate` of one token: process start,
+    load, repack, one step, exit. The best of five."""
+    best = 1e9
+    for _ in range(5):
+        start = time.perf_counter()
+        run([binary, "generate", "--model", model_path(model), "--prompt-ids", "1", "-t", "0",
+             "--max-tokens", "1", "-q"])
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def median(fn, repeats):
@@ -300,7 +317,8 @@ def main():
                 lambda: runc_once(runc, model, kind, params, THREADS), repeats)
             row += [fmt(r["runc"]), ratio(r["pvllm"], r["runc"])]
         if have_llama:
-            r["llama_cpp"] = median(lambda: llama_cpp_once(model, kind, params, THREADS), repeats)
+            r["llama_cpp"] = None if "temperature" in params else median(
+                lambda: llama_cpp_once(model, kind, params, THREADS), repeats)
             row += [fmt(r["llama_cpp"]), ratio(r["pvllm"], r["llama_cpp"])]
         if kind == "prefill":
             flops = flops_per_prompt(model, params["prompt"]) / params["prompt"] * r["pvllm"]
@@ -314,6 +332,16 @@ def main():
             row.append(f"{fmt(roof_tps)} tok/s: {100 * r['pvllm'] / roof_tps:.0f}%{note}")
         else:
             row.append("-")
+        print("| " + " | ".join(row) + " |", flush=True)
+        results.append(r)
+    for model in ("260K", "110M"):
+        r = {"key": f"startup_{model}", "work": "startup (ms)", "model": model}
+        r["pvllm"] = 1000 * startup_seconds(PVLLM, model)
+        row = ["startup, ms (generate 1 token)", model, fmt(r["pvllm"]), "-", "-"]
+        if baseline:
+            r["baseline"] = 1000 * startup_seconds(baseline, model)
+            row += [fmt(r["baseline"]), ratio(r["baseline"], r["pvllm"])]
+        row += ["-", "-"] * (bool(runc) + have_llama) + ["-"]
         print("| " + " | ".join(row) + " |", flush=True)
         results.append(r)
     if json_path:

@@ -142,6 +142,10 @@ class CpuBackend final : public Backend {
   Status pack_matrices();
   Status validate(const BatchMetadata& md, const float* logits) const;
   void run_layer(int32_t layer, const BatchMetadata& md);
+  // fn(t0, t1) over ranges of [0, n) tokens, on the pool when each token
+  // carries enough work (work_per_token: element operations).
+  template <typename Fn>
+  void per_tokens(int64_t n, int64_t work_per_token, Fn&& fn);
   void fill_rope_tables(const BatchMetadata& md);
 
   const Model& model_;
@@ -342,51 +346,72 @@ Status CpuBackend::validate(const BatchMetadata& md, const float* logits) const 
   return Status::Ok();
 }
 
+template <typename Fn>
+void CpuBackend::per_tokens(int64_t n, int64_t work_per_token, Fn&& fn) {
+  // Enough element operations per thread that sharing the rows pays;
+  // decode steps of one or a few tokens run inline.
+  constexpr int64_t kMinWorkPerThread = int64_t{1} << 14;
+  pool_.parallel_for(n, fn, std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(1, work_per_token)));
+}
+
 void CpuBackend::run_layer(int32_t layer, const BatchMetadata& md) {
   const ModelConfig& c = config_;
   const int64_t n = md.num_tokens;
   const int64_t hidden = c.hidden_size;
+  const int64_t head_dim = c.head_dim;
+  const int64_t half = head_dim / 2;
+  const float eps = c.rms_norm_eps;
 
   const LayerMatrices& m = matrices_[layer];
   const LayerExtras& e = extras_[layer];
-  const int64_t q_dim = int64_t{c.num_heads} * c.head_dim;
-  const int64_t kv_dim = int64_t{c.num_kv_heads} * c.head_dim;
+  const int64_t q_dim = int64_t{c.num_heads} * head_dim;
+  const int64_t kv_dim = int64_t{c.num_kv_heads} * head_dim;
+  const int64_t qkv_dim = q_dim + 2 * kv_dim;
   const int64_t inter = c.intermediate_size;
 
-  cpu::rmsnorm(x_.data(), attn_norm_[layer].data(), n, hidden, c.rms_norm_eps, xb_.data());
+  // Between the GEMMs, the row-wise steps run over ranges of tokens.
+  per_tokens(n, hidden, [&](int64_t t0, int64_t t1) {
+    cpu::rmsnorm(x_.data() + t0 * hidden, attn_norm_[layer].data(), t1 - t0, hidden, eps,
+                 xb_.data() + t0 * hidden);
+  });
   cpu::matmul(&pool_, xb_.data(), n, m.qkv, qkv_.data());
-  const int64_t qkv_dim = q_dim + 2 * kv_dim;
-  for (int64_t t = 0; t < n; ++t) {
-    const float* row = qkv_.data() + t * qkv_dim;
-    std::memcpy(q_.data() + t * q_dim, row, q_dim * sizeof(float));
-    std::memcpy(k_.data() + t * kv_dim, row + q_dim, kv_dim * sizeof(float));
-    std::memcpy(v_.data() + t * kv_dim, row + q_dim + kv_dim, kv_dim * sizeof(float));
-  }
-  if (c.qkv_bias) {
-    cpu::add_bias(q_.data(), n, q_dim, e.bq.data());
-    cpu::add_bias(k_.data(), n, kv_dim, e.bk.data());
-    cpu::add_bias(v_.data(), n, kv_dim, e.bv.data());
-  }
-  if (c.qk_norm) {  // each head of q and k normalised on its own, before RoPE
-    cpu::rmsnorm(q_.data(), e.q_norm.data(), n * c.num_heads, c.head_dim, c.rms_norm_eps,
-                 q_.data());
-    cpu::rmsnorm(k_.data(), e.k_norm.data(), n * c.num_kv_heads, c.head_dim, c.rms_norm_eps,
-                 k_.data());
-  }
-  cpu::rope(q_.data(), n, c.num_heads, c.head_dim, cos_.data(), sin_.data(), c.rope_style);
-  cpu::rope(k_.data(), n, c.num_kv_heads, c.head_dim, cos_.data(), sin_.data(), c.rope_style);
+  per_tokens(n, 2 * qkv_dim, [&](int64_t t0, int64_t t1) {
+    const int64_t rows = t1 - t0;
+    float* q = q_.data() + t0 * q_dim;
+    float* k = k_.data() + t0 * kv_dim;
+    float* v = v_.data() + t0 * kv_dim;
+    for (int64_t t = 0; t < rows; ++t) {
+      const float* row = qkv_.data() + (t0 + t) * qkv_dim;
+      std::memcpy(q + t * q_dim, row, q_dim * sizeof(float));
+      std::memcpy(k + t * kv_dim, row + q_dim, kv_dim * sizeof(float));
+      std::memcpy(v + t * kv_dim, row + q_dim + kv_dim, kv_dim * sizeof(float));
+    }
+    if (c.qkv_bias) {
+      cpu::add_bias(q, rows, q_dim, e.bq.data());
+      cpu::add_bias(k, rows, kv_dim, e.bk.data());
+      cpu::add_bias(v, rows, kv_dim, e.bv.data());
+    }
+    if (c.qk_norm) {  // each head of q and k normalised on its own, before RoPE
+      cpu::rmsnorm(q, e.q_norm.data(), rows * c.num_heads, head_dim, eps, q);
+      cpu::rmsnorm(k, e.k_norm.data(), rows * c.num_kv_heads, head_dim, eps, k);
+    }
+    const float* cos = cos_.data() + t0 * half;
+    const float* sin = sin_.data() + t0 * half;
+    cpu::rope(q, rows, c.num_heads, head_dim, cos, sin, c.rope_style);
+    cpu::rope(k, rows, c.num_kv_heads, head_dim, cos, sin, c.rope_style);
 
-  cpu::WriteKvParams w;
-  w.k = k_.data();
-  w.v = v_.data();
-  w.slot_mapping = md.slot_mapping.data();
-  w.k_cache = kv_floats(k_cache_[layer]);
-  w.v_cache = kv_floats(v_cache_[layer]);
-  w.num_tokens = md.num_tokens;
-  w.num_kv_heads = c.num_kv_heads;
-  w.head_dim = c.head_dim;
-  w.block_size = block_size_;
-  cpu::write_kv(w);
+    cpu::WriteKvParams w;  // each row its own slot: ranges write disjoint slots
+    w.k = k;
+    w.v = v;
+    w.slot_mapping = md.slot_mapping.data() + t0;
+    w.k_cache = kv_floats(k_cache_[layer]);
+    w.v_cache = kv_floats(v_cache_[layer]);
+    w.num_tokens = static_cast<int32_t>(rows);
+    w.num_kv_heads = c.num_kv_heads;
+    w.head_dim = c.head_dim;
+    w.block_size = block_size_;
+    cpu::write_kv(w);
+  });
 
   cpu::PagedAttentionParams a;
   a.q = q_.data();
@@ -408,17 +433,24 @@ void CpuBackend::run_layer(int32_t layer, const BatchMetadata& md) {
   cpu::paged_attention(a, &pool_);
 
   cpu::matmul(&pool_, att_.data(), n, m.wo, xb_.data());
-  if (c.o_bias) cpu::add_bias(xb_.data(), n, hidden, e.bo.data());
-  for (int64_t i = 0; i < n * hidden; ++i) x_[i] += xb_[i];
-
-  cpu::rmsnorm(x_.data(), ffn_norm_[layer].data(), n, hidden, c.rms_norm_eps, xb_.data());
+  per_tokens(n, 3 * hidden, [&](int64_t t0, int64_t t1) {
+    float* x = x_.data() + t0 * hidden;
+    float* xb = xb_.data() + t0 * hidden;
+    if (c.o_bias) cpu::add_bias(xb, t1 - t0, hidden, e.bo.data());
+    for (int64_t i = 0; i < (t1 - t0) * hidden; ++i) x[i] += xb[i];
+    cpu::rmsnorm(x, ffn_norm_[layer].data(), t1 - t0, hidden, eps, xb);
+  });
   cpu::matmul(&pool_, xb_.data(), n, m.gate_up, gate_up_.data());
-  for (int64_t t = 0; t < n; ++t) {
-    const float* row = gate_up_.data() + t * 2 * inter;
-    cpu::silu_mul(row, row + inter, inter, gate_.data() + t * inter);
-  }
+  per_tokens(n, 8 * inter, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* row = gate_up_.data() + t * 2 * inter;
+      cpu::silu_mul(row, row + inter, inter, gate_.data() + t * inter);
+    }
+  });
   cpu::matmul(&pool_, gate_.data(), n, m.down, xb_.data());
-  for (int64_t i = 0; i < n * hidden; ++i) x_[i] += xb_[i];
+  per_tokens(n, hidden, [&](int64_t t0, int64_t t1) {
+    for (int64_t i = t0 * hidden; i < t1 * hidden; ++i) x_[i] += xb_[i];
+  });
 }
 
 Status CpuBackend::forward(const BatchMetadata& md, float* logits) {
