@@ -691,6 +691,98 @@ TEST_F(BrokenModelTest, MissingConfigFieldIsCorrupt) {
   expect_failure(dir, StatusCode::kCorruptModel, {"config.json", "hidden_size"});
 }
 
+struct MalformedConfig {
+  const char* tiny;  // tiny_arch_spec name
+  json set;          // config.json keys to set (null erases)
+  StatusCode code;
+  const char* named;  // what the message must say
+};
+
+TEST_F(BrokenModelTest, MalformedConfigValuesAreRefusedNamingTheKey) {
+  const MalformedConfig cases[] = {
+      {"llama2",
+       {{"architectures", json::array()}},
+       StatusCode::kCorruptModel,
+       "architectures is not a non-empty list"},
+      {"llama2", {{"architectures", {5}}}, StatusCode::kUnsupported, "supported:"},
+      {"llama2",
+       {{"architectures", nullptr}, {"model_type", nullptr}},
+       StatusCode::kUnsupported,
+       "names no architecture"},
+      {"llama2",
+       {{"model_type", "qwen2"}},
+       StatusCode::kUnsupported,
+       "(architectures names LlamaForCausalLM)"},
+      {"llama2",
+       {{"architectures", nullptr}, {"model_type", "gpt2"}},
+       StatusCode::kUnsupported,
+       "(supported: llama, mistral, qwen2, qwen3)"},
+      {"llama2",
+       {{"partial_rotary_factor", 0.5}},
+       StatusCode::kUnsupported,
+       "partial_rotary_factor"},
+      {"llama2",
+       {{"pretraining_tp", 0}},
+       StatusCode::kCorruptModel,
+       "pretraining_tp is not a positive integer"},
+      {"llama2",
+       {{"tie_word_embeddings", "yes"}},
+       StatusCode::kCorruptModel,
+       "tie_word_embeddings is not true or false"},
+      {"llama2",
+       {{"attention_bias", 1}},
+       StatusCode::kCorruptModel,
+       "attention_bias is not true or false"},
+      {"llama2", {{"intermediate_size", "x"}}, StatusCode::kCorruptModel, "intermediate_size"},
+      {"llama2",
+       {{"num_hidden_layers", 0}},
+       StatusCode::kCorruptModel,
+       "num_hidden_layers must be positive"},
+      {"llama2",
+       {{"num_attention_heads", 0}},
+       StatusCode::kCorruptModel,
+       "num_attention_heads must be positive"},
+      {"llama2", {{"vocab_size", 1.5}}, StatusCode::kCorruptModel, "vocab_size"},
+      {"llama2", {{"num_key_value_heads", "x"}}, StatusCode::kCorruptModel, "num_key_value_heads"},
+      {"llama2", {{"head_dim", "x"}}, StatusCode::kCorruptModel, "head_dim"},
+      {"llama2", {{"rms_norm_eps", "x"}}, StatusCode::kCorruptModel, "rms_norm_eps"},
+      {"llama2", {{"bos_token_id", "x"}}, StatusCode::kCorruptModel, "bos_token_id"},
+      {"llama2",
+       {{"eos_token_id", "x"}},
+       StatusCode::kCorruptModel,
+       "eos_token_id is not an integer or a list of integers"},
+      {"llama2",
+       {{"eos_token_id", {2, "a"}}},
+       StatusCode::kCorruptModel,
+       "eos_token_id is malformed"},
+      {"llama2", {{"eos_token_id", 100000}}, StatusCode::kCorruptModel, "eos_token_id"},
+      {"mistral", {{"sliding_window", "x"}}, StatusCode::kCorruptModel, "sliding_window"},
+      {"qwen2", {{"use_sliding_window", "x"}}, StatusCode::kCorruptModel, "use_sliding_window"},
+      {"qwen2", {{"max_window_layers", "x"}}, StatusCode::kCorruptModel, "max_window_layers"},
+  };
+  for (const MalformedConfig& c : cases) {
+    SCOPED_TRACE(std::string(c.tiny) + " " + c.set.dump());
+    const std::string d = testing::write_tiny_hf_model(subdir(std::string("malformed_") + c.tiny),
+                                                       testing::tiny_arch_spec(c.tiny));
+    testing::edit_hf_config(d, c.set);
+    expect_failure(d, c.code, {"config.json", c.named});
+  }
+}
+
+TEST_F(BrokenModelTest, MalformedGenerationConfigIsRefused) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"eos_token_id": "x"})", "eos_token_id"},
+      {R"({"eos_token_id": [2, 100000]})", "outside the vocabulary"},
+      {"{ not json", "generation_config.json"},
+  };
+  for (const auto& [text, named] : cases) {
+    SCOPED_TRACE(text);
+    const std::string d = hf_dir();
+    std::ofstream(d + "/generation_config.json") << text;
+    expect_failure(d, StatusCode::kCorruptModel, {"generation_config.json", named});
+  }
+}
+
 TEST_F(BrokenModelTest, NonexistentPathIsNotFound) {
   const std::string path = dir_ + "/no/such/model.bin";
   expect_failure(path, StatusCode::kNotFound, {path});
