@@ -441,6 +441,129 @@ TEST(JsonTokenizerRefusalTest, UnimplementedFieldsAreUnsupportedNamingTheField) 
   }
 }
 
+struct ComponentCase {
+  const char* name;
+  json decoder;         // replaces the metaspace file's decoder, unless null
+  json post_processor;  // replaces its post_processor, unless null
+  StatusCode code;      // kOk: the file loads
+  const char* field;    // what the message names
+};
+
+TEST(JsonTokenizerRefusalTest, DecodersAndPostProcessorsAreCheckedPartByPart) {
+  const json seq_tok = {{"Sequence", {{"id", "A"}, {"type_id", 0}}}};
+  const json bos_tok = {{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}};
+  const json bos_table = {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}};
+  auto sequence = [](json decoders) { return json{{"type", "Sequence"}, {"decoders", decoders}}; };
+  auto strip = [](json content, json start, json stop) {
+    return json{{"type", "Strip"}, {"content", content}, {"start", start}, {"stop", stop}};
+  };
+  auto replace = [](json pattern, json content) {
+    return json{{"type", "Replace"}, {"pattern", pattern}, {"content", content}};
+  };
+  auto templ = [](json single, json special) {
+    return json{{"type", "TemplateProcessing"}, {"single", single}, {"special_tokens", special}};
+  };
+  const json fuse = {{"type", "Fuse"}};
+  const ComponentCase cases[] = {
+      {"decoder not an object", 5, nullptr, StatusCode::kTokenizerError, "decoder"},
+      {"decoder type not text",
+       {{"type", 5}},
+       nullptr,
+       StatusCode::kTokenizerError,
+       "decoder.type"},
+      {"decoders not a list", sequence(5), nullptr, StatusCode::kTokenizerError,
+       "decoder.decoders"},
+      {"after strip", sequence({fuse, strip(" ", 1, 0), fuse}), nullptr, StatusCode::kUnsupported,
+       "after Strip"},
+      {"byte fallback after fuse", sequence({fuse, {{"type", "ByteFallback"}}}), nullptr,
+       StatusCode::kUnsupported, "after Fuse"},
+      {"regex replace", replace({{"Regex", "a+"}}, "b"), nullptr, StatusCode::kUnsupported,
+       "decoder.pattern"},
+      {"empty replace", replace({{"String", ""}}, "b"), nullptr, StatusCode::kUnsupported,
+       "decoder.pattern"},
+      {"long replace after fuse", sequence({fuse, replace({{"String", "ab"}}, "x")}), nullptr,
+       StatusCode::kUnsupported, "after Fuse"},
+      {"replace without content",
+       {{"type", "Replace"}, {"pattern", {{"String", "a"}}}},
+       nullptr,
+       StatusCode::kTokenizerError,
+       "decoder.content"},
+      {"empty metaspace",
+       {{"type", "Metaspace"}, {"replacement", ""}},
+       nullptr,
+       StatusCode::kTokenizerError,
+       "decoder.replacement"},
+      {"metaspace",
+       {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "always"}},
+       nullptr,
+       StatusCode::kOk,
+       ""},
+      {"metaspace never",
+       {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "never"}},
+       nullptr,
+       StatusCode::kOk,
+       ""},
+      {"strip before fuse", sequence({strip(" ", 1, 0)}), nullptr, StatusCode::kUnsupported,
+       "before Fuse"},
+      {"strip other text", sequence({fuse, strip("x", 1, 0)}), nullptr, StatusCode::kUnsupported,
+       "decoder.decoders[1].content"},
+      {"strip too far", sequence({fuse, strip(" ", 100, 0)}), nullptr, StatusCode::kUnsupported,
+       "decoder.decoders[1].start"},
+      {"strip start not a number", sequence({fuse, strip(" ", "a", 0)}), nullptr,
+       StatusCode::kTokenizerError, "decoder.decoders[1].start"},
+      {"post-processor not an object", nullptr, 5, StatusCode::kTokenizerError, "post_processor"},
+      {"special token not in the table", nullptr, templ({bos_tok, seq_tok}, json::object()),
+       StatusCode::kTokenizerError, "<s>"},
+      {"special ids not integers", nullptr,
+       templ({bos_tok, seq_tok}, {{"<s>", {{"id", "<s>"}, {"ids", {"x"}}, {"tokens", {"<s>"}}}}}),
+       StatusCode::kTokenizerError, "ids"},
+      {"single not a list", nullptr, templ(5, bos_table), StatusCode::kTokenizerError,
+       "post_processor.single"},
+      {"sequence B", nullptr,
+       templ({bos_tok, {{"Sequence", {{"id", "B"}, {"type_id", 0}}}}}, bos_table),
+       StatusCode::kUnsupported, "Sequence"},
+      {"two sequences", nullptr, templ({seq_tok, seq_tok}, bos_table), StatusCode::kUnsupported,
+       "Sequence"},
+      {"unknown piece", nullptr, templ({seq_tok, {{"Other", 1}}}, bos_table),
+       StatusCode::kUnsupported, "post_processor.single"},
+      {"no sequence", nullptr, templ({bos_tok}, bos_table), StatusCode::kTokenizerError,
+       "has no Sequence A"},
+      {"roberta",
+       nullptr,
+       {{"type", "RobertaProcessing"}, {"cls", {"<s>", 1}}, {"sep", {"</s>", 2}}},
+       StatusCode::kOk,
+       ""},
+      {"bert without sep",
+       nullptr,
+       {{"type", "BertProcessing"}, {"cls", {"<s>", 1}}},
+       StatusCode::kTokenizerError,
+       "post_processor.sep"},
+      {"processors not a list",
+       nullptr,
+       {{"type", "Sequence"}, {"processors", 5}},
+       StatusCode::kTokenizerError,
+       "post_processor.processors"},
+      {"processors",
+       nullptr,
+       {{"type", "Sequence"},
+        {"processors",
+         {{{"type", "ByteLevel"}, {"trim_offsets", false}}, templ({bos_tok, seq_tok}, bos_table)}}},
+       StatusCode::kOk,
+       ""},
+  };
+  for (const ComponentCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    json file = metaspace_file();
+    if (!c.decoder.is_null()) file["decoder"] = c.decoder;
+    if (!c.post_processor.is_null()) file["post_processor"] = c.post_processor;
+    std::unique_ptr<Tokenizer> t;
+    const Status status = JsonTokenizer::load_from_text(file.dump(), "", &t);
+    EXPECT_EQ(status.code(), c.code) << status.message();
+    EXPECT_NE(status.message().find(c.field), std::string::npos) << status.message();
+    EXPECT_EQ(t != nullptr, c.code == StatusCode::kOk);
+  }
+}
+
 TEST(JsonTokenizerRefusalTest, NormalizedAddedTokensNeedNoNormalizer) {
   json file = metaspace_file();
   file["added_tokens"][1]["normalized"] = true;
