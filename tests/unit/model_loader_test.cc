@@ -224,6 +224,84 @@ TEST(ModelConfigTest, ValidateRejectsInconsistentSizes) {
   EXPECT_FALSE(bad.validate().ok());
 }
 
+TEST(ModelConfigTest, EachInvalidFieldIsNamed) {
+  ModelConfig c;
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 8;
+  c.vocab_size = 100;
+  c.max_position_embeddings = 64;
+  using Rope = RopeScaling::Type;
+  const std::pair<const char*, std::function<void(ModelConfig*)>> cases[] = {
+      {"hidden_size must be positive", [](ModelConfig* m) { m->hidden_size = 0; }},
+      {"intermediate_size must be positive", [](ModelConfig* m) { m->intermediate_size = -1; }},
+      {"num_layers must be positive", [](ModelConfig* m) { m->num_layers = 0; }},
+      {"num_heads must be positive", [](ModelConfig* m) { m->num_heads = 0; }},
+      {"num_kv_heads must be positive", [](ModelConfig* m) { m->num_kv_heads = 0; }},
+      {"head_dim must be positive and even, got 0", [](ModelConfig* m) { m->head_dim = 0; }},
+      {"max_position_embeddings must be positive",
+       [](ModelConfig* m) { m->max_position_embeddings = 0; }},
+      {"rms_norm_eps must be positive", [](ModelConfig* m) { m->rms_norm_eps = 0.0f; }},
+      {"rope_theta must be positive", [](ModelConfig* m) { m->rope_theta = -1.0f; }},
+      {"rope_scaling.factor must be positive",
+       [](ModelConfig* m) {
+         m->rope_scaling.type = Rope::kLinear;
+         m->rope_scaling.factor = 0.0f;
+       }},
+      {"rope_scaling.original_max_position_embeddings must be positive",
+       [](ModelConfig* m) {
+         m->rope_scaling.type = Rope::kDynamic;
+         m->rope_scaling.factor = 2.0f;
+         m->rope_scaling.original_max_position_embeddings = 0;
+       }},
+      {"dynamic rope scaling needs head_dim > 2",
+       [](ModelConfig* m) {
+         m->rope_scaling.type = Rope::kDynamic;
+         m->rope_scaling.factor = 2.0f;
+         m->rope_scaling.original_max_position_embeddings = 64;
+         m->head_dim = 2;
+       }},
+      {"sliding_window must be positive", [](ModelConfig* m) { m->sliding_window = -1; }},
+      {"0 < low_freq_factor < high_freq_factor",
+       [](ModelConfig* m) {
+         m->rope_scaling.type = Rope::kLlama3;
+         m->rope_scaling.factor = 8.0f;
+         m->rope_scaling.low_freq_factor = 4.0f;
+         m->rope_scaling.high_freq_factor = 4.0f;
+       }},
+      {"0 < low_freq_factor < high_freq_factor",
+       [](ModelConfig* m) {
+         m->rope_scaling.type = Rope::kLlama3;
+         m->rope_scaling.factor = 8.0f;
+         m->rope_scaling.low_freq_factor = 0.0f;
+         m->rope_scaling.high_freq_factor = 4.0f;
+       }},
+      {"rope_scaling.original_max_position_embeddings must be positive",
+       [](ModelConfig* m) {
+         m->rope_scaling.type = Rope::kLlama3;
+         m->rope_scaling.factor = 8.0f;
+         m->rope_scaling.low_freq_factor = 1.0f;
+         m->rope_scaling.high_freq_factor = 4.0f;
+         m->rope_scaling.original_max_position_embeddings = 0;
+       }},
+      {"bos_token_id is outside the vocabulary", [](ModelConfig* m) { m->bos_token_id = 100; }},
+      {"a stop token id is outside the vocabulary",
+       [](ModelConfig* m) { m->extra_stop_token_ids = {5, -1}; }},
+  };
+  ASSERT_TRUE(c.validate().ok());
+  for (const auto& [needle, spoil] : cases) {
+    SCOPED_TRACE(needle);
+    ModelConfig bad = c;
+    spoil(&bad);
+    const Status st = bad.validate();
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
+  }
+}
+
 // ------------------------------------------------------- tiny model helpers
 
 std::unique_ptr<Model> load_ok(const std::string& path) {
