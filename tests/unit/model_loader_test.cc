@@ -289,7 +289,9 @@ TEST(ModelConfigTest, EachInvalidFieldIsNamed) {
        }},
       {"bos_token_id is outside the vocabulary", [](ModelConfig* m) { m->bos_token_id = 100; }},
       {"a stop token id is outside the vocabulary",
-       [](ModelConfig* m) { m->extra_stop_token_ids = {5, -1}; }},
+       [](ModelConfig* m) {
+         m->extra_stop_token_ids = {5, -1};
+       }},
   };
   ASSERT_TRUE(c.validate().ok());
   for (const auto& [needle, spoil] : cases) {
@@ -837,6 +839,48 @@ TEST_F(BrokenModelTest, MalformedConfigValuesAreRefusedNamingTheKey) {
       {"mistral", {{"sliding_window", "x"}}, StatusCode::kCorruptModel, "sliding_window"},
       {"qwen2", {{"use_sliding_window", "x"}}, StatusCode::kCorruptModel, "use_sliding_window"},
       {"qwen2", {{"max_window_layers", "x"}}, StatusCode::kCorruptModel, "max_window_layers"},
+      {"llama2", {{"rope_theta", "x"}}, StatusCode::kCorruptModel, "rope_theta"},
+      {"llama2",
+       {{"rope_scaling", "linear"}},
+       StatusCode::kCorruptModel,
+       "rope_scaling is not an object"},
+      {"llama2",
+       {{"rope_scaling", {{"rope_type", 5}}}},
+       StatusCode::kCorruptModel,
+       "rope_type is not a string"},
+      {"llama2",
+       {{"rope_scaling", {{"type", "linear"}, {"rope_type", "dynamic"}, {"factor", 2}}}},
+       StatusCode::kUnsupported,
+       "(type and rope_type differ)"},
+      {"llama2",
+       {{"rope_scaling", {{"factor", 2.0}}}},
+       StatusCode::kCorruptModel,
+       "has no rope_type"},
+      {"llama2",
+       {{"rope_scaling", {{"rope_type", "linear"}}}},
+       StatusCode::kCorruptModel,
+       "factor"},
+      {"llama2",
+       {{"rope_scaling",
+         {{"rope_type", "linear"}, {"factor", 2.0}, {"partial_rotary_factor", 0.5}}}},
+       StatusCode::kUnsupported,
+       "rope_scaling.partial_rotary_factor"},
+      {"llama2",
+       {{"rope_scaling",
+         {{"rope_type", "llama3"},
+          {"factor", 8.0},
+          {"high_freq_factor", 4.0},
+          {"original_max_position_embeddings", 64}}}},
+       StatusCode::kCorruptModel,
+       "low_freq_factor"},
+      {"llama3-v5",
+       {{"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}}},
+       StatusCode::kUnsupported,
+       "(it disagrees with rope_scaling)"},
+      {"llama3-v5",
+       {{"rope_parameters", {{"rope_type", "default"}, {"rope_theta", "x"}}}},
+       StatusCode::kCorruptModel,
+       "rope_theta"},
   };
   for (const MalformedConfig& c : cases) {
     SCOPED_TRACE(std::string(c.tiny) + " " + c.set.dump());
@@ -845,6 +889,54 @@ TEST_F(BrokenModelTest, MalformedConfigValuesAreRefusedNamingTheKey) {
     testing::edit_hf_config(d, c.set);
     expect_failure(d, c.code, {"config.json", c.named});
   }
+}
+
+TEST_F(BrokenModelTest, MalformedSafetensorsHeadersAreCorruptNamingTheTensor) {
+  const std::pair<const char*, std::function<void(json&)>> cases[] = {
+      {"lacks dtype, shape or data_offsets", [](json& h) { h["model.norm.weight"] = 5; }},
+      {"lacks dtype, shape or data_offsets",
+       [](json& h) { h["model.norm.weight"].erase("data_offsets"); }},
+      {"has a non-string dtype", [](json& h) { h["model.norm.weight"]["dtype"] = 5; }},
+      {"has a shape that is not a list", [](json& h) { h["model.norm.weight"]["shape"] = "x"; }},
+      {"has a negative or non-integer dimension",
+       [](json& h) { h["model.norm.weight"]["shape"] = {-1}; }},
+      {"has an implausibly large shape",
+       [](json& h) {
+         h["model.norm.weight"]["shape"] = {int64_t{1} << 40, int64_t{1} << 40};
+       }},
+      {"has malformed data_offsets", [](json& h) { h["model.norm.weight"]["data_offsets"] = {0}; }},
+      {"has data_offsets [10, 5)",
+       [](json& h) {
+         h["model.norm.weight"]["data_offsets"] = {10, 5};
+       }},
+      {"the header is not a JSON object", [](json& h) { h = json::array({1}); }},
+  };
+  for (const auto& [named, edit] : cases) {
+    SCOPED_TRACE(named);
+    const std::string d = hf_dir();
+    edit_safetensors_header(d + "/model.safetensors", edit);
+    expect_failure(d, StatusCode::kCorruptModel, {"model.safetensors", named});
+  }
+  const std::string d = hf_dir();
+  std::ofstream(d + "/model.safetensors", std::ios::trunc) << "abc";
+  expect_failure(d, StatusCode::kCorruptModel, {"model.safetensors", "3 bytes"});
+}
+
+TEST_F(BrokenModelTest, Llama2cHeadersThatCannotBeAModelAreRefused) {
+  const auto write = [&](const std::string& name, const std::vector<int32_t>& header) {
+    const std::string path = subdir("l2c_header") + "/" + name;
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(header.data()),
+              static_cast<std::streamsize>(header.size() * sizeof(int32_t)));
+    return path;
+  };
+  expect_failure(write("short.bin", {32, 48}), StatusCode::kCorruptModel, {"short.bin", "8"});
+  expect_failure(write("v1.bin", {0x616b3432, 1, 0, 0, 0, 0, 0, 0}), StatusCode::kUnsupported,
+                 {"v1.bin", "versioned export"});
+  expect_failure(write("zero.bin", {0, 48, 2, 4, 2, 100, 64}), StatusCode::kCorruptModel,
+                 {"zero.bin", "implausible llama2.c header (dim 0"});
+  expect_failure(write("odd.bin", {36, 48, 2, 4, 2, 100, 64}), StatusCode::kCorruptModel,
+                 {"odd.bin", "implausible"});
 }
 
 TEST_F(BrokenModelTest, MalformedGenerationConfigIsRefused) {
