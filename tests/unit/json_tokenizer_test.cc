@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -556,6 +557,104 @@ TEST(JsonTokenizerRefusalTest, DecodersAndPostProcessorsAreCheckedPartByPart) {
     json file = metaspace_file();
     if (!c.decoder.is_null()) file["decoder"] = c.decoder;
     if (!c.post_processor.is_null()) file["post_processor"] = c.post_processor;
+    std::unique_ptr<Tokenizer> t;
+    const Status status = JsonTokenizer::load_from_text(file.dump(), "", &t);
+    EXPECT_EQ(status.code(), c.code) << status.message();
+    EXPECT_NE(status.message().find(c.field), std::string::npos) << status.message();
+    EXPECT_EQ(t != nullptr, c.code == StatusCode::kOk);
+  }
+}
+
+struct FieldCase {
+  const char* name;
+  std::function<void(json*)> edit;  // of the metaspace file
+  StatusCode code;                  // kOk: the file loads
+  const char* field;                // what the message names
+};
+
+TEST(JsonTokenizerRefusalTest, EachMalformedFieldIsNamed) {
+  const auto set = [](const char* pointer, json value) {
+    return [p = json::json_pointer(pointer), value](json* f) { (*f)[p] = value; };
+  };
+  const json split = {{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}, {"behavior", "Removed"}};
+  const auto pre = [](json config) {
+    return [config](json* f) { (*f)["pre_tokenizer"] = config; };
+  };
+  const auto norm = [](json config) { return [config](json* f) { (*f)["normalizer"] = config; }; };
+  const auto with = [](json base, const char* key, json value) {
+    base[key] = value;
+    return base;
+  };
+  const json metaspace = {{"type", "Metaspace"}, {"replacement", "▁"}};
+  const StatusCode bad = StatusCode::kTokenizerError;
+  const FieldCase cases[] = {
+      {"model", set("/model", 5), bad, "model"},
+      {"model type", set("/model/type", 5), bad, "model.type"},
+      {"byte_fallback", set("/model/byte_fallback", "x"), bad, "model.byte_fallback"},
+      {"ignore_merges", set("/model/ignore_merges", 1), bad, "model.ignore_merges"},
+      {"fuse_unk", set("/model/fuse_unk", "x"), bad, "model.fuse_unk"},
+      {"vocab", set("/model/vocab", json::array()), bad, "model.vocab"},
+      {"vocab id", set("/model/vocab/h", -1), bad, "model.vocab[\"h\"]"},
+      {"unk_token type", set("/model/unk_token", 5), bad, "model.unk_token"},
+      {"unk_token unknown", set("/model/unk_token", "<nope>"), bad, "model.unk_token"},
+      {"merges", set("/model/merges", 5), bad, "model.merges"},
+      {"merge of three", set("/model/merges", {"h i x"}), bad, "model.merges[0]"},
+      {"merge of numbers", set("/model/merges", {{1, 2}}), bad, "model.merges[0]"},
+      {"pre-tokenizer", pre(5), bad, "pre_tokenizer"},
+      {"pre-tokenizer type", pre({{"type", 5}}), bad, "pre_tokenizer.type"},
+      {"split behavior", pre(with(split, "behavior", 5)), bad, "pre_tokenizer.behavior"},
+      {"split pattern", pre(with(split, "pattern", 5)), bad, "pre_tokenizer.pattern"},
+      {"split pattern kind", pre(with(split, "pattern", {{"Glob", "*"}})), StatusCode::kUnsupported,
+       "pre_tokenizer.pattern"},
+      {"split regex", pre(with(split, "pattern", {{"Regex", "("}})), StatusCode::kUnsupported,
+       "does not compile"},
+      {"byte-level prefix", pre({{"type", "ByteLevel"}, {"add_prefix_space", "x"}}), bad,
+       "pre_tokenizer.add_prefix_space"},
+      {"byte-level regex", pre({{"type", "ByteLevel"}, {"use_regex", "x"}}), bad,
+       "pre_tokenizer.use_regex"},
+      {"metaspace replacement", pre(with(metaspace, "replacement", "")), bad,
+       "pre_tokenizer.replacement"},
+      {"metaspace scheme type", pre(with(metaspace, "prepend_scheme", 5)), bad,
+       "pre_tokenizer.prepend_scheme"},
+      {"metaspace never", pre(with(metaspace, "prepend_scheme", "never")), StatusCode::kOk, ""},
+      {"metaspace without scheme", pre(with(metaspace, "add_prefix_space", false)), StatusCode::kOk,
+       ""},
+      {"metaspace split", pre(with(metaspace, "split", "x")), bad, "pre_tokenizer.split"},
+      {"digits", pre({{"type", "Digits"}, {"individual_digits", "x"}}), bad,
+       "pre_tokenizer.individual_digits"},
+      {"digits alone", pre({{"type", "Digits"}, {"individual_digits", true}}), StatusCode::kOk, ""},
+      {"pre-tokenizers", pre({{"type", "Sequence"}, {"pretokenizers", 5}}), bad,
+       "pre_tokenizer.pretokenizers"},
+      {"pre-tokenizer in a sequence", pre({{"type", "Sequence"}, {"pretokenizers", {5}}}), bad,
+       "pre_tokenizer.pretokenizers[0]"},
+      {"normalizer", norm(5), bad, "normalizer"},
+      {"normalizer type", norm({{"type", 5}}), bad, "normalizer.type"},
+      {"normalizers", norm({{"type", "Sequence"}, {"normalizers", 5}}), bad,
+       "normalizer.normalizers"},
+      {"normalizer in a sequence", norm({{"type", "Sequence"}, {"normalizers", {{{"type", 5}}}}}),
+       bad, "normalizer.normalizers[0].type"},
+      {"replace content", norm({{"type", "Replace"}, {"pattern", {{"String", "a"}}}}), bad,
+       "normalizer.content"},
+      {"replace pattern", norm({{"type", "Replace"}, {"pattern", 5}, {"content", "b"}}), bad,
+       "normalizer.pattern"},
+      {"prepend", norm({{"type", "Prepend"}, {"prepend", 5}}), bad, "normalizer.prepend"},
+      {"forms",
+       norm({{"type", "Sequence"},
+             {"normalizers",
+              {{{"type", "NFD"}}, {{"type", "NFKC"}}, {{"type", "NFKD"}}, {{"type", "NFC"}}}}}),
+       StatusCode::kOk, ""},
+      {"added tokens", set("/added_tokens", 5), bad, "added_tokens"},
+      {"added token", set("/added_tokens/0", 5), bad, "added_tokens[0]"},
+      {"added token id", set("/added_tokens/0/id", -1), bad, "added_tokens[0].id"},
+      {"added token content", set("/added_tokens/0/content", ""), bad, "added_tokens[0].content"},
+      {"added token special", set("/added_tokens/0/special", "x"), bad, "added_tokens[0].special"},
+      {"added token rstrip", set("/added_tokens/0/rstrip", true), StatusCode::kUnsupported,
+       "added_tokens[0].rstrip"},
+  };
+  for (const FieldCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    json file = metaspace_file();
+    c.edit(&file);
     std::unique_ptr<Tokenizer> t;
     const Status status = JsonTokenizer::load_from_text(file.dump(), "", &t);
     EXPECT_EQ(status.code(), c.code) << status.message();
