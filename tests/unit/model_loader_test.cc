@@ -939,6 +939,74 @@ TEST_F(BrokenModelTest, Llama2cHeadersThatCannotBeAModelAreRefused) {
                  {"odd.bin", "implausible"});
 }
 
+TEST_F(BrokenModelTest, EveryTensorTheArchitectureNeedsIsNamedWhenMissing) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"llama2", "model.embed_tokens.weight"},
+      {"llama2", "model.norm.weight"},
+      {"llama2", "model.layers.1.input_layernorm.weight"},
+      {"llama2", "model.layers.1.self_attn.q_proj.weight"},
+      {"llama2", "model.layers.1.self_attn.v_proj.weight"},
+      {"llama2", "model.layers.1.self_attn.o_proj.weight"},
+      {"llama2", "model.layers.1.post_attention_layernorm.weight"},
+      {"llama2", "model.layers.1.mlp.gate_proj.weight"},
+      {"llama2", "model.layers.1.mlp.down_proj.weight"},
+      {"qwen2", "model.layers.0.self_attn.k_proj.bias"},
+      {"qwen2", "model.layers.0.self_attn.v_proj.bias"},
+      {"llama-bias", "model.layers.0.self_attn.o_proj.bias"},
+      {"qwen3", "model.layers.0.self_attn.q_norm.weight"},
+      {"qwen3", "model.layers.0.self_attn.k_norm.weight"},
+  };
+  for (const auto& [tiny, tensor] : cases) {
+    SCOPED_TRACE(tensor);
+    const std::string d = testing::write_tiny_hf_model(subdir(std::string("missing_") + tiny),
+                                                       testing::tiny_arch_spec(tiny));
+    edit_safetensors_header(d + "/model.safetensors", [&](json& h) { h.erase(tensor); });
+    expect_failure(d, StatusCode::kNotFound, {tensor});
+  }
+}
+
+TEST_F(BrokenModelTest, ATiedHeadHoldingTheEmbeddingIsAccepted) {
+  const std::string d = hf_dir(/*tied=*/true);
+  edit_safetensors_header(d + "/model.safetensors",
+                          [](json& h) { h["lm_head.weight"] = h["model.embed_tokens.weight"]; });
+  EXPECT_TRUE(load_ok(d));
+  // The same bytes under another shape are a different head.
+  edit_safetensors_header(d + "/model.safetensors", [](json& h) {
+    std::vector<int64_t> shape = h["lm_head.weight"]["shape"];
+    std::swap(shape[0], shape[1]);
+    h["lm_head.weight"]["shape"] = shape;
+  });
+  expect_failure(d, StatusCode::kUnsupported, {"lm_head.weight differs"});
+}
+
+TEST_F(BrokenModelTest, MalformedShardIndexesAreCorrupt) {
+  const std::pair<const char*, std::function<void(json&)>> cases[] = {
+      {"no weight_map object", [](json& index) { index.erase("weight_map"); }},
+      {"weight_map[model.norm.weight]",
+       [](json& index) { index["weight_map"]["model.norm.weight"] = 5; }},
+      {"is not a file name",
+       [](json& index) { index["weight_map"]["model.norm.weight"] = "../x.safetensors"; }},
+      {"is not a file name", [](json& index) { index["weight_map"]["model.norm.weight"] = ".."; }},
+      {"is listed in",
+       [](json& index) {
+         index["weight_map"]["extra.weight"] = index["weight_map"]["model.norm.weight"];
+       }},
+  };
+  for (const auto& [named, edit] : cases) {
+    SCOPED_TRACE(named);
+    const std::string d = testing::write_tiny_hf_model(subdir("bad_index"), TinyModelSpec{}, 2);
+    const std::string path = d + "/model.safetensors.index.json";
+    json index = json::parse(std::ifstream(path));
+    edit(index);
+    std::ofstream(path, std::ios::trunc) << index.dump();
+    expect_failure(d, StatusCode::kCorruptModel, {"model.safetensors.index.json", named});
+  }
+  const std::string d = testing::write_tiny_hf_model(subdir("no_weights"), TinyModelSpec{});
+  fs::remove(d + "/model.safetensors");
+  expect_failure(d, StatusCode::kNotFound,
+                 {"no model.safetensors or model.safetensors.index.json"});
+}
+
 TEST_F(BrokenModelTest, MalformedGenerationConfigIsRefused) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"eos_token_id": "x"})", "eos_token_id"},
