@@ -8,6 +8,10 @@
 #include <functional>
 #include <string>
 
+#include "core/engine/engine.h"
+#include "core/sample/sampling_params.h"
+#include "tests/util/tiny_model.h"
+
 namespace pvllm {
 namespace {
 
@@ -79,6 +83,60 @@ TEST(EngineConfigTest, EstimatingAnUnknownShapeOrDeviceIsRefused) {
   c = valid_config();
   c.device = "tpu";
   EXPECT_EQ(estimate_memory(c, &e).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(EngineCreateTest, ABackendFactoryThatFailsOrGivesNothingIsNamed) {
+  EngineConfig c = valid_config();
+  c.backend_factory = [](const Model&, const BackendOptions&, std::unique_ptr<Backend>*) {
+    return Unsupported("this factory serves nothing");
+  };
+  std::unique_ptr<Engine> engine;
+  Status st = Engine::create(c, &engine);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_EQ(st.message(), "this factory serves nothing");
+  c.backend_factory = [](const Model&, const BackendOptions&, std::unique_ptr<Backend>*) {
+    return Status::Ok();
+  };
+  st = Engine::create(c, &engine);
+  EXPECT_EQ(st.code(), StatusCode::kInternal);
+  EXPECT_NE(st.message().find("returned no backend"), std::string::npos) << st.message();
+  EXPECT_EQ(engine, nullptr);
+}
+
+TEST(EngineCreateTest, ATokenizerLargerThanTheModelsVocabularyIsCorrupt) {
+  testing::TinyModelSpec spec;
+  spec.vocab_size = testing::tiny_tokenizer_vocab_size() - 10;
+  EngineConfig c;
+  c.model_path = testing::write_tiny_hf_model(testing::make_temp_dir("pvllm_small_vocab"), spec);
+  c.device = "cpu";
+  c.num_threads = 1;
+  std::unique_ptr<Engine> engine;
+  const Status st = Engine::create(c, &engine);
+  EXPECT_EQ(st.code(), StatusCode::kCorruptModel);
+  EXPECT_NE(
+      st.message().find("pieces but the model's vocabulary is " + std::to_string(spec.vocab_size)),
+      std::string::npos)
+      << st.message();
+}
+
+TEST(EngineCreateTest, PromptsOutsideTheModelAreRefused) {
+  EngineConfig c;
+  c.model_path = testing::write_tiny_hf_model(testing::make_temp_dir("pvllm_prompts"),
+                                              testing::TinyModelSpec{});
+  c.device = "cpu";
+  c.num_threads = 1;
+  std::unique_ptr<Engine> engine;
+  ASSERT_TRUE(Engine::create(c, &engine).ok());
+  uint64_t id = 0;
+  Status st = engine->submit_text("", SamplingParams{}, 0, &id);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "prompt is empty");
+  st = engine->submit_tokens({1, -3}, SamplingParams{}, 0, &id);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("prompt token 1 is -3, outside the vocabulary"), std::string::npos)
+      << st.message();
+  st = engine->submit_tokens({}, SamplingParams{}, 0, &id);
+  EXPECT_EQ(st.message(), "prompt has no tokens");
 }
 
 }  // namespace
