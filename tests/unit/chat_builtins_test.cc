@@ -138,6 +138,42 @@ const RenderCase kFiltersRenders[] = {
      "'12' | int(base=8) }}|{{ 'ff' | int(0, 16) }}|{{ 'inf' | int(7) }}",
      "", "0|16|0.0|1000|10|255|7"},
     {"{{ 'x' | int(base=true) }}", "", "0"},
+    {"{{ 'ab' * true }}|{{ 3 * [1] | length }}|{{ true * 'ab' }}|{{ -7 % 3 }}|{{ (-2) ** 3 }}|{{ 0 "
+     "** 0 }}|{{ 7 % 7 }}|{{ -6 // 3 }}",
+     "", "ab|3|ab|2|-8|1|0|-2"},
+    {"{{ [1, 2, 3] | map('string') | join('-') }}|{{ ['a'] | map('replace', 'a', 'b') | first }}",
+     "", "1-2-3|b"},
+    {"{{ [1, 2] | first }}|{{ [1, 2] | last }}|{{ (1, 2) | last }}", "", "1|2|2"},
+    {"{{ 'abc' | length }}|{{ [1] | count }}|{{ d | length }}", "{\"d\": {\"a\": 1}}", "3|1|1"},
+    {"{{ -1 | abs }}|{{ 0.0 | abs }}", "", "1|0.0"},
+    {"{{ ['a', 'B', 'c'] | sort(reverse=true, case_sensitive=true) | join }}|{{ [2, 1.5, 3] | sort "
+     "| join(',') }}",
+     "", "caB|1.5,2,3"},
+    {"{{ 'Hello World' | lower | title }}|{{ 'a b' | capitalize }}|{{ '' | title }}|{{ 'x' | "
+     "trim('') }}",
+     "", "Hello World|A b||x"},
+    {"{{ 'a-b' | replace('-', '') }}|{{ 'aaa' | replace('a', 'bb', 0) }}", "", "ab|aaa"},
+    {"{{ 'a' | indent(first=true) }}|{{ '' | indent }}|{{ 'a\n' | indent(2, true) }}", "",
+     "    a||  a\n"},
+    {"{{ 1.5 | round }}|{{ 2.5 | round }}|{{ -1.5 | round }}|{{ 1.25 | round(1) }}|{{ 1.35 | "
+     "round(1, 'floor') }}",
+     "", "2.0|2.0|-2.0|1.2|1.3"},
+    {"{{ '12' | float }}|{{ ' 1.5 ' | float }}|{{ '1e2' | int }}|{{ '-3' | int }}|{{ '+4' | int "
+     "}}|{{ 'nan' | int }}",
+     "", "12.0|1.5|100|-3|4|0"},
+    {"{{ 'x' | int('a') }}", "", "a"},
+    {"{{ 'a,b' | list | length }}|{{ range(3) | reverse | list | join }}|{{ d | dictsort | length "
+     "}}",
+     "{\"d\": {\"a\": 1}}", "3|210|1"},
+    {"{{ [none, 1] | select | list | length }}|{{ [1, 2] | select('equalto', 2) | first }}|{{ xs | "
+     "selectattr('a', 'defined') | list | length }}",
+     "{\"xs\": [{\"a\": 1}, {}]}", "1|2|1"},
+    {"{{ xs | map(attribute='a.b') | join }}|{{ xs | sum(attribute='a.b') }}",
+     "{\"xs\": [{\"a\": {\"b\": 1}}, {\"a\": {\"b\": 2}}]}", "12|3"},
+    {"{{ [3, 1] | min }}|{{ ['b', 'a'] | min }}|{{ [{'v': 2}, {'v': 1}] | min(attribute='v') | "
+     "tojson }}",
+     "", "1|a|{\"v\": 1}"},
+    {"{{ ['A', 'a', 'b'] | unique | join }}", "", "Ab"},
 };
 
 const RenderCase kMethodsRenders[] = {
@@ -189,6 +225,26 @@ const RenderCase kMethodsRenders[] = {
      "'.split(None, 2) | tojson }}|{{ ' a '.split(None, 0) | tojson }}|{{ ' a '.rsplit(None, 1) | "
      "tojson }}",
      "", "[\"a\", \"b \"]|[\" a\", \"b\"]|[\"a\", \"b\"]|[\"a \"]|[\"a\"]"},
+    {"{{ 'xax'.strip('x') }}|{{ ' a '.strip(none) }}", "", "a|a"},
+    {"{{ d | items | list | length }}|{{ d.items() | length }}|{{ d.get('a', 0) }}|{{ d.values() | "
+     "list | first }}",
+     "{\"d\": {\"a\": 5}}", "1|1|5|5"},
+    {"{{ 'a b  c'.split(' ') | tojson }}|{{ 'abc'.split('b', -1) | tojson }}|{{ 'a'.split('a') | "
+     "tojson }}|{{ 'a.b.c'.rsplit('.', 0) | tojson }}",
+     "", "[\"a\", \"b\", \"\", \"c\"]|[\"a\", \"c\"]|[\"\", \"\"]|[\"a.b.c\"]"},
+    {"{{ 'Hello'.startswith('He') }}|{{ 'Hello'.endswith(('x', 'lo')) }}|{{ 'ABC'.lower() }}", "",
+     "True|True|abc"},
+    {"{{ 'a\\nb\\n'.splitlines() | length }}|{{ '\\r\\n'.splitlines(keepends=true) | tojson }}|{{ "
+     "''.splitlines() | tojson }}",
+     "", "2|[\"\\r\\n\"]|[]"},
+    {"{{ 'abcabc'.count('bc') }}|{{ 'abc'.rfind('z') }}|{{ 'héllo'.rindex('l') }}|{{ "
+     "'abc'.index('c') }}",
+     "", "2|-1|3|2"},
+    {"{{ 'a'.join([]) }}|{{ '-'.join(['a']) }}", "", "|a"},
+    {"{{ 'abc'.title() }}|{{ 'a1b'.title() }}|{{ 'ab'.isupper() }}|{{ 'AB'.islower() }}|{{ "
+     "''.isalnum() }}|{{ ''.isspace() }}|{{ ''.isalpha() }}",
+     "", "Abc|A1B|False|False|False|False|False"},
+    {"{{ [1, 2].count(3) }}|{{ ['a', 'b'].index('b') }}", "", "0|1"},
 };
 
 const RenderCase kOperatorsRenders[] = {
@@ -220,6 +276,9 @@ const RenderCase kOperatorsRenders[] = {
     {"{{ ' x'.strip() }}|{{ '　x'.split() | length }}", "", "x|1"},
     {"{{ -true }}|{{ +true }}|{{ -x }}|{{ +2.5 }}|{{ -2.5 }}", "{\"x\": 3}", "-1|1|-3|2.5|-2.5"},
     {"{{ not y }}|{{ not 0 }}|{{ 1 if 0 }}|{{ (1 if 0) is defined }}", "", "True|True||False"},
+    {"{{ [1] < [1, 2] }}|{{ [1, 2] < [1] }}|{{ true < 2.5 }}|{{ 'b' > 'a' }}|{{ [[1]] < [[2]] "
+     "}}|{{ 1.5 < 2 }}",
+     "", "True|False|True|True|True|True"},
 };
 
 const RenderCase kValuesRenders[] = {
@@ -258,6 +317,14 @@ const RenderCase kValuesRenders[] = {
      "}}|{{ false is sameas none }}",
      "", "True|True|False|True|False"},
     {"{{ y is defined }}|{{ y is undefined }}|{{ 1 is undefined }}", "", "False|True|False"},
+    {"{{ xs[true] }}|{{ xs[-5] is defined }}|{{ 'abc'[-5] is defined }}|{{ d[1] is defined }}|{{ "
+     "'abc'[false] }}",
+     "{\"xs\": [1, 2], \"d\": {\"a\": 1}}", "2|False|False|False|a"},
+    {"{{ x is string }}|{{ x is number }}|{{ x is mapping }}|{{ x is sequence }}|{{ 'abc' is "
+     "iterable }}|{{ none is iterable }}",
+     "{\"x\": [1]}", "False|False|False|True|True|False"},
+    {"{{ 2 is even }}|{{ false is even }}|{{ 7 is odd }}|{{ none is sameas false }}", "",
+     "True|True|True|False"},
 };
 
 const RenderCase kGlobalsRenders[] = {
@@ -317,6 +384,18 @@ const RenderCase kStatementsRenders[] = {
     {"{{ x is eq 1.5 }}", "{\"x\": 3}", "False"},
     {"{{ x is defined and x is eq 3 }}", "{\"x\": 3}", "True"},
     {"{% for i in range(4) %}{{ loop.cycle('x', 'y', 'z') }}{% endfor %}", "", "xyzx"},
+    {"{% if x is defined %}{{ x }}{% endif %}|{{ ns is undefined }}", "", "|True"},
+    {"{% set ns = namespace(a=[1]) %}{{ ns.a[0] }}|{{ ns['a'][0] }}|{{ ns.b is defined }}", "",
+     "1|1|False"},
+    {"{% set ns = namespace(a=1) %}{% set ns.a = ns.a + 1 %}{{ ns.a }}", "", "2"},
+    {"{% for x in [[1, 2], [3, 4]] %}{% for y in x %}{{ loop.index }}{{ y }}{% endfor %};{% endfor "
+     "%}",
+     "", "1122;1324;"},
+    {"{% for k in {'b': 1, 'a': 2} %}{{ k }}{% endfor %}", "", "ba"},
+    {"{% for x in [1, 2, 3] %}{{ x }}{% if loop.last %}.{% else %},{% endif %}{% endfor %}", "",
+     "1,2,3."},
+    {"{% macro m(x) %}<{{ x }}>{% endmacro %}{{ m('a') }}{{ m(x='b') }}", "", "<a><b>"},
+    {"{% macro m(x) %}{{ caller is defined }}{% endmacro %}{{ m(1) }}", "", "False"},
 };
 
 const RenderCase kSyntaxRenders[] = {
@@ -351,6 +430,14 @@ const RenderCase kSyntaxRenders[] = {
     {"{{ 'a' ~ 'b' | upper }}", "", "aB"},
     {"{{ 'x' | upper() }}|{{ 'x' | replace('x', 'y') | upper }}", "", "X|Y"},
     {"{% raw -%}  x{% endraw %}  y|{% raw %}x{% endraw -%}  y|a\r\n", "", "x  y|xy|a"},
+    {"{{\0141\013}}|{% set _x = 1 %}{{ _x }}|{{ 1 -}}   {{ 2 }}|a{|{x|{#- c #}  y|{# c #}\nz", "",
+     "1|1|12|a{|{x|  y|z"},
+    {"x\n", "", "x"},
+    {"{% raw %} a {%- endraw %}|{% raw %}b{%+ endraw %}|{% raw %}{% if %}{% endraw %}|{% raw -%}\n "
+     " c{% endraw %}",
+     "", " a|b|{% if %}|c"},
+    {"{{ 1.5e3 }}|{{ 1e+2 }}|{{ 2E-1 }}|{{ 1_0.5 }}|{{ 3.25 }}|{{ 10 }}", "",
+     "1500.0|100.0|0.2|10.5|3.25|10"},
 };
 
 const FailCase kFiltersFailures[] = {
@@ -449,6 +536,24 @@ const FailCase kMethodsFailures[] = {
      "chat template line 1, column 17: replace(): 'old' must be a string, not 'int'"},
     {"{{ 'abc'.split(foo=1) }}", "", StatusCode::kUnsupported,
      "chat template line 1, column 15: split() got an unsupported keyword argument 'foo'"},
+    {"{{ 'a'.strip(1) }}", "", StatusCode::kInvalidArgument,
+     "chat template line 1, column 13: strip arg must be None or str, not int"},
+    {"{{ [1].pop() }}", "", StatusCode::kUnsupported,
+     "chat template line 1, column 11: list method 'pop' would change a value; chat templates "
+     "render immutably"},
+    {"{{ d.pop('a') }}", "{\"d\": {\"a\": 1}}", StatusCode::kUnsupported,
+     "chat template line 1, column 9: dict method 'pop' would change a value; chat templates "
+     "render immutably"},
+    {"{{ d.get() }}", "{\"d\": {\"a\": 1}}", StatusCode::kInvalidArgument,
+     "chat template line 1, column 9: get() is missing its argument 'key'"},
+    {"{{ d.items(1) }}", "{\"d\": {\"a\": 1}}", StatusCode::kInvalidArgument,
+     "chat template line 1, column 11: items() takes at most 0 positional arguments, 1 given"},
+    {"{{ 'abc'.removeprefix(1) }}", "", StatusCode::kInvalidArgument,
+     "chat template line 1, column 22: removeprefix(): 'affix' must be a string, not 'int'"},
+    {"{{ 'a'.splitlines(1, 2) }}", "", StatusCode::kInvalidArgument,
+     "chat template line 1, column 18: splitlines() takes at most 1 positional arguments, 2 given"},
+    {"{{ 'a'.join(1) }}", "", StatusCode::kInvalidArgument,
+     "chat template line 1, column 12: 'int' object is not iterable"},
 };
 
 const FailCase kOperatorsFailures[] = {
@@ -510,6 +615,14 @@ const FailCase kOperatorsFailures[] = {
      "chat template line 1, column 4: bad operand type for unary -: 'str'"},
     {"{{ -y }}", "", StatusCode::kInvalidArgument,
      "chat template line 1, column 4: 'y' is undefined"},
+    {"{{ 'ab' * 10000000000 }}", "", StatusCode::kInvalidArgument,
+     "chat template line 1, column 9: the template builds a string of more than 16 MiB"},
+    {"{{ [1] * 10000000000 }}", "", StatusCode::kInvalidArgument,
+     "chat template line 1, column 8: the template builds a list of more than 1048576 items"},
+    {"{{ [1] < 'a' }}", "", StatusCode::kInvalidArgument,
+     "chat template line 1, column 8: '<' not supported between instances of 'list' and 'str'"},
+    {"{{ d[1:] }}", "{\"d\": {\"a\": 1}}", StatusCode::kInvalidArgument,
+     "chat template line 1, column 5: 'dict' object is not subscriptable"},
 };
 
 const FailCase kValuesFailures[] = {
@@ -608,6 +721,9 @@ const FailCase kStatementsFailures[] = {
      "chat template line 1, column 37: 'int' object is not callable"},
     {"{% set ns = namespace(v=1) %}{{ ns.w() }}", "", StatusCode::kInvalidArgument,
      "chat template line 1, column 37: 'namespace' object has no method 'w'"},
+    {"{% set x = 5 %}{% set x.a = 1 %}", "", StatusCode::kInvalidArgument,
+     "chat template line 1, column 19: cannot assign attribute 'a' of 'x': it is not a "
+     "namespace()"},
 };
 
 const FailCase kSyntaxFailures[] = {
@@ -678,6 +794,10 @@ const FailCase kSyntaxFailures[] = {
      "chat template line 1, column 21: tojson: a value of type namespace is not JSON serializable"},
     {"{{ y | tojson }}", "", StatusCode::kInvalidArgument,
      "chat template line 1, column 8: tojson: a value of type undefined is not JSON serializable"},
+    {"{{ '\\x4' }}", "", StatusCode::kUnsupported,
+     "chat template line 1, column 6: bad \\x escape"},
+    {"{{ 'abc\\", "", StatusCode::kUnsupported,
+     "chat template line 1, column 4: unclosed string literal"},
 };
 
 TEST(ChatBuiltinsTest, FiltersRenderAsJinjaDoes) { expect_renders(kFiltersRenders); }

@@ -631,6 +631,34 @@ TEST_F(BrokenModelTest, TruncatedLlama2cNamesFirstMissingTensor) {
   expect_failure(bin, StatusCode::kCorruptModel, {bin, "wq"});
 }
 
+TEST_F(BrokenModelTest, ALlama2cFileCutInsideAnyTensorNamesIt) {
+  TinyModelSpec spec;  // dim 32, hidden 48, 2 layers, 4 heads, 2 KV heads, seq_len 256
+  const int64_t v = testing::tiny_tokenizer_vocab_size();
+  const int64_t dim = 32, hidden = 48, layers = 2, kv_dim = 16, freqs = 256 * 8 / 2;
+  const std::pair<const char*, int64_t> tensors[] = {
+      {"tok_embeddings", v * dim},      {"rms_att_weight", layers * dim},
+      {"wq", layers * dim * dim},       {"wk", layers * kv_dim * dim},
+      {"wv", layers * kv_dim * dim},    {"wo", layers * dim * dim},
+      {"rms_ffn_weight", layers * dim}, {"w1", layers * hidden * dim},
+      {"w2", layers * dim * hidden},    {"w3", layers * hidden * dim},
+      {"rms_final_weight", dim},        {"freq_cis_real", freqs},
+      {"freq_cis_imag", freqs},
+  };
+  int64_t offset = 28;  // the header
+  for (const auto& [name, count] : tensors) {
+    SCOPED_TRACE(name);
+    const std::string bin = testing::write_tiny_llama2c_model(subdir("l2c_cut"), spec);
+    fs::resize_file(bin, static_cast<uintmax_t>(offset + 4));
+    expect_failure(bin, StatusCode::kCorruptModel, {std::string("tensor ") + name + " needs"});
+    offset += 4 * count;
+  }
+  // An untied file (negative vocab size) also holds the classifier.
+  spec.tie_word_embeddings = false;
+  const std::string bin = testing::write_tiny_llama2c_model(subdir("l2c_cut"), spec);
+  fs::resize_file(bin, static_cast<uintmax_t>(offset + 4));
+  expect_failure(bin, StatusCode::kCorruptModel, {"tensor wcls needs"});
+}
+
 TEST_F(BrokenModelTest, Llama2cWithTrailingBytesIsCorrupt) {
   TinyModelSpec spec;
   const std::string bin = testing::write_tiny_llama2c_model(subdir("l2c"), spec);
