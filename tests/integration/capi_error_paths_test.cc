@@ -249,4 +249,28 @@ TEST_F(CapiErrorPathsTest, ModelInfoCopiesAtMostSixteenStopIds) {
   pvllm_model_info_free(info);
 }
 
+TEST_F(CapiErrorPathsTest, RandomWeightsWithAModelPathLoadNoChatTemplates) {
+  const std::string dir = write_tiny_hf_model(make_temp_dir("pvllm_capi_rw_tc"), TinyModelSpec{});
+  std::ofstream(dir + "/tokenizer_config.json") << R"({"chat_template": "x"})";
+  pvllm_engine_params p = params();
+  p.model_path = dir.c_str();
+  p.random_weights = "tiny";
+  p.max_model_len = 64;
+  pvllm_engine* engine = nullptr;
+  pvllm_error* create_error = nullptr;
+  ASSERT_EQ(pvllm_engine_create(&p, &engine, &create_error), PVLLM_STATUS_OK)
+      << message_of(create_error);
+  pvllm_chat_template_params c;
+  pvllm_chat_template_params_init(&c, sizeof c);
+  c.messages_json = "[]";
+  char text[8];
+  size_t len = 0;
+  pvllm_error* error = nullptr;
+  // The shape serves, not the folder: its template is not the model's.
+  EXPECT_EQ(pvllm_apply_chat_template(engine, &c, text, sizeof text, &len, &error),
+            PVLLM_STATUS_NOT_FOUND);
+  pvllm_error_free(error);
+  pvllm_engine_destroy(engine);
+}
+
 }  // namespace
