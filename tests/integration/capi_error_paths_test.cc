@@ -273,4 +273,25 @@ TEST_F(CapiErrorPathsTest, RandomWeightsWithAModelPathLoadNoChatTemplates) {
   pvllm_engine_destroy(engine);
 }
 
+TEST_F(CapiErrorPathsTest, AnAllocationThatFailsIsOutOfMemory) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers' allocators abort on a request this large";
+#else
+  pvllm_engine_params p = params();
+  pvllm_engine* engine = nullptr;
+  ASSERT_EQ(pvllm_engine_create(&p, &engine, nullptr), PVLLM_STATUS_OK);
+  // A count of 2^50 ids: copying them needs 4 PiB, which operator new
+  // refuses with std::bad_alloc before a byte of `ids` is read.
+  const int32_t ids[] = {1};
+  char text[8];
+  size_t len = 0;
+  pvllm_error* error = nullptr;
+  EXPECT_EQ(pvllm_detokenize(engine, ids, size_t{1} << 50, text, sizeof text, &len, &error),
+            PVLLM_STATUS_OUT_OF_MEMORY);
+  EXPECT_EQ(message_of(error), "out of memory");
+  EXPECT_EQ(len, 0u);
+  pvllm_engine_destroy(engine);
+#endif
+}
+
 }  // namespace

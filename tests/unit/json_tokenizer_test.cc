@@ -708,5 +708,46 @@ TEST(JsonTokenizerLoadTest, FolderWithTokenizerJsonAndConfigLoads) {
   EXPECT_EQ(Tokenizer::load(dir.string(), &none).code(), StatusCode::kNotFound);
 }
 
+TEST(JsonTokenizerLoadTest, UnreadableFilesAreNamed) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("pvllm_json_tok_bad_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::unique_ptr<Tokenizer> t;
+  std::ofstream(dir / "tokenizer.json") << byte_level_file({}, {}).dump();
+  std::ofstream(dir / "tokenizer_config.json") << "[1]";
+  Status st = JsonTokenizer::load_file((dir / "tokenizer.json").string(), &t);
+  EXPECT_EQ(st.code(), StatusCode::kTokenizerError);
+  EXPECT_NE(st.message().find("tokenizer_config.json is not a JSON object"), std::string::npos)
+      << st.message();
+  // Token names as {"content": ...}; anything else names no token.
+  std::ofstream(dir / "tokenizer_config.json", std::ios::trunc)
+      << R"({"bos_token": {"content": "<bos>"}, "eos_token": 5})";
+  ASSERT_TRUE(JsonTokenizer::load_file((dir / "tokenizer.json").string(), &t).ok());
+  EXPECT_EQ(t->bos_id(), t->token_to_id("<bos>"));
+  std::ofstream(dir / "tokenizer.json", std::ios::trunc) << "[1]";
+  st = JsonTokenizer::load_file((dir / "tokenizer.json").string(), &t);
+  EXPECT_EQ(st.code(), StatusCode::kTokenizerError);
+  EXPECT_NE(st.message().find((dir / "tokenizer.json").string() +
+                              ": tokenizer.json is not a JSON object"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(JsonTokenizer::load_file(dir.string(), &t).code(), StatusCode::kNotFound);
+  fs::remove_all(dir);
+}
+
+TEST(JsonTokenizerRefusalTest, APostProcessorAddingAnUnknownIdIsRefused) {
+  json prefix = metaspace_file();
+  prefix["post_processor"]["special_tokens"]["<s>"]["ids"] = {99999};
+  json suffix = metaspace_file();
+  suffix["post_processor"] = {
+      {"type", "RobertaProcessing"}, {"cls", {"<s>", 1}}, {"sep", {"x", 99999}}};
+  for (const json& file : {prefix, suffix}) {
+    std::unique_ptr<Tokenizer> t;
+    const Status st = JsonTokenizer::load_from_text(file.dump(), "", &t);
+    EXPECT_EQ(st.code(), StatusCode::kTokenizerError);
+    EXPECT_NE(st.message().find("adds unknown id 99999"), std::string::npos) << st.message();
+  }
+}
+
 }  // namespace
 }  // namespace pvllm

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "core/base/mapped_file.h"
 #include "core/model/model.h"
 #include "core/model/safetensors.h"
 #include "tests/util/shared_paths.h"
@@ -302,6 +303,25 @@ TEST(ModelConfigTest, EachInvalidFieldIsNamed) {
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
     EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
   }
+}
+
+TEST(MappedFileTest, WhatCannotBeMappedIsNamed) {
+  const fs::path dir = testing::make_temp_dir("pvllm_mapped_");
+  std::shared_ptr<MappedFile> f;
+  Status st = MappedFile::open(dir.string(), &f);
+  EXPECT_EQ(st.code(), StatusCode::kIoError);
+  EXPECT_NE(st.message().find("not a regular file"), std::string::npos) << st.message();
+  EXPECT_EQ(MappedFile::open((dir / "missing").string(), &f).code(), StatusCode::kNotFound);
+  std::ofstream(dir / "empty");
+  EXPECT_EQ(MappedFile::open((dir / "empty" / "below").string(), &f).code(),
+            StatusCode::kNotFound);  // ENOTDIR
+  fs::create_symlink(dir / "loop_b", dir / "loop_a");
+  fs::create_symlink(dir / "loop_a", dir / "loop_b");
+  st = MappedFile::open((dir / "loop_a").string(), &f);
+  EXPECT_EQ(st.code(), StatusCode::kIoError);  // ELOOP
+  EXPECT_NE(st.message().find("loop_a"), std::string::npos) << st.message();
+  ASSERT_TRUE(MappedFile::open((dir / "empty").string(), &f).ok());
+  EXPECT_EQ(f->size(), 0u);
 }
 
 // ------------------------------------------------------- tiny model helpers
