@@ -37,6 +37,23 @@ class CapiErrorPathsTest : public ::testing::Test {
     p.num_kv_blocks = 64;
     return p;
   }
+  // An engine over the tiny model made with `p`; NULL (and a failure) when
+  // create fails.
+  static pvllm_engine* create(const pvllm_engine_params& p) {
+    pvllm_engine* engine = nullptr;
+    pvllm_error* error = nullptr;
+    const pvllm_status st = pvllm_engine_create(&p, &engine, &error);
+    EXPECT_EQ(st, PVLLM_STATUS_OK) << pvllm_error_message(error);
+    pvllm_error_free(error);
+    return engine;
+  }
+  // One user message saying "hi".
+  static pvllm_chat_template_params hi_chat() {
+    pvllm_chat_template_params c;
+    pvllm_chat_template_params_init(&c, sizeof c);
+    c.messages_json = R"([{"role": "user", "content": "hi"}])";
+    return c;
+  }
   static std::string model_dir_;
 };
 
@@ -178,11 +195,9 @@ TEST_F(CapiErrorPathsTest, StructSizesNoHeaderHasAreRefusedOrIgnored) {
 TEST_F(CapiErrorPathsTest, ChatTemplateOutParametersAreChecked) {
   pvllm_engine_params p = params();
   p.device = nullptr;  // "auto"
-  pvllm_engine* engine = nullptr;
-  ASSERT_EQ(pvllm_engine_create(&p, &engine, nullptr), PVLLM_STATUS_OK);
-  pvllm_chat_template_params c;
-  pvllm_chat_template_params_init(&c, sizeof c);
-  c.messages_json = R"([{"role": "user", "content": "hi"}])";
+  pvllm_engine* engine = create(p);
+  ASSERT_NE(engine, nullptr);
+  const pvllm_chat_template_params c = hi_chat();
   char text[16];
   size_t len = 5;
   pvllm_error* error = nullptr;
@@ -201,12 +216,10 @@ TEST_F(CapiErrorPathsTest, AMalformedTokenizerConfigReachesTheChatTemplateCaller
   std::ofstream(dir + "/tokenizer_config.json") << "{ not json";
   pvllm_engine_params p = params();
   p.model_path = dir.c_str();
-  pvllm_engine* engine = nullptr;
   // The model serves; only its chat templates are unreadable.
-  ASSERT_EQ(pvllm_engine_create(&p, &engine, nullptr), PVLLM_STATUS_OK);
-  pvllm_chat_template_params c;
-  pvllm_chat_template_params_init(&c, sizeof c);
-  c.messages_json = R"([{"role": "user", "content": "hi"}])";
+  pvllm_engine* engine = create(p);
+  ASSERT_NE(engine, nullptr);
+  const pvllm_chat_template_params c = hi_chat();
   char text[64];
   size_t len = 0;
   pvllm_error* error = nullptr;
@@ -218,8 +231,8 @@ TEST_F(CapiErrorPathsTest, AMalformedTokenizerConfigReachesTheChatTemplateCaller
 
 TEST_F(CapiErrorPathsTest, StopTokenIdsAreTaken) {
   pvllm_engine_params p = params();
-  pvllm_engine* engine = nullptr;
-  ASSERT_EQ(pvllm_engine_create(&p, &engine, nullptr), PVLLM_STATUS_OK);
+  pvllm_engine* engine = create(p);
+  ASSERT_NE(engine, nullptr);
   pvllm_sampling_params s;
   pvllm_sampling_params_init(&s, sizeof s);
   const int32_t stops[] = {3, 4};
@@ -256,13 +269,9 @@ TEST_F(CapiErrorPathsTest, RandomWeightsWithAModelPathLoadNoChatTemplates) {
   p.model_path = dir.c_str();
   p.random_weights = "tiny";
   p.max_model_len = 64;
-  pvllm_engine* engine = nullptr;
-  pvllm_error* create_error = nullptr;
-  ASSERT_EQ(pvllm_engine_create(&p, &engine, &create_error), PVLLM_STATUS_OK)
-      << message_of(create_error);
-  pvllm_chat_template_params c;
-  pvllm_chat_template_params_init(&c, sizeof c);
-  c.messages_json = "[]";
+  pvllm_engine* engine = create(p);
+  ASSERT_NE(engine, nullptr);
+  const pvllm_chat_template_params c = hi_chat();
   char text[8];
   size_t len = 0;
   pvllm_error* error = nullptr;
@@ -278,8 +287,8 @@ TEST_F(CapiErrorPathsTest, AnAllocationThatFailsIsOutOfMemory) {
   GTEST_SKIP() << "the sanitizers' allocators abort on a request this large";
 #else
   pvllm_engine_params p = params();
-  pvllm_engine* engine = nullptr;
-  ASSERT_EQ(pvllm_engine_create(&p, &engine, nullptr), PVLLM_STATUS_OK);
+  pvllm_engine* engine = create(p);
+  ASSERT_NE(engine, nullptr);
   // A count of 2^50 ids: copying them needs 4 PiB, which operator new
   // refuses with std::bad_alloc before a byte of `ids` is read.
   const int32_t ids[] = {1};

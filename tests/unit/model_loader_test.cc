@@ -236,6 +236,16 @@ TEST(ModelConfigTest, EachInvalidFieldIsNamed) {
   c.vocab_size = 100;
   c.max_position_embeddings = 64;
   using Rope = RopeScaling::Type;
+  // RoPE scaling of `type` with the given factors (0: left as they are).
+  const auto rope = [](Rope type, float factor, float low, float high, int32_t original) {
+    return [=](ModelConfig* m) {
+      m->rope_scaling.type = type;
+      m->rope_scaling.factor = factor;
+      m->rope_scaling.low_freq_factor = low;
+      m->rope_scaling.high_freq_factor = high;
+      m->rope_scaling.original_max_position_embeddings = original;
+    };
+  };
   const std::pair<const char*, std::function<void(ModelConfig*)>> cases[] = {
       {"hidden_size must be positive", [](ModelConfig* m) { m->hidden_size = 0; }},
       {"intermediate_size must be positive", [](ModelConfig* m) { m->intermediate_size = -1; }},
@@ -247,47 +257,19 @@ TEST(ModelConfigTest, EachInvalidFieldIsNamed) {
        [](ModelConfig* m) { m->max_position_embeddings = 0; }},
       {"rms_norm_eps must be positive", [](ModelConfig* m) { m->rms_norm_eps = 0.0f; }},
       {"rope_theta must be positive", [](ModelConfig* m) { m->rope_theta = -1.0f; }},
-      {"rope_scaling.factor must be positive",
-       [](ModelConfig* m) {
-         m->rope_scaling.type = Rope::kLinear;
-         m->rope_scaling.factor = 0.0f;
-       }},
+      {"rope_scaling.factor must be positive", rope(Rope::kLinear, 0.0f, 0, 0, 0)},
       {"rope_scaling.original_max_position_embeddings must be positive",
-       [](ModelConfig* m) {
-         m->rope_scaling.type = Rope::kDynamic;
-         m->rope_scaling.factor = 2.0f;
-         m->rope_scaling.original_max_position_embeddings = 0;
-       }},
+       rope(Rope::kDynamic, 2.0f, 0, 0, 0)},
       {"dynamic rope scaling needs head_dim > 2",
-       [](ModelConfig* m) {
-         m->rope_scaling.type = Rope::kDynamic;
-         m->rope_scaling.factor = 2.0f;
-         m->rope_scaling.original_max_position_embeddings = 64;
+       [&](ModelConfig* m) {
+         rope(Rope::kDynamic, 2.0f, 0, 0, 64)(m);
          m->head_dim = 2;
        }},
       {"sliding_window must be positive", [](ModelConfig* m) { m->sliding_window = -1; }},
-      {"0 < low_freq_factor < high_freq_factor",
-       [](ModelConfig* m) {
-         m->rope_scaling.type = Rope::kLlama3;
-         m->rope_scaling.factor = 8.0f;
-         m->rope_scaling.low_freq_factor = 4.0f;
-         m->rope_scaling.high_freq_factor = 4.0f;
-       }},
-      {"0 < low_freq_factor < high_freq_factor",
-       [](ModelConfig* m) {
-         m->rope_scaling.type = Rope::kLlama3;
-         m->rope_scaling.factor = 8.0f;
-         m->rope_scaling.low_freq_factor = 0.0f;
-         m->rope_scaling.high_freq_factor = 4.0f;
-       }},
+      {"0 < low_freq_factor < high_freq_factor", rope(Rope::kLlama3, 8.0f, 4.0f, 4.0f, 64)},
+      {"0 < low_freq_factor < high_freq_factor", rope(Rope::kLlama3, 8.0f, 0.0f, 4.0f, 64)},
       {"rope_scaling.original_max_position_embeddings must be positive",
-       [](ModelConfig* m) {
-         m->rope_scaling.type = Rope::kLlama3;
-         m->rope_scaling.factor = 8.0f;
-         m->rope_scaling.low_freq_factor = 1.0f;
-         m->rope_scaling.high_freq_factor = 4.0f;
-         m->rope_scaling.original_max_position_embeddings = 0;
-       }},
+       rope(Rope::kLlama3, 8.0f, 1.0f, 4.0f, 0)},
       {"bos_token_id is outside the vocabulary", [](ModelConfig* m) { m->bos_token_id = 100; }},
       {"a stop token id is outside the vocabulary",
        [](ModelConfig* m) {
@@ -888,6 +870,30 @@ TEST_F(BrokenModelTest, MalformedConfigValuesAreRefusedNamingTheKey) {
       {"qwen2", {{"use_sliding_window", "x"}}, StatusCode::kCorruptModel, "use_sliding_window"},
       {"qwen2", {{"max_window_layers", "x"}}, StatusCode::kCorruptModel, "max_window_layers"},
       {"llama2", {{"rope_theta", "x"}}, StatusCode::kCorruptModel, "rope_theta"},
+      {"llama2",
+       {{"architectures", {"GPTNeoXForCausalLM"}}},
+       StatusCode::kUnsupported,
+       "GPTNeoXForCausalLM"},
+      {"llama2",
+       {{"architectures", {"LlamaForCausalLM", "Qwen2ForCausalLM"}}},
+       StatusCode::kUnsupported,
+       "Qwen2ForCausalLM"},
+      {"llama2", {{"model_type", 5}}, StatusCode::kUnsupported, "model_type"},
+      {"llama2",
+       {{"partial_rotary_factor", "x"}},
+       StatusCode::kUnsupported,
+       "partial_rotary_factor"},
+      {"llama2",
+       {{"pretraining_tp", 1.5}},
+       StatusCode::kCorruptModel,
+       "pretraining_tp is not a positive integer"},
+      {"llama2", {{"num_hidden_layers", "x"}}, StatusCode::kCorruptModel, "num_hidden_layers"},
+      {"llama2", {{"num_attention_heads", "x"}}, StatusCode::kCorruptModel, "num_attention_heads"},
+      {"llama2",
+       {{"max_position_embeddings", "x"}},
+       StatusCode::kCorruptModel,
+       "max_position_embeddings"},
+      {"qwen2", {{"layer_types", {"full_attention"}}}, StatusCode::kUnsupported, "layer_types"},
       {"llama2",
        {{"rope_scaling", "linear"}},
        StatusCode::kCorruptModel,
