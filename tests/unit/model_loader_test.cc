@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "core/base/log.h"
 #include "core/base/mapped_file.h"
 #include "core/model/model.h"
 #include "core/model/safetensors.h"
@@ -285,6 +287,15 @@ TEST(ModelConfigTest, EachInvalidFieldIsNamed) {
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
     EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
   }
+}
+
+TEST(LogTest, AWarningIsOneLineOnStderr) {
+  if (const char* v = std::getenv("PVLLM_LOG"); v != nullptr && std::string(v) == "off")
+    GTEST_SKIP() << "PVLLM_LOG=off silences warnings";
+  ::testing::internal::CaptureStderr();
+  log_warning("the graph could not be captured");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "pvllm: warning: the graph could not be captured\n");
 }
 
 TEST(MappedFileTest, WhatCannotBeMappedIsNamed) {
