@@ -54,6 +54,13 @@ class CapiErrorPathsTest : public ::testing::Test {
     c.messages_json = R"([{"role": "user", "content": "hi"}])";
     return c;
   }
+  // Renders hi_chat() with `engine`'s templates into a small buffer.
+  static pvllm_status apply_hi_chat(pvllm_engine* engine, pvllm_error** error) {
+    const pvllm_chat_template_params c = hi_chat();
+    char text[64];
+    size_t len = 0;
+    return pvllm_apply_chat_template(engine, &c, text, sizeof text, &len, error);
+  }
   static std::string model_dir_;
 };
 
@@ -219,12 +226,8 @@ TEST_F(CapiErrorPathsTest, AMalformedTokenizerConfigReachesTheChatTemplateCaller
   // The model serves; only its chat templates are unreadable.
   pvllm_engine* engine = create(p);
   ASSERT_NE(engine, nullptr);
-  const pvllm_chat_template_params c = hi_chat();
-  char text[64];
-  size_t len = 0;
   pvllm_error* error = nullptr;
-  EXPECT_EQ(pvllm_apply_chat_template(engine, &c, text, sizeof text, &len, &error),
-            PVLLM_STATUS_CORRUPT_MODEL);
+  EXPECT_EQ(apply_hi_chat(engine, &error), PVLLM_STATUS_CORRUPT_MODEL);
   EXPECT_NE(message_of(error).find("tokenizer_config.json"), std::string::npos);
   pvllm_engine_destroy(engine);
 }
@@ -271,13 +274,9 @@ TEST_F(CapiErrorPathsTest, RandomWeightsWithAModelPathLoadNoChatTemplates) {
   p.max_model_len = 64;
   pvllm_engine* engine = create(p);
   ASSERT_NE(engine, nullptr);
-  const pvllm_chat_template_params c = hi_chat();
-  char text[8];
-  size_t len = 0;
   pvllm_error* error = nullptr;
   // The shape serves, not the folder: its template is not the model's.
-  EXPECT_EQ(pvllm_apply_chat_template(engine, &c, text, sizeof text, &len, &error),
-            PVLLM_STATUS_NOT_FOUND);
+  EXPECT_EQ(apply_hi_chat(engine, &error), PVLLM_STATUS_NOT_FOUND);
   pvllm_error_free(error);
   pvllm_engine_destroy(engine);
 }

@@ -202,16 +202,14 @@ TEST(RopeTest, Llama3ScalingKeepsHighDividesLowAndBlendsMiddle) {
   EXPECT_GT(num_mid, 0);
 }
 
+// A small valid config.
+ModelConfig small_config() {
+  const ModelConfig c = small_config();
+  return c;
+}
+
 TEST(ModelConfigTest, ValidateRejectsInconsistentSizes) {
-  ModelConfig c;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  c.vocab_size = 100;
-  c.max_position_embeddings = 64;
+  const ModelConfig c = small_config();
   EXPECT_TRUE(c.validate().ok());
   ModelConfig bad = c;
   bad.num_kv_heads = 3;  // 4 heads cannot be grouped over 3
@@ -228,15 +226,7 @@ TEST(ModelConfigTest, ValidateRejectsInconsistentSizes) {
 }
 
 TEST(ModelConfigTest, EachInvalidFieldIsNamed) {
-  ModelConfig c;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  c.vocab_size = 100;
-  c.max_position_embeddings = 64;
+  const ModelConfig c = small_config();
   using Rope = RopeScaling::Type;
   // RoPE scaling of `type` with the given factors (0: left as they are).
   const auto rope = [](Rope type, float factor, float low, float high, int32_t original) {
