@@ -204,7 +204,15 @@ TEST(RopeTest, Llama3ScalingKeepsHighDividesLowAndBlendsMiddle) {
 
 // A small valid config.
 ModelConfig small_config() {
-  const ModelConfig c = small_config();
+  ModelConfig c;
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 8;
+  c.vocab_size = 100;
+  c.max_position_embeddings = 64;
   return c;
 }
 
@@ -228,7 +236,7 @@ TEST(ModelConfigTest, ValidateRejectsInconsistentSizes) {
 TEST(ModelConfigTest, EachInvalidFieldIsNamed) {
   const ModelConfig c = small_config();
   using Rope = RopeScaling::Type;
-  // RoPE scaling of `type` with the given factors (0: left as they are).
+  // Sets RoPE scaling of `type` with these factors.
   const auto rope = [](Rope type, float factor, float low, float high, int32_t original) {
     return [=](ModelConfig* m) {
       m->rope_scaling.type = type;
