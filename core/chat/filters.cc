@@ -123,7 +123,8 @@ Value title(const std::string& s) {
 // Python's float() of a string: strict, surrounding whitespace allowed.
 bool parse_float(const std::string& text, double* out) {
   const std::string s = strip(text, nullptr, true, true);
-  if (s.empty()) return false;
+  // strtod also reads hexadecimal ("0x1A"), which Python's float() refuses.
+  if (s.empty() || s.find_first_of("xX") != std::string::npos) return false;
   char* end = nullptr;
   *out = std::strtod(s.c_str(), &end);
   return end == s.c_str() + s.size();

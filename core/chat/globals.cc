@@ -82,7 +82,8 @@ Dict make_globals() {
           return make_namespace(a);
         }));
   g.set("dict", Value::callable("dict", [](Renderer&, const CallArgs& a) {
-          check_args(a, 0, {}, "dict");
+          // Keywords only: dict(a=1, b=2).
+          if (!a.positional.empty()) invalid("dict() takes keyword arguments only");
           Dict d;
           for (const auto& [k, v] : a.keywords) d.set(k, v);
           return Value::dict(std::move(d));

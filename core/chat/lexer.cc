@@ -38,7 +38,12 @@ void append_utf8(uint32_t cp, std::string* out) {
 class Lexer {
  public:
   explicit Lexer(std::string_view source) : src_(source) {
-    if (!src_.empty() && src_.back() == '\n') src_.remove_suffix(1);
+    // keep_trailing_newline=False: one final newline goes, "\r\n" whole.
+    if (src_.ends_with("\r\n")) {
+      src_.remove_suffix(2);
+    } else if (!src_.empty() && src_.back() == '\n') {
+      src_.remove_suffix(1);
+    }
     line_starts_.push_back(0);
     for (size_t i = 0; i < src_.size(); ++i) {
       if (src_[i] == '\n') line_starts_.push_back(i + 1);
@@ -161,7 +166,12 @@ class Lexer {
         const size_t close_end = p + (minus_close ? 3 : 2);
         emit(is_stmt ? TokenKind::kStmtClose : TokenKind::kExprClose, is_stmt ? "%}" : "}}", p);
         pos_ = (is_stmt && !minus_close) ? after_block_close(close_end) : close_end;
-        if (is_stmt && is_raw_open(first_token)) lex_raw_body();
+        if (is_stmt && is_raw_open(first_token)) {
+          // {% raw -%} strips the body's leading whitespace, not the text
+          // after {% endraw %}.
+          lex_raw_body(minus_close);
+          return false;
+        }
         return minus_close;
       }
       p = lex_expression_token(p, &depth);
@@ -174,8 +184,11 @@ class Lexer {
   }
 
   // After {% raw %}: everything up to {% endraw %} is text.
-  void lex_raw_body() {
+  void lex_raw_body(bool strip_start) {
     const size_t raw_open = tokens_.size() - 3;
+    if (strip_start) {
+      while (pos_ < src_.size() && is_space(src_[pos_])) ++pos_;
+    }
     for (size_t search = pos_;;) {
       const size_t open = src_.find("{%", search);
       if (open == std::string_view::npos)

@@ -103,20 +103,17 @@ Value split(const std::string& s, const CallArgs& args, bool from_right) {
       words.emplace_back(i, j);
       i = j;
     }
-    if (maxsplit < 0 || static_cast<size_t>(maxsplit) + 1 >= words.size()) {
+    if (maxsplit < 0 || static_cast<size_t>(maxsplit) >= words.size()) {
       for (auto [b, e] : words) parts.push_back(s.substr(b, e - b));
     } else if (!from_right) {
       for (int64_t k = 0; k < maxsplit; ++k)
         parts.push_back(s.substr(words[k].first, words[k].second - words[k].first));
-      size_t rest = words[maxsplit].first;
-      size_t end = s.size();
-      while (end > rest && is_ascii_space(s[end - 1])) --end;
-      parts.push_back(s.substr(rest, end - rest));
+      // Python keeps the remainder's trailing whitespace ...
+      parts.push_back(s.substr(words[maxsplit].first));
     } else {
+      // ... and, splitting from the right, its leading whitespace.
       const size_t first_kept = words.size() - static_cast<size_t>(maxsplit);
-      size_t begin = 0;
-      while (begin < s.size() && is_ascii_space(s[begin])) ++begin;
-      parts.push_back(s.substr(begin, words[first_kept - 1].second - begin));
+      parts.push_back(s.substr(0, words[first_kept - 1].second));
       for (size_t k = first_kept; k < words.size(); ++k)
         parts.push_back(s.substr(words[k].first, words[k].second - words[k].first));
     }

@@ -282,6 +282,9 @@ Value Renderer::eval_call(const Expr& e) {
   if (callee.kind == ExprKind::kAttr) {
     const Value obj = eval(*callee.items[0]);
     if (obj.is_undefined()) fail_undefined(obj);
+    // A function the dict holds (loop.cycle) before the dict's methods.
+    const Value* member = obj.is_dict() ? obj.as_dict().find(callee.name) : nullptr;
+    if (member != nullptr && member->is_callable()) return call(*member, eval_args(e, 1));
     if (obj.is_string() || obj.is_list() || obj.is_dict()) {
       return call_method(obj, callee.name, eval_args(e, 1));
     }

@@ -91,6 +91,16 @@ TEST_F(CapiJsonModelTest, TokenizesAndDecodesAsTheReference) {
   }
 }
 
+TEST_F(CapiJsonModelTest, TextThatIsNotUtf8IsRefusedByTokenize) {
+  pvllm::cxx::Engine engine = make_engine();
+  try {
+    engine.tokenize("ok\xC3", false);
+    ADD_FAILURE() << "tokenize took invalid UTF-8";
+  } catch (const pvllm::cxx::Error& e) {
+    EXPECT_EQ(e.status(), PVLLM_STATUS_INVALID_ARGUMENT) << e.what();
+  }
+}
+
 TEST_F(CapiJsonModelTest, ChatPromptRendersAsTheReferenceAndStreamsWhatDecodes) {
   pvllm::cxx::Engine engine = make_engine();
   const Json golden = read_json(*data_ / "chat_goldens" / "qwen3.json");

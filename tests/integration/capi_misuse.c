@@ -339,6 +339,8 @@ static void check_engine_misuse(context* ctx, pvllm_engine* engine) {
                PVLLM_STATUS_INVALID_ARGUMENT, "out_len");
   EXPECT_ERROR(ctx, pvllm_detokenize(engine, NULL, 2, text, sizeof(text), &n, ERR),
                PVLLM_STATUS_INVALID_ARGUMENT, "ids");
+  EXPECT_ERROR(ctx, pvllm_detokenize(engine, ids, 1, NULL, 8, &n, ERR),
+               PVLLM_STATUS_INVALID_ARGUMENT, "text is NULL");
 }
 
 int pvllm_c_misuse_checks(const char* model_path, char* failure, size_t failure_len) {

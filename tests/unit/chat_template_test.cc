@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "tests/unit/chat_golden_util.h"
 #include "tests/util/tiny_model.h"
@@ -112,6 +113,7 @@ TEST(ChatTemplateTest, NamedTemplatesAndToolUse) {
   EXPECT_EQ(render(t, "", /*with_tools=*/true), "T");
   EXPECT_EQ(render(t, "rag"), "R");
   EXPECT_NE(render(t, "nope").find("no chat template named 'nope'"), std::string::npos);
+  EXPECT_EQ(t.names(), (std::vector<std::string>{"default", "rag", "tool_use"}));
 }
 
 TEST(ChatTemplateTest, SingleFileModelLooksBesideIt) {
@@ -141,6 +143,50 @@ TEST(ChatTemplateTest, MalformedConfigIsCorrupt) {
   EXPECT_EQ(ChatTemplates::load(dir.string(), &t).code(), StatusCode::kCorruptModel);
   write(dir / "tokenizer_config.json", R"({"chat_template": 5})");
   EXPECT_EQ(ChatTemplates::load(dir.string(), &t).code(), StatusCode::kCorruptModel);
+}
+
+TEST(ChatTemplateTest, MalformedTemplateListsAndConfigsAreCorruptNamingTheFile) {
+  const fs::path dir = testing::make_temp_dir("chat_corrupt_list");
+  ChatTemplates t;
+  for (const char* text :
+       {R"({"chat_template": [{"name": 5, "template": "x"}]})",
+        R"({"chat_template": [{"name": "default"}]})", R"({"chat_template": ["x"]})", "[1]"}) {
+    SCOPED_TRACE(text);
+    write(dir / "tokenizer_config.json", text);
+    const Status st = ChatTemplates::load(dir.string(), &t);
+    EXPECT_EQ(st.code(), StatusCode::kCorruptModel);
+    EXPECT_NE(st.message().find("tokenizer_config.json"), std::string::npos) << st.message();
+  }
+}
+
+TEST(ChatTemplateTest, RequestsTheTemplateCannotTakeAreRefused) {
+  const fs::path dir = testing::make_temp_dir("chat_bad_request");
+  write(dir / "tokenizer_config.json", R"({"chat_template": "x"})");
+  ChatTemplates t;
+  ASSERT_TRUE(ChatTemplates::load(dir.string(), &t).ok());
+  std::string out;
+  ChatRequest r;
+  r.messages = 5;
+  Status st = t.apply(r, &out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("messages must be a JSON array"), std::string::npos);
+  for (const char* key : {"messages", "tools", "add_generation_prompt"}) {
+    SCOPED_TRACE(key);
+    ChatRequest e;
+    e.extra_context = {{key, 1}};
+    st = t.apply(e, &out);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find(std::string("extra context variable '") + key + "'"),
+              std::string::npos)
+        << st.message();
+  }
+  ChatRequest parsed;
+  st = parse_chat_request("[]", "[", nullptr, &parsed);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("tools_json"), std::string::npos) << st.message();
+  st = parse_chat_request("[]", nullptr, "{", &parsed);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("extra_context_json"), std::string::npos) << st.message();
 }
 
 TEST(ChatTemplateTest, UnsupportedTemplateFailsAtApplyNotAtLoad) {

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -441,6 +442,269 @@ TEST(JsonTokenizerRefusalTest, UnimplementedFieldsAreUnsupportedNamingTheField) 
   }
 }
 
+struct ComponentCase {
+  const char* name;
+  json decoder;         // replaces the metaspace file's decoder, unless null
+  json post_processor;  // replaces its post_processor, unless null
+  StatusCode code;      // kOk: the file loads
+  const char* field;    // what the message names
+};
+
+TEST(JsonTokenizerRefusalTest, DecodersAndPostProcessorsAreCheckedPartByPart) {
+  const json seq_tok = {{"Sequence", {{"id", "A"}, {"type_id", 0}}}};
+  const json bos_tok = {{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}};
+  const json bos_table = {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}};
+  auto sequence = [](json decoders) { return json{{"type", "Sequence"}, {"decoders", decoders}}; };
+  auto strip = [](json content, json start, json stop) {
+    return json{{"type", "Strip"}, {"content", content}, {"start", start}, {"stop", stop}};
+  };
+  auto replace = [](json pattern, json content) {
+    return json{{"type", "Replace"}, {"pattern", pattern}, {"content", content}};
+  };
+  auto templ = [](json single, json special) {
+    return json{{"type", "TemplateProcessing"}, {"single", single}, {"special_tokens", special}};
+  };
+  const json fuse = {{"type", "Fuse"}};
+  const ComponentCase cases[] = {
+      {"decoder not an object", 5, nullptr, StatusCode::kTokenizerError, "decoder"},
+      {"decoder type not text",
+       {{"type", 5}},
+       nullptr,
+       StatusCode::kTokenizerError,
+       "decoder.type"},
+      {"decoders not a list", sequence(5), nullptr, StatusCode::kTokenizerError,
+       "decoder.decoders"},
+      {"after strip", sequence({fuse, strip(" ", 1, 0), fuse}), nullptr, StatusCode::kUnsupported,
+       "after Strip"},
+      {"byte fallback after fuse", sequence({fuse, {{"type", "ByteFallback"}}}), nullptr,
+       StatusCode::kUnsupported, "after Fuse"},
+      {"regex replace", replace({{"Regex", "a+"}}, "b"), nullptr, StatusCode::kUnsupported,
+       "decoder.pattern"},
+      {"empty replace", replace({{"String", ""}}, "b"), nullptr, StatusCode::kUnsupported,
+       "decoder.pattern"},
+      {"long replace after fuse", sequence({fuse, replace({{"String", "ab"}}, "x")}), nullptr,
+       StatusCode::kUnsupported, "after Fuse"},
+      {"replace without content",
+       {{"type", "Replace"}, {"pattern", {{"String", "a"}}}},
+       nullptr,
+       StatusCode::kTokenizerError,
+       "decoder.content"},
+      {"empty metaspace",
+       {{"type", "Metaspace"}, {"replacement", ""}},
+       nullptr,
+       StatusCode::kTokenizerError,
+       "decoder.replacement"},
+      {"metaspace",
+       {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "always"}},
+       nullptr,
+       StatusCode::kOk,
+       ""},
+      {"metaspace never",
+       {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "never"}},
+       nullptr,
+       StatusCode::kOk,
+       ""},
+      {"metaspace replacement type",
+       {{"type", "Metaspace"}, {"replacement", 5}},
+       nullptr,
+       StatusCode::kTokenizerError,
+       "decoder.replacement"},
+      {"metaspace prefix flag",
+       {{"type", "Metaspace"}, {"replacement", "▁"}, {"add_prefix_space", "x"}},
+       nullptr,
+       StatusCode::kTokenizerError,
+       "decoder.add_prefix_space"},
+      {"replace pattern type", replace(5, "b"), nullptr, StatusCode::kTokenizerError,
+       "decoder.pattern"},
+      {"strip to the end", sequence({fuse, strip(" ", 1, 1)}), nullptr, StatusCode::kUnsupported,
+       "decoder.decoders[1].stop"},
+      {"strip backwards", sequence({fuse, strip(" ", -1, 0)}), nullptr, StatusCode::kUnsupported,
+       "decoder.decoders[1].start"},
+      {"strip before fuse", sequence({strip(" ", 1, 0)}), nullptr, StatusCode::kUnsupported,
+       "before Fuse"},
+      {"strip other text", sequence({fuse, strip("x", 1, 0)}), nullptr, StatusCode::kUnsupported,
+       "decoder.decoders[1].content"},
+      {"strip too far", sequence({fuse, strip(" ", 100, 0)}), nullptr, StatusCode::kUnsupported,
+       "decoder.decoders[1].start"},
+      {"strip start not a number", sequence({fuse, strip(" ", "a", 0)}), nullptr,
+       StatusCode::kTokenizerError, "decoder.decoders[1].start"},
+      {"post-processor not an object", nullptr, 5, StatusCode::kTokenizerError, "post_processor"},
+      {"special token not in the table", nullptr, templ({bos_tok, seq_tok}, json::object()),
+       StatusCode::kTokenizerError, "<s>"},
+      {"special ids not integers", nullptr,
+       templ({bos_tok, seq_tok}, {{"<s>", {{"id", "<s>"}, {"ids", {"x"}}, {"tokens", {"<s>"}}}}}),
+       StatusCode::kTokenizerError, "ids"},
+      {"special tokens not a table", nullptr, templ({bos_tok, seq_tok}, 5),
+       StatusCode::kTokenizerError, "<s>"},
+      {"special ids not a list", nullptr,
+       templ({bos_tok, seq_tok}, {{"<s>", {{"id", "<s>"}, {"ids", 5}, {"tokens", {"<s>"}}}}}),
+       StatusCode::kTokenizerError, "ids"},
+      {"sequence id not text", nullptr,
+       templ({bos_tok, {{"Sequence", {{"id", 5}, {"type_id", 0}}}}}, bos_table),
+       StatusCode::kTokenizerError, "Sequence.id"},
+      {"special token id not text", nullptr,
+       templ({{{"SpecialToken", {{"id", 5}, {"type_id", 0}}}}, seq_tok}, bos_table),
+       StatusCode::kTokenizerError, "SpecialToken.id"},
+      {"post-processor type not text",
+       nullptr,
+       {{"type", 5}},
+       StatusCode::kTokenizerError,
+       "post_processor.type"},
+      {"roberta cls of one",
+       nullptr,
+       {{"type", "RobertaProcessing"}, {"cls", {"<s>"}}, {"sep", {"</s>", 2}}},
+       StatusCode::kTokenizerError,
+       "post_processor.cls"},
+      {"processor in a sequence",
+       nullptr,
+       {{"type", "Sequence"}, {"processors", {5}}},
+       StatusCode::kTokenizerError,
+       "post_processor.processors[0]"},
+      {"single not a list", nullptr, templ(5, bos_table), StatusCode::kTokenizerError,
+       "post_processor.single"},
+      {"sequence B", nullptr,
+       templ({bos_tok, {{"Sequence", {{"id", "B"}, {"type_id", 0}}}}}, bos_table),
+       StatusCode::kUnsupported, "Sequence"},
+      {"two sequences", nullptr, templ({seq_tok, seq_tok}, bos_table), StatusCode::kUnsupported,
+       "Sequence"},
+      {"unknown piece", nullptr, templ({seq_tok, {{"Other", 1}}}, bos_table),
+       StatusCode::kUnsupported, "post_processor.single"},
+      {"no sequence", nullptr, templ({bos_tok}, bos_table), StatusCode::kTokenizerError,
+       "has no Sequence A"},
+      {"roberta",
+       nullptr,
+       {{"type", "RobertaProcessing"}, {"cls", {"<s>", 1}}, {"sep", {"</s>", 2}}},
+       StatusCode::kOk,
+       ""},
+      {"bert without sep",
+       nullptr,
+       {{"type", "BertProcessing"}, {"cls", {"<s>", 1}}},
+       StatusCode::kTokenizerError,
+       "post_processor.sep"},
+      {"processors not a list",
+       nullptr,
+       {{"type", "Sequence"}, {"processors", 5}},
+       StatusCode::kTokenizerError,
+       "post_processor.processors"},
+      {"processors",
+       nullptr,
+       {{"type", "Sequence"},
+        {"processors",
+         {{{"type", "ByteLevel"}, {"trim_offsets", false}}, templ({bos_tok, seq_tok}, bos_table)}}},
+       StatusCode::kOk,
+       ""},
+  };
+  for (const ComponentCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    json file = metaspace_file();
+    if (!c.decoder.is_null()) file["decoder"] = c.decoder;
+    if (!c.post_processor.is_null()) file["post_processor"] = c.post_processor;
+    std::unique_ptr<Tokenizer> t;
+    const Status status = JsonTokenizer::load_from_text(file.dump(), "", &t);
+    EXPECT_EQ(status.code(), c.code) << status.message();
+    EXPECT_NE(status.message().find(c.field), std::string::npos) << status.message();
+    EXPECT_EQ(t != nullptr, c.code == StatusCode::kOk);
+  }
+}
+
+struct FieldCase {
+  const char* name;
+  std::function<void(json*)> edit;  // of the metaspace file
+  StatusCode code;                  // kOk: the file loads
+  const char* field;                // what the message names
+};
+
+TEST(JsonTokenizerRefusalTest, EachMalformedFieldIsNamed) {
+  const auto set = [](const char* pointer, json value) {
+    return [p = json::json_pointer(pointer), value](json* f) { (*f)[p] = value; };
+  };
+  const json split = {{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}, {"behavior", "Removed"}};
+  const auto pre = [](json config) {
+    return [config](json* f) { (*f)["pre_tokenizer"] = config; };
+  };
+  const auto norm = [](json config) { return [config](json* f) { (*f)["normalizer"] = config; }; };
+  const auto with = [](json base, const char* key, json value) {
+    base[key] = value;
+    return base;
+  };
+  const json metaspace = {{"type", "Metaspace"}, {"replacement", "▁"}};
+  const StatusCode bad = StatusCode::kTokenizerError;
+  const FieldCase cases[] = {
+      {"model", set("/model", 5), bad, "model"},
+      {"model type", set("/model/type", 5), bad, "model.type"},
+      {"byte_fallback", set("/model/byte_fallback", "x"), bad, "model.byte_fallback"},
+      {"ignore_merges", set("/model/ignore_merges", 1), bad, "model.ignore_merges"},
+      {"fuse_unk", set("/model/fuse_unk", "x"), bad, "model.fuse_unk"},
+      {"vocab", set("/model/vocab", json::array()), bad, "model.vocab"},
+      {"vocab id", set("/model/vocab/h", -1), bad, "model.vocab[\"h\"]"},
+      {"unk_token type", set("/model/unk_token", 5), bad, "model.unk_token"},
+      {"unk_token unknown", set("/model/unk_token", "<nope>"), bad, "model.unk_token"},
+      {"merges", set("/model/merges", 5), bad, "model.merges"},
+      {"merge of three", set("/model/merges", {"h i x"}), bad, "model.merges[0]"},
+      {"merge of numbers", set("/model/merges", {{1, 2}}), bad, "model.merges[0]"},
+      {"pre-tokenizer", pre(5), bad, "pre_tokenizer"},
+      {"pre-tokenizer type", pre({{"type", 5}}), bad, "pre_tokenizer.type"},
+      {"split behavior", pre(with(split, "behavior", 5)), bad, "pre_tokenizer.behavior"},
+      {"split pattern", pre(with(split, "pattern", 5)), bad, "pre_tokenizer.pattern"},
+      {"split pattern kind", pre(with(split, "pattern", {{"Glob", "*"}})), StatusCode::kUnsupported,
+       "pre_tokenizer.pattern"},
+      {"split regex", pre(with(split, "pattern", {{"Regex", "("}})), StatusCode::kUnsupported,
+       "does not compile"},
+      {"byte-level prefix", pre({{"type", "ByteLevel"}, {"add_prefix_space", "x"}}), bad,
+       "pre_tokenizer.add_prefix_space"},
+      {"byte-level regex", pre({{"type", "ByteLevel"}, {"use_regex", "x"}}), bad,
+       "pre_tokenizer.use_regex"},
+      {"metaspace replacement", pre(with(metaspace, "replacement", "")), bad,
+       "pre_tokenizer.replacement"},
+      {"metaspace scheme type", pre(with(metaspace, "prepend_scheme", 5)), bad,
+       "pre_tokenizer.prepend_scheme"},
+      {"metaspace never", pre(with(metaspace, "prepend_scheme", "never")), StatusCode::kOk, ""},
+      {"metaspace without scheme", pre(with(metaspace, "add_prefix_space", false)), StatusCode::kOk,
+       ""},
+      {"metaspace split", pre(with(metaspace, "split", "x")), bad, "pre_tokenizer.split"},
+      {"digits", pre({{"type", "Digits"}, {"individual_digits", "x"}}), bad,
+       "pre_tokenizer.individual_digits"},
+      {"digits alone", pre({{"type", "Digits"}, {"individual_digits", true}}), StatusCode::kOk, ""},
+      {"pre-tokenizers", pre({{"type", "Sequence"}, {"pretokenizers", 5}}), bad,
+       "pre_tokenizer.pretokenizers"},
+      {"pre-tokenizer in a sequence", pre({{"type", "Sequence"}, {"pretokenizers", {5}}}), bad,
+       "pre_tokenizer.pretokenizers[0]"},
+      {"normalizer", norm(5), bad, "normalizer"},
+      {"normalizer type", norm({{"type", 5}}), bad, "normalizer.type"},
+      {"normalizers", norm({{"type", "Sequence"}, {"normalizers", 5}}), bad,
+       "normalizer.normalizers"},
+      {"normalizer in a sequence", norm({{"type", "Sequence"}, {"normalizers", {{{"type", 5}}}}}),
+       bad, "normalizer.normalizers[0].type"},
+      {"replace content", norm({{"type", "Replace"}, {"pattern", {{"String", "a"}}}}), bad,
+       "normalizer.content"},
+      {"replace pattern", norm({{"type", "Replace"}, {"pattern", 5}, {"content", "b"}}), bad,
+       "normalizer.pattern"},
+      {"prepend", norm({{"type", "Prepend"}, {"prepend", 5}}), bad, "normalizer.prepend"},
+      {"forms",
+       norm({{"type", "Sequence"},
+             {"normalizers",
+              {{{"type", "NFD"}}, {{"type", "NFKC"}}, {{"type", "NFKD"}}, {{"type", "NFC"}}}}}),
+       StatusCode::kOk, ""},
+      {"added tokens", set("/added_tokens", 5), bad, "added_tokens"},
+      {"added token", set("/added_tokens/0", 5), bad, "added_tokens[0]"},
+      {"added token id", set("/added_tokens/0/id", -1), bad, "added_tokens[0].id"},
+      {"added token content", set("/added_tokens/0/content", ""), bad, "added_tokens[0].content"},
+      {"added token special", set("/added_tokens/0/special", "x"), bad, "added_tokens[0].special"},
+      {"added token rstrip", set("/added_tokens/0/rstrip", true), StatusCode::kUnsupported,
+       "added_tokens[0].rstrip"},
+  };
+  for (const FieldCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    json file = metaspace_file();
+    c.edit(&file);
+    std::unique_ptr<Tokenizer> t;
+    const Status status = JsonTokenizer::load_from_text(file.dump(), "", &t);
+    EXPECT_EQ(status.code(), c.code) << status.message();
+    EXPECT_NE(status.message().find(c.field), std::string::npos) << status.message();
+    EXPECT_EQ(t != nullptr, c.code == StatusCode::kOk);
+  }
+}
+
 TEST(JsonTokenizerRefusalTest, NormalizedAddedTokensNeedNoNormalizer) {
   json file = metaspace_file();
   file["added_tokens"][1]["normalized"] = true;
@@ -484,6 +748,47 @@ TEST(JsonTokenizerLoadTest, FolderWithTokenizerJsonAndConfigLoads) {
   fs::remove_all(dir);
   std::unique_ptr<Tokenizer> none;
   EXPECT_EQ(Tokenizer::load(dir.string(), &none).code(), StatusCode::kNotFound);
+}
+
+TEST(JsonTokenizerLoadTest, UnreadableFilesAreNamed) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("pvllm_json_tok_bad_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::unique_ptr<Tokenizer> t;
+  std::ofstream(dir / "tokenizer.json") << byte_level_file({}, {}).dump();
+  std::ofstream(dir / "tokenizer_config.json") << "[1]";
+  Status st = JsonTokenizer::load_file((dir / "tokenizer.json").string(), &t);
+  EXPECT_EQ(st.code(), StatusCode::kTokenizerError);
+  EXPECT_NE(st.message().find("tokenizer_config.json is not a JSON object"), std::string::npos)
+      << st.message();
+  // Token names as {"content": ...}; anything else names no token.
+  std::ofstream(dir / "tokenizer_config.json", std::ios::trunc)
+      << R"({"bos_token": {"content": "<bos>"}, "eos_token": 5})";
+  ASSERT_TRUE(JsonTokenizer::load_file((dir / "tokenizer.json").string(), &t).ok());
+  EXPECT_EQ(t->bos_id(), t->token_to_id("<bos>"));
+  std::ofstream(dir / "tokenizer.json", std::ios::trunc) << "[1]";
+  st = JsonTokenizer::load_file((dir / "tokenizer.json").string(), &t);
+  EXPECT_EQ(st.code(), StatusCode::kTokenizerError);
+  EXPECT_NE(st.message().find((dir / "tokenizer.json").string() +
+                              ": tokenizer.json is not a JSON object"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(JsonTokenizer::load_file(dir.string(), &t).code(), StatusCode::kNotFound);
+  fs::remove_all(dir);
+}
+
+TEST(JsonTokenizerRefusalTest, APostProcessorAddingAnUnknownIdIsRefused) {
+  json prefix = metaspace_file();
+  prefix["post_processor"]["special_tokens"]["<s>"]["ids"] = {99999};
+  json suffix = metaspace_file();
+  suffix["post_processor"] = {
+      {"type", "RobertaProcessing"}, {"cls", {"<s>", 1}}, {"sep", {"x", 99999}}};
+  for (const json& file : {prefix, suffix}) {
+    std::unique_ptr<Tokenizer> t;
+    const Status st = JsonTokenizer::load_from_text(file.dump(), "", &t);
+    EXPECT_EQ(st.code(), StatusCode::kTokenizerError);
+    EXPECT_NE(st.message().find("adds unknown id 99999"), std::string::npos) << st.message();
+  }
 }
 
 }  // namespace

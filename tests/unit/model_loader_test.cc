@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "core/base/log.h"
+#include "core/base/mapped_file.h"
 #include "core/model/model.h"
 #include "core/model/safetensors.h"
 #include "tests/util/shared_paths.h"
@@ -199,7 +202,8 @@ TEST(RopeTest, Llama3ScalingKeepsHighDividesLowAndBlendsMiddle) {
   EXPECT_GT(num_mid, 0);
 }
 
-TEST(ModelConfigTest, ValidateRejectsInconsistentSizes) {
+// A small valid config.
+ModelConfig small_config() {
   ModelConfig c;
   c.hidden_size = 32;
   c.intermediate_size = 48;
@@ -209,6 +213,11 @@ TEST(ModelConfigTest, ValidateRejectsInconsistentSizes) {
   c.head_dim = 8;
   c.vocab_size = 100;
   c.max_position_embeddings = 64;
+  return c;
+}
+
+TEST(ModelConfigTest, ValidateRejectsInconsistentSizes) {
+  const ModelConfig c = small_config();
   EXPECT_TRUE(c.validate().ok());
   ModelConfig bad = c;
   bad.num_kv_heads = 3;  // 4 heads cannot be grouped over 3
@@ -222,6 +231,88 @@ TEST(ModelConfigTest, ValidateRejectsInconsistentSizes) {
   bad = c;
   bad.eos_token_id = 100;
   EXPECT_FALSE(bad.validate().ok());
+}
+
+TEST(ModelConfigTest, EachInvalidFieldIsNamed) {
+  const ModelConfig c = small_config();
+  using Rope = RopeScaling::Type;
+  // Sets RoPE scaling of `type` with these factors.
+  const auto rope = [](Rope type, float factor, float low, float high, int32_t original) {
+    return [=](ModelConfig* m) {
+      m->rope_scaling.type = type;
+      m->rope_scaling.factor = factor;
+      m->rope_scaling.low_freq_factor = low;
+      m->rope_scaling.high_freq_factor = high;
+      m->rope_scaling.original_max_position_embeddings = original;
+    };
+  };
+  const std::pair<const char*, std::function<void(ModelConfig*)>> cases[] = {
+      {"hidden_size must be positive", [](ModelConfig* m) { m->hidden_size = 0; }},
+      {"intermediate_size must be positive", [](ModelConfig* m) { m->intermediate_size = -1; }},
+      {"num_layers must be positive", [](ModelConfig* m) { m->num_layers = 0; }},
+      {"num_heads must be positive", [](ModelConfig* m) { m->num_heads = 0; }},
+      {"num_kv_heads must be positive", [](ModelConfig* m) { m->num_kv_heads = 0; }},
+      {"head_dim must be positive and even, got 0", [](ModelConfig* m) { m->head_dim = 0; }},
+      {"max_position_embeddings must be positive",
+       [](ModelConfig* m) { m->max_position_embeddings = 0; }},
+      {"rms_norm_eps must be positive", [](ModelConfig* m) { m->rms_norm_eps = 0.0f; }},
+      {"rope_theta must be positive", [](ModelConfig* m) { m->rope_theta = -1.0f; }},
+      {"rope_scaling.factor must be positive", rope(Rope::kLinear, 0.0f, 0, 0, 0)},
+      {"rope_scaling.original_max_position_embeddings must be positive",
+       rope(Rope::kDynamic, 2.0f, 0, 0, 0)},
+      {"dynamic rope scaling needs head_dim > 2",
+       [&](ModelConfig* m) {
+         rope(Rope::kDynamic, 2.0f, 0, 0, 64)(m);
+         m->head_dim = 2;
+       }},
+      {"sliding_window must be positive", [](ModelConfig* m) { m->sliding_window = -1; }},
+      {"0 < low_freq_factor < high_freq_factor", rope(Rope::kLlama3, 8.0f, 4.0f, 4.0f, 64)},
+      {"0 < low_freq_factor < high_freq_factor", rope(Rope::kLlama3, 8.0f, 0.0f, 4.0f, 64)},
+      {"rope_scaling.original_max_position_embeddings must be positive",
+       rope(Rope::kLlama3, 8.0f, 1.0f, 4.0f, 0)},
+      {"bos_token_id is outside the vocabulary", [](ModelConfig* m) { m->bos_token_id = 100; }},
+      {"a stop token id is outside the vocabulary",
+       [](ModelConfig* m) {
+         m->extra_stop_token_ids = {5, -1};
+       }},
+  };
+  ASSERT_TRUE(c.validate().ok());
+  for (const auto& [needle, spoil] : cases) {
+    SCOPED_TRACE(needle);
+    ModelConfig bad = c;
+    spoil(&bad);
+    const Status st = bad.validate();
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
+  }
+}
+
+TEST(LogTest, AWarningIsOneLineOnStderr) {
+  if (const char* v = std::getenv("PVLLM_LOG"); v != nullptr && std::string(v) == "off")
+    GTEST_SKIP() << "PVLLM_LOG=off silences warnings";
+  ::testing::internal::CaptureStderr();
+  log_warning("the graph could not be captured");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "pvllm: warning: the graph could not be captured\n");
+}
+
+TEST(MappedFileTest, WhatCannotBeMappedIsNamed) {
+  const fs::path dir = testing::make_temp_dir("pvllm_mapped_");
+  std::shared_ptr<MappedFile> f;
+  Status st = MappedFile::open(dir.string(), &f);
+  EXPECT_EQ(st.code(), StatusCode::kIoError);
+  EXPECT_NE(st.message().find("not a regular file"), std::string::npos) << st.message();
+  EXPECT_EQ(MappedFile::open((dir / "missing").string(), &f).code(), StatusCode::kNotFound);
+  std::ofstream(dir / "empty");
+  EXPECT_EQ(MappedFile::open((dir / "empty" / "below").string(), &f).code(),
+            StatusCode::kNotFound);  // ENOTDIR
+  fs::create_symlink(dir / "loop_b", dir / "loop_a");
+  fs::create_symlink(dir / "loop_a", dir / "loop_b");
+  st = MappedFile::open((dir / "loop_a").string(), &f);
+  EXPECT_EQ(st.code(), StatusCode::kIoError);  // ELOOP
+  EXPECT_NE(st.message().find("loop_a"), std::string::npos) << st.message();
+  ASSERT_TRUE(MappedFile::open((dir / "empty").string(), &f).ok());
+  EXPECT_EQ(f->size(), 0u);
 }
 
 // ------------------------------------------------------- tiny model helpers
@@ -551,6 +642,34 @@ TEST_F(BrokenModelTest, TruncatedLlama2cNamesFirstMissingTensor) {
   expect_failure(bin, StatusCode::kCorruptModel, {bin, "wq"});
 }
 
+TEST_F(BrokenModelTest, ALlama2cFileCutInsideAnyTensorNamesIt) {
+  TinyModelSpec spec;  // dim 32, hidden 48, 2 layers, 4 heads, 2 KV heads, seq_len 256
+  const int64_t v = testing::tiny_tokenizer_vocab_size();
+  const int64_t dim = 32, hidden = 48, layers = 2, kv_dim = 16, freqs = 256 * 8 / 2;
+  const std::pair<const char*, int64_t> tensors[] = {
+      {"tok_embeddings", v * dim},      {"rms_att_weight", layers * dim},
+      {"wq", layers * dim * dim},       {"wk", layers * kv_dim * dim},
+      {"wv", layers * kv_dim * dim},    {"wo", layers * dim * dim},
+      {"rms_ffn_weight", layers * dim}, {"w1", layers * hidden * dim},
+      {"w2", layers * dim * hidden},    {"w3", layers * hidden * dim},
+      {"rms_final_weight", dim},        {"freq_cis_real", freqs},
+      {"freq_cis_imag", freqs},
+  };
+  int64_t offset = 28;  // the header
+  for (const auto& [name, count] : tensors) {
+    SCOPED_TRACE(name);
+    const std::string bin = testing::write_tiny_llama2c_model(subdir("l2c_cut"), spec);
+    fs::resize_file(bin, static_cast<uintmax_t>(offset + 4));
+    expect_failure(bin, StatusCode::kCorruptModel, {std::string("tensor ") + name + " needs"});
+    offset += 4 * count;
+  }
+  // An untied file (negative vocab size) also holds the classifier.
+  spec.tie_word_embeddings = false;
+  const std::string bin = testing::write_tiny_llama2c_model(subdir("l2c_cut"), spec);
+  fs::resize_file(bin, static_cast<uintmax_t>(offset + 4));
+  expect_failure(bin, StatusCode::kCorruptModel, {"tensor wcls needs"});
+}
+
 TEST_F(BrokenModelTest, Llama2cWithTrailingBytesIsCorrupt) {
   TinyModelSpec spec;
   const std::string bin = testing::write_tiny_llama2c_model(subdir("l2c"), spec);
@@ -689,6 +808,280 @@ TEST_F(BrokenModelTest, MissingConfigFieldIsCorrupt) {
   config.erase("hidden_size");
   std::ofstream(dir + "/config.json") << config.dump();
   expect_failure(dir, StatusCode::kCorruptModel, {"config.json", "hidden_size"});
+}
+
+struct MalformedConfig {
+  const char* tiny;  // tiny_arch_spec name
+  json set;          // config.json keys to set (null erases)
+  StatusCode code;
+  const char* named;  // what the message must say
+};
+
+TEST_F(BrokenModelTest, MalformedConfigValuesAreRefusedNamingTheKey) {
+  const MalformedConfig cases[] = {
+      {"llama2",
+       {{"architectures", json::array()}},
+       StatusCode::kCorruptModel,
+       "architectures is not a non-empty list"},
+      {"llama2", {{"architectures", {5}}}, StatusCode::kUnsupported, "supported:"},
+      {"llama2",
+       {{"architectures", nullptr}, {"model_type", nullptr}},
+       StatusCode::kUnsupported,
+       "names no architecture"},
+      {"llama2",
+       {{"model_type", "qwen2"}},
+       StatusCode::kUnsupported,
+       "(architectures names LlamaForCausalLM)"},
+      {"llama2",
+       {{"architectures", nullptr}, {"model_type", "gpt2"}},
+       StatusCode::kUnsupported,
+       "(supported: llama, mistral, qwen2, qwen3)"},
+      {"llama2",
+       {{"partial_rotary_factor", 0.5}},
+       StatusCode::kUnsupported,
+       "partial_rotary_factor"},
+      {"llama2",
+       {{"pretraining_tp", 0}},
+       StatusCode::kCorruptModel,
+       "pretraining_tp is not a positive integer"},
+      {"llama2",
+       {{"tie_word_embeddings", "yes"}},
+       StatusCode::kCorruptModel,
+       "tie_word_embeddings is not true or false"},
+      {"llama2",
+       {{"attention_bias", 1}},
+       StatusCode::kCorruptModel,
+       "attention_bias is not true or false"},
+      {"llama2", {{"intermediate_size", "x"}}, StatusCode::kCorruptModel, "intermediate_size"},
+      {"llama2",
+       {{"num_hidden_layers", 0}},
+       StatusCode::kCorruptModel,
+       "num_hidden_layers must be positive"},
+      {"llama2",
+       {{"num_attention_heads", 0}},
+       StatusCode::kCorruptModel,
+       "num_attention_heads must be positive"},
+      {"llama2", {{"vocab_size", 1.5}}, StatusCode::kCorruptModel, "vocab_size"},
+      {"llama2", {{"num_key_value_heads", "x"}}, StatusCode::kCorruptModel, "num_key_value_heads"},
+      {"llama2", {{"head_dim", "x"}}, StatusCode::kCorruptModel, "head_dim"},
+      {"llama2", {{"rms_norm_eps", "x"}}, StatusCode::kCorruptModel, "rms_norm_eps"},
+      {"llama2", {{"bos_token_id", "x"}}, StatusCode::kCorruptModel, "bos_token_id"},
+      {"llama2",
+       {{"eos_token_id", "x"}},
+       StatusCode::kCorruptModel,
+       "eos_token_id is not an integer or a list of integers"},
+      {"llama2",
+       {{"eos_token_id", {2, "a"}}},
+       StatusCode::kCorruptModel,
+       "eos_token_id is malformed"},
+      {"llama2", {{"eos_token_id", 100000}}, StatusCode::kCorruptModel, "eos_token_id"},
+      {"mistral", {{"sliding_window", "x"}}, StatusCode::kCorruptModel, "sliding_window"},
+      {"qwen2", {{"use_sliding_window", "x"}}, StatusCode::kCorruptModel, "use_sliding_window"},
+      {"qwen2", {{"max_window_layers", "x"}}, StatusCode::kCorruptModel, "max_window_layers"},
+      {"llama2", {{"rope_theta", "x"}}, StatusCode::kCorruptModel, "rope_theta"},
+      {"llama2",
+       {{"architectures", {"GPTNeoXForCausalLM"}}},
+       StatusCode::kUnsupported,
+       "GPTNeoXForCausalLM"},
+      {"llama2",
+       {{"architectures", {"LlamaForCausalLM", "Qwen2ForCausalLM"}}},
+       StatusCode::kUnsupported,
+       "Qwen2ForCausalLM"},
+      {"llama2", {{"model_type", 5}}, StatusCode::kUnsupported, "model_type"},
+      {"llama2",
+       {{"partial_rotary_factor", "x"}},
+       StatusCode::kUnsupported,
+       "partial_rotary_factor"},
+      {"llama2",
+       {{"pretraining_tp", 1.5}},
+       StatusCode::kCorruptModel,
+       "pretraining_tp is not a positive integer"},
+      {"llama2", {{"num_hidden_layers", "x"}}, StatusCode::kCorruptModel, "num_hidden_layers"},
+      {"llama2", {{"num_attention_heads", "x"}}, StatusCode::kCorruptModel, "num_attention_heads"},
+      {"llama2",
+       {{"max_position_embeddings", "x"}},
+       StatusCode::kCorruptModel,
+       "max_position_embeddings"},
+      {"qwen2", {{"layer_types", {"full_attention"}}}, StatusCode::kUnsupported, "layer_types"},
+      {"llama2",
+       {{"rope_scaling", "linear"}},
+       StatusCode::kCorruptModel,
+       "rope_scaling is not an object"},
+      {"llama2",
+       {{"rope_scaling", {{"rope_type", 5}}}},
+       StatusCode::kCorruptModel,
+       "rope_type is not a string"},
+      {"llama2",
+       {{"rope_scaling", {{"type", "linear"}, {"rope_type", "dynamic"}, {"factor", 2}}}},
+       StatusCode::kUnsupported,
+       "(type and rope_type differ)"},
+      {"llama2",
+       {{"rope_scaling", {{"factor", 2.0}}}},
+       StatusCode::kCorruptModel,
+       "has no rope_type"},
+      {"llama2",
+       {{"rope_scaling", {{"rope_type", "linear"}}}},
+       StatusCode::kCorruptModel,
+       "factor"},
+      {"llama2",
+       {{"rope_scaling",
+         {{"rope_type", "linear"}, {"factor", 2.0}, {"partial_rotary_factor", 0.5}}}},
+       StatusCode::kUnsupported,
+       "rope_scaling.partial_rotary_factor"},
+      {"llama2",
+       {{"rope_scaling",
+         {{"rope_type", "llama3"},
+          {"factor", 8.0},
+          {"high_freq_factor", 4.0},
+          {"original_max_position_embeddings", 64}}}},
+       StatusCode::kCorruptModel,
+       "low_freq_factor"},
+      {"llama3-v5",
+       {{"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}}},
+       StatusCode::kUnsupported,
+       "(it disagrees with rope_scaling)"},
+      {"llama3-v5",
+       {{"rope_parameters", {{"rope_type", "default"}, {"rope_theta", "x"}}}},
+       StatusCode::kCorruptModel,
+       "rope_theta"},
+  };
+  for (const MalformedConfig& c : cases) {
+    SCOPED_TRACE(std::string(c.tiny) + " " + c.set.dump());
+    const std::string d = testing::write_tiny_hf_model(subdir(std::string("malformed_") + c.tiny),
+                                                       testing::tiny_arch_spec(c.tiny));
+    testing::edit_hf_config(d, c.set);
+    expect_failure(d, c.code, {"config.json", c.named});
+  }
+}
+
+TEST_F(BrokenModelTest, MalformedSafetensorsHeadersAreCorruptNamingTheTensor) {
+  const std::pair<const char*, std::function<void(json&)>> cases[] = {
+      {"lacks dtype, shape or data_offsets", [](json& h) { h["model.norm.weight"] = 5; }},
+      {"lacks dtype, shape or data_offsets",
+       [](json& h) { h["model.norm.weight"].erase("data_offsets"); }},
+      {"has a non-string dtype", [](json& h) { h["model.norm.weight"]["dtype"] = 5; }},
+      {"has a shape that is not a list", [](json& h) { h["model.norm.weight"]["shape"] = "x"; }},
+      {"has a negative or non-integer dimension",
+       [](json& h) { h["model.norm.weight"]["shape"] = {-1}; }},
+      {"has an implausibly large shape",
+       [](json& h) {
+         h["model.norm.weight"]["shape"] = {int64_t{1} << 40, int64_t{1} << 40};
+       }},
+      {"has malformed data_offsets", [](json& h) { h["model.norm.weight"]["data_offsets"] = {0}; }},
+      {"has data_offsets [10, 5)",
+       [](json& h) {
+         h["model.norm.weight"]["data_offsets"] = {10, 5};
+       }},
+      {"the header is not a JSON object", [](json& h) { h = json::array({1}); }},
+  };
+  for (const auto& [named, edit] : cases) {
+    SCOPED_TRACE(named);
+    const std::string d = hf_dir();
+    edit_safetensors_header(d + "/model.safetensors", edit);
+    expect_failure(d, StatusCode::kCorruptModel, {"model.safetensors", named});
+  }
+  const std::string d = hf_dir();
+  std::ofstream(d + "/model.safetensors", std::ios::trunc) << "abc";
+  expect_failure(d, StatusCode::kCorruptModel, {"model.safetensors", "3 bytes"});
+}
+
+TEST_F(BrokenModelTest, Llama2cHeadersThatCannotBeAModelAreRefused) {
+  const auto write = [&](const std::string& name, const std::vector<int32_t>& header) {
+    const std::string path = subdir("l2c_header") + "/" + name;
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(header.data()),
+              static_cast<std::streamsize>(header.size() * sizeof(int32_t)));
+    return path;
+  };
+  expect_failure(write("short.bin", {32, 48}), StatusCode::kCorruptModel, {"short.bin", "8"});
+  expect_failure(write("v1.bin", {0x616b3432, 1, 0, 0, 0, 0, 0, 0}), StatusCode::kUnsupported,
+                 {"v1.bin", "versioned export"});
+  expect_failure(write("zero.bin", {0, 48, 2, 4, 2, 100, 64}), StatusCode::kCorruptModel,
+                 {"zero.bin", "implausible llama2.c header (dim 0"});
+  expect_failure(write("odd.bin", {36, 48, 2, 4, 2, 100, 64}), StatusCode::kCorruptModel,
+                 {"odd.bin", "implausible"});
+}
+
+TEST_F(BrokenModelTest, EveryTensorTheArchitectureNeedsIsNamedWhenMissing) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"llama2", "model.embed_tokens.weight"},
+      {"llama2", "model.norm.weight"},
+      {"llama2", "model.layers.1.input_layernorm.weight"},
+      {"llama2", "model.layers.1.self_attn.q_proj.weight"},
+      {"llama2", "model.layers.1.self_attn.v_proj.weight"},
+      {"llama2", "model.layers.1.self_attn.o_proj.weight"},
+      {"llama2", "model.layers.1.post_attention_layernorm.weight"},
+      {"llama2", "model.layers.1.mlp.gate_proj.weight"},
+      {"llama2", "model.layers.1.mlp.down_proj.weight"},
+      {"qwen2", "model.layers.0.self_attn.k_proj.bias"},
+      {"qwen2", "model.layers.0.self_attn.v_proj.bias"},
+      {"llama-bias", "model.layers.0.self_attn.o_proj.bias"},
+      {"qwen3", "model.layers.0.self_attn.q_norm.weight"},
+      {"qwen3", "model.layers.0.self_attn.k_norm.weight"},
+  };
+  for (const auto& [tiny, tensor] : cases) {
+    SCOPED_TRACE(tensor);
+    const std::string d = testing::write_tiny_hf_model(subdir(std::string("missing_") + tiny),
+                                                       testing::tiny_arch_spec(tiny));
+    edit_safetensors_header(d + "/model.safetensors", [&](json& h) { h.erase(tensor); });
+    expect_failure(d, StatusCode::kNotFound, {tensor});
+  }
+}
+
+TEST_F(BrokenModelTest, ATiedHeadHoldingTheEmbeddingIsAccepted) {
+  const std::string d = hf_dir(/*tied=*/true);
+  edit_safetensors_header(d + "/model.safetensors",
+                          [](json& h) { h["lm_head.weight"] = h["model.embed_tokens.weight"]; });
+  EXPECT_TRUE(load_ok(d));
+  // The same bytes under another shape are a different head.
+  edit_safetensors_header(d + "/model.safetensors", [](json& h) {
+    std::vector<int64_t> shape = h["lm_head.weight"]["shape"];
+    std::swap(shape[0], shape[1]);
+    h["lm_head.weight"]["shape"] = shape;
+  });
+  expect_failure(d, StatusCode::kUnsupported, {"lm_head.weight differs"});
+}
+
+TEST_F(BrokenModelTest, MalformedShardIndexesAreCorrupt) {
+  const std::pair<const char*, std::function<void(json&)>> cases[] = {
+      {"no weight_map object", [](json& index) { index.erase("weight_map"); }},
+      {"weight_map[model.norm.weight]",
+       [](json& index) { index["weight_map"]["model.norm.weight"] = 5; }},
+      {"is not a file name",
+       [](json& index) { index["weight_map"]["model.norm.weight"] = "../x.safetensors"; }},
+      {"is not a file name", [](json& index) { index["weight_map"]["model.norm.weight"] = ".."; }},
+      {"is listed in",
+       [](json& index) {
+         index["weight_map"]["extra.weight"] = index["weight_map"]["model.norm.weight"];
+       }},
+  };
+  for (const auto& [named, edit] : cases) {
+    SCOPED_TRACE(named);
+    const std::string d = testing::write_tiny_hf_model(subdir("bad_index"), TinyModelSpec{}, 2);
+    const std::string path = d + "/model.safetensors.index.json";
+    json index = json::parse(std::ifstream(path));
+    edit(index);
+    std::ofstream(path, std::ios::trunc) << index.dump();
+    expect_failure(d, StatusCode::kCorruptModel, {"model.safetensors.index.json", named});
+  }
+  const std::string d = testing::write_tiny_hf_model(subdir("no_weights"), TinyModelSpec{});
+  fs::remove(d + "/model.safetensors");
+  expect_failure(d, StatusCode::kNotFound,
+                 {"no model.safetensors or model.safetensors.index.json"});
+}
+
+TEST_F(BrokenModelTest, MalformedGenerationConfigIsRefused) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"eos_token_id": "x"})", "eos_token_id"},
+      {R"({"eos_token_id": [2, 100000]})", "outside the vocabulary"},
+      {"{ not json", "generation_config.json"},
+  };
+  for (const auto& [text, named] : cases) {
+    SCOPED_TRACE(text);
+    const std::string d = hf_dir();
+    std::ofstream(d + "/generation_config.json") << text;
+    expect_failure(d, StatusCode::kCorruptModel, {"generation_config.json", named});
+  }
 }
 
 TEST_F(BrokenModelTest, NonexistentPathIsNotFound) {

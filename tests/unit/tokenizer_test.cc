@@ -116,6 +116,20 @@ TEST(TinyTokenizerTest, PathIsStableAndVocabMatchesLoadedModel) {
   EXPECT_EQ(tokenizer->eos_id(), 2);
 }
 
+TEST(TinyTokenizerTest, TokensAndIdsMapBothWays) {
+  auto tokenizer = load_or_die(testing::tiny_tokenizer_path());
+  ASSERT_NE(tokenizer, nullptr);
+  EXPECT_EQ(tokenizer->token_to_id("<s>"), 1);
+  EXPECT_EQ(tokenizer->token_to_id("</s>"), 2);
+  EXPECT_EQ(tokenizer->id_to_token(1), "<s>");
+  EXPECT_EQ(tokenizer->token_to_id("<0x41>"), byte_piece('A'));
+  // An absent piece is -1, not the unknown id PieceToId answers for it.
+  EXPECT_EQ(tokenizer->token_to_id("no such piece"), -1);
+  EXPECT_EQ(tokenizer->id_to_token(-1), "");
+  EXPECT_EQ(tokenizer->id_to_token(tokenizer->vocab_size()), "");
+  EXPECT_EQ(tokenizer->token_bytes(tokenizer->vocab_size()), "");
+}
+
 TEST(TinyTokenizerTest, EncodeDecodeRoundTrips) {
   auto tokenizer = load_or_die(testing::tiny_tokenizer_path());
   ASSERT_NE(tokenizer, nullptr);

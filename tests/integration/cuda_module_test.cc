@@ -1,0 +1,143 @@
+// The CUDA module loader, device selection, the GPU memory estimate and the
+// engine's CUDA path, driven through tests/util/fake_cuda_module.cc (ctest
+// names it in $PVLLM_CUDA_BACKEND): what a module reports reaches the
+// caller as a status naming it, and "auto" falls back to the CPU when the
+// module cannot serve.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "core/backend/backend_loader.h"
+#include "core/engine/engine.h"
+#include "core/engine/engine_config.h"
+
+namespace pvllm {
+namespace {
+
+// Sets an environment variable for the scope of one test.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+EngineConfig random_config(const char* device) {
+  EngineConfig c;
+  c.random_weights = "tiny";
+  c.device = device;
+  c.num_threads = 1;
+  return c;
+}
+
+class FakeCudaModuleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::getenv("PVLLM_FAKE_CUDA_REFUSAL") != nullptr)
+      GTEST_SKIP() << "this run checks a module that is refused";
+    const char* path = std::getenv("PVLLM_CUDA_BACKEND");
+    if (path == nullptr || std::string(path).find("fake") == std::string::npos)
+      GTEST_SKIP() << "PVLLM_CUDA_BACKEND does not name the fake module (run through ctest)";
+  }
+};
+
+TEST_F(FakeCudaModuleTest, TheModuleLoadsAndReportsItsDevices) {
+  const CudaModule* module = nullptr;
+  ASSERT_TRUE(CudaModule::get(&module).ok());
+  EXPECT_EQ(module->path(), std::getenv("PVLLM_CUDA_BACKEND"));
+  int32_t count = 0;
+  ASSERT_TRUE(module->device_count(&count).ok());
+  EXPECT_EQ(count, 1);
+  bool use_cuda = false;
+  EXPECT_TRUE(resolve_cuda(DeviceSpec{DeviceSpec::Kind::kCuda, 0}, &use_cuda).ok());
+  EXPECT_TRUE(use_cuda);
+}
+
+TEST_F(FakeCudaModuleTest, ADeviceIndexBeyondTheCountIsUnsupported) {
+  bool use_cuda = true;
+  const Status st = resolve_cuda(DeviceSpec{DeviceSpec::Kind::kCuda, 3}, &use_cuda);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_NE(st.message().find("device \"cuda:3\": CUDA device 3 does not exist (1 devices)"),
+            std::string::npos)
+      << st.message();
+  EXPECT_FALSE(use_cuda);
+}
+
+TEST_F(FakeCudaModuleTest, TheModulesStatusesReachTheCaller) {
+  const CudaModule* module = nullptr;
+  ASSERT_TRUE(CudaModule::get(&module).ok());
+  int32_t count = 0;
+  {
+    ScopedEnv env("PVLLM_FAKE_CUDA_STATUS", "6");
+    const Status st = module->device_count(&count);
+    EXPECT_EQ(st.code(), StatusCode::kOutOfMemory);
+    EXPECT_EQ(st.message(), "the fake module fails with 6");
+    size_t free_bytes = 0, total_bytes = 0;
+    EXPECT_EQ(module->mem_info(0, &free_bytes, &total_bytes).code(), StatusCode::kOutOfMemory);
+    // "auto" serves on the CPU when the module cannot; "cuda" says why not.
+    bool use_cuda = true;
+    EXPECT_TRUE(resolve_cuda(DeviceSpec{DeviceSpec::Kind::kAuto, 0}, &use_cuda).ok());
+    EXPECT_FALSE(use_cuda);
+    EXPECT_EQ(resolve_cuda(DeviceSpec{DeviceSpec::Kind::kCuda, 0}, &use_cuda).code(),
+              StatusCode::kOutOfMemory);
+  }
+  {
+    // A code outside StatusCode is a broken module: INTERNAL.
+    ScopedEnv env("PVLLM_FAKE_CUDA_STATUS", "99");
+    const Status st = module->device_count(&count);
+    EXPECT_EQ(st.code(), StatusCode::kInternal);
+    EXPECT_EQ(st.message(), "CUDA module: the fake module fails with 99");
+  }
+}
+
+TEST_F(FakeCudaModuleTest, TheGpuEstimateSizesThePoolFromFreeMemory) {
+  MemoryEstimate e;
+  ASSERT_TRUE(estimate_memory(random_config("cuda"), &e).ok());
+  EXPECT_GT(e.weight_bytes, 0u);
+  EXPECT_GT(e.kv_bytes_per_block, 0u);
+  EXPECT_GT(e.num_blocks, 0);
+  EXPECT_EQ(e.kv_bytes_total, e.kv_bytes_per_block * static_cast<size_t>(e.num_blocks));
+  EXPECT_EQ(e.max_tokens_in_cache, int64_t{e.num_blocks} * 16);
+  // A fixed pool needs no free-memory query.
+  EngineConfig fixed = random_config("cuda:0");
+  fixed.num_kv_blocks = 7;
+  ASSERT_TRUE(estimate_memory(fixed, &e).ok());
+  EXPECT_EQ(e.num_blocks, 7);
+  // The query's failure reaches the caller.
+  ScopedEnv env("PVLLM_FAKE_CUDA_STATUS", "3");
+  EXPECT_EQ(estimate_memory(random_config("cuda"), &e).code(), StatusCode::kIoError);
+}
+
+TEST_F(FakeCudaModuleTest, AnEngineOnCudaGetsTheModulesRefusalAndAutoFallsBackToTheCpu) {
+  std::unique_ptr<Engine> engine;
+  const Status st = Engine::create(random_config("cuda"), &engine);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_NE(st.message().find("the fake module creates no backend"), std::string::npos)
+      << st.message();
+  EXPECT_EQ(engine, nullptr);
+  ASSERT_TRUE(Engine::create(random_config("auto"), &engine).ok());
+  EXPECT_EQ(engine->backend_name().rfind("cpu", 0), 0u) << engine->backend_name();
+}
+
+// Run by ctest with $PVLLM_CUDA_BACKEND naming a library that must be
+// refused, and $PVLLM_FAKE_CUDA_REFUSAL what the refusal must say.
+TEST(CudaModuleRefusalTest, AModuleThatCannotServeIsRefusedNamingWhy) {
+  const char* expected = std::getenv("PVLLM_FAKE_CUDA_REFUSAL");
+  if (expected == nullptr) GTEST_SKIP() << "PVLLM_FAKE_CUDA_REFUSAL is unset (run through ctest)";
+  const CudaModule* module = nullptr;
+  const Status st = CudaModule::get(&module);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_NE(st.message().find(expected), std::string::npos) << st.message();
+  // The failure is remembered: the second call says the same.
+  EXPECT_EQ(CudaModule::get(&module).message(), st.message());
+  bool use_cuda = true;
+  EXPECT_TRUE(resolve_cuda(DeviceSpec{DeviceSpec::Kind::kAuto, 0}, &use_cuda).ok());
+  EXPECT_FALSE(use_cuda);
+}
+
+}  // namespace
+}  // namespace pvllm
