@@ -351,7 +351,8 @@ void CpuBackend::per_tokens(int64_t n, int64_t work_per_token, Fn&& fn) {
   // Enough element operations per thread that sharing the rows pays;
   // decode steps of one or a few tokens run inline.
   constexpr int64_t kMinWorkPerThread = int64_t{1} << 14;
-  pool_.parallel_for(n, fn, std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(1, work_per_token)));
+  pool_.parallel_for(
+      n, fn, std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(1, work_per_token)));
 }
 
 void CpuBackend::run_layer(int32_t layer, const BatchMetadata& md) {

@@ -47,10 +47,6 @@ struct V8 {
   static V8 load_f16(const void* p) {
     return {_mm256_cvtph_ps(_mm_loadu_si128(static_cast<const __m128i*>(p)))};
   }
-  static V8 load_bf16(const void* p) {
-    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p)));
-    return {_mm256_castsi256_ps(_mm256_slli_epi32(wide, 16))};
-  }
   // Eight of the sixteen bf16 weights at p, stored as pairs (row i, row
   // 8 + i) (packed_matrix.h): rows 0-7 (high = false) or rows 8-15.
   static V8 load_bf16_pairs(const void* p, bool high) {
@@ -109,11 +105,6 @@ struct V8 {
   static V8 load_f16(const void* p) {
     V8 r;
     for (int i = 0; i < 8; ++i) r.v[i] = load_as_float(DType::kF16, p, i);
-    return r;
-  }
-  static V8 load_bf16(const void* p) {
-    V8 r;
-    for (int i = 0; i < 8; ++i) r.v[i] = load_as_float(DType::kBF16, p, i);
     return r;
   }
   static V8 load_bf16_pairs(const void* p, bool high) {
@@ -214,9 +205,6 @@ struct V16 {
   }
   static V16 load_f16(const void* p) {
     return {V8::load_f16(p), V8::load_f16(static_cast<const char*>(p) + 16)};
-  }
-  static V16 load_bf16(const void* p) {
-    return {V8::load_bf16(p), V8::load_bf16(static_cast<const char*>(p) + 16)};
   }
   static V16 load_bf16_pairs(const void* p, bool /*high*/) {
     return {V8::load_bf16_pairs(p, false), V8::load_bf16_pairs(p, true)};

@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "core/base/tensor.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/packed_matrix.h"
 
 namespace pvllm::cpu {
 namespace {
@@ -70,6 +72,57 @@ TEST(CpuIsaTest, EveryVariantGivesTheSameBits) {
     EXPECT_EQ(std::memcmp(ax.data(), ref_axpy.data(), ax.size() * 4), 0) << v.name;
   }
   std::printf("variants compared on this CPU: %d of 3\n", compared);
+}
+
+// The GEMM (eight-lane tiles on AVX2, sixteen-lane ones on AVX-512) and the
+// vector exp behind SiLU give the same bits on every variant too.
+TEST(CpuIsaTest, EveryVariantMultipliesAndActivatesAlike) {
+  const std::vector<Variant> all = variants();
+  const int64_t in = 100, out = 75;  // a partial last panel, a partial group
+  const std::vector<float> x = random_floats(7 * in, 4), values = random_floats(out * in, 5);
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    std::vector<uint8_t> bytes(values.size() * dtype_size(dtype));
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (dtype == DType::kF32) {
+        std::memcpy(&bytes[4 * i], &values[i], 4);
+      } else {
+        const uint16_t h =
+            dtype == DType::kF16 ? float_to_fp16(values[i]) : float_to_bf16(values[i]);
+        std::memcpy(&bytes[2 * i], &h, 2);
+      }
+    }
+    Tensor w;
+    w.name = "w";
+    w.dtype = dtype;
+    w.shape = {out, in};
+    w.data = bytes.data();
+    PackedMatrix packed;
+    ASSERT_TRUE(PackedMatrix::pack(w, nullptr, &packed).ok());
+    for (int64_t n : {1, 3, 7}) {
+      std::vector<float> ref(n * out);
+      all[0].table->matmul(nullptr, x.data(), n, packed, ref.data());
+      for (const Variant& v : all) {
+        if (!v.runs_here) continue;
+        std::vector<float> got(n * out), wide(n * out);
+        v.table->matmul(nullptr, x.data(), n, packed, got.data());
+        v.table->matmul_wide(nullptr, x.data(), n, packed, wide.data());
+        EXPECT_EQ(std::memcmp(got.data(), ref.data(), got.size() * 4), 0)
+            << v.name << " " << dtype_name(dtype) << " n=" << n;
+        EXPECT_EQ(std::memcmp(wide.data(), ref.data(), wide.size() * 4), 0)
+            << v.name << " wide " << dtype_name(dtype) << " n=" << n;
+      }
+    }
+  }
+  std::vector<float> gate = random_floats(1003, 6), up = random_floats(1003, 7);
+  for (float& g : gate) g *= 30.0f;  // exp over a wide range, both clamps
+  std::vector<float> ref(gate.size());
+  all[0].table->silu_mul(gate.data(), up.data(), static_cast<int64_t>(gate.size()), ref.data());
+  for (const Variant& v : all) {
+    if (!v.runs_here) continue;
+    std::vector<float> got(gate.size());
+    v.table->silu_mul(gate.data(), up.data(), static_cast<int64_t>(gate.size()), got.data());
+    EXPECT_EQ(std::memcmp(got.data(), ref.data(), got.size() * 4), 0) << v.name << " silu";
+  }
 }
 
 TEST(CpuIsaTest, TheChoiceFollowsPvllmCpuIsa) {
