@@ -181,10 +181,6 @@ struct V16 {
   static V16 load_f16(const void* p) {
     return {_mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i*>(p)))};
   }
-  static V16 load_bf16(const void* p) {
-    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
-    return {_mm512_castsi512_ps(_mm512_slli_epi32(wide, 16))};
-  }
   // The sixteen bf16 weights at p, stored as pairs (row i, row 8 + i): the
   // 32 bytes in both halves, the low halves of the pairs shifted up in
   // lanes 0-7 and the high halves masked in lanes 8-15.
