@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/simd.h"
@@ -99,13 +100,23 @@ inline void axpy_chunks(const float* alpha, const float* rows, int64_t num_rows,
   for (int c = 0; c < C; ++c) acc[c].store(y + i + 8 * c);
 }
 
+template <int... Cs>
+void axpy_remainder(int chunks, const float* alpha, const float* rows, int64_t num_rows, int64_t n,
+                    int64_t i, float* y, std::integer_sequence<int, Cs...> /*counts*/) {
+  ((chunks == Cs + 1 ? axpy_chunks<Cs + 1>(alpha, rows, num_rows, n, i, y) : void()), ...);
+}
+
 void axpy_many(const float* alpha, const float* rows, int64_t num_rows, int64_t n, float* y) {
   // Each lane of y sees the same fused multiply-adds in the same order as
-  // axpy() would give it, however the lanes are grouped.
+  // axpy() would give it, however the lanes are grouped: eight vectors of
+  // lanes at a time, then the remaining whole vectors in one pass (so a
+  // 48-wide head is six chains at once, not four and then one and one).
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) axpy_chunks<8>(alpha, rows, num_rows, n, i, y);
-  for (; i + 32 <= n; i += 32) axpy_chunks<4>(alpha, rows, num_rows, n, i, y);
-  for (; i + 8 <= n; i += 8) axpy_chunks<1>(alpha, rows, num_rows, n, i, y);
+  if (const auto chunks = static_cast<int>((n - i) / 8); chunks > 0) {
+    axpy_remainder(chunks, alpha, rows, num_rows, n, i, y, std::make_integer_sequence<int, 7>{});
+    i += 8 * chunks;
+  }
   for (; i < n; ++i) {
     float acc = y[i];
     for (int64_t t = 0; t < num_rows; ++t) acc = std::fma(alpha[t], rows[t * n + i], acc);
