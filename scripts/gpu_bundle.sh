@@ -10,7 +10,8 @@
 # every suite shares), then gathers:
 #   bin/      the suites that reach the GPU (cuda_kernels_test, capi_test,
 #             device_test, engine_test, cpp_header_test), pvllm_make_tiny_model,
-#             the pvllm command and every program in build/bench/
+#             the pvllm command and the programs of build/bench/ that a
+#             gpu_check.sh step runs (its --list-inputs)
 #   lib/      libpvllm.so*, libpvllm_cuda.so and each shared library those
 #             need that is none of: the NVIDIA driver (libcuda), cuBLAS(Lt)
 #             (gpu_check.sh finds the GPU image's), and the base system
@@ -84,8 +85,12 @@ for t in cuda_kernels_test capi_test device_test engine_test cpp_header_test; do
   programs+=("$build/tests/$t")
 done
 programs+=("$build/tests/pvllm_make_tiny_model" "$build/tools/pvllm")
-while IFS= read -r f; do programs+=("$f"); done < \
-  <(find "$build/bench" -maxdepth 1 -type f -perm -u+x | sort)
+# Of build/bench/, only the programs a gpu_check.sh step runs: the CPU
+# benches stay home, and with them what they link when it is installed
+# (OpenBLAS and oneDNN alone are 76 MiB, over what the device tool carries).
+while read -r _ f; do
+  case $f in bin/*) [ -f "$build/bench/${f#bin/}" ] && programs+=("$build/bench/${f#bin/}") ;; esac
+done < <(bash scripts/gpu_check.sh --list-inputs | sort -u -k2)
 for f in "${programs[@]}"; do
   if [ ! -f "$f" ] || [ ! -x "$f" ]; then echo "gpu_bundle: missing $f" >&2; exit 1; fi
   cp "$f" "$bundle/bin/"
