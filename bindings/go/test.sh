@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Tests the Go SDK (bindings/go/pvllm) and the Go examples (examples/go):
+# Tests the Go SDK (bindings/go/pvllm), pvllm-server (bindings/go/cmd/
+# pvllm-server: its Go tests; scripts/server_check.sh drives the built
+# server with real clients) and the Go examples (examples/go):
 # go vet, go test -race (real generation on a tiny model), builds the example
 # binaries and streams one prompt with the generate example.
 #
 # Environment (scripts/test.sh sets it): PVLLM_LIB_DIR, PVLLM_INCLUDE_DIR,
 # PVLLM_MAKE_TINY_MODEL, PVLLM_SHARED_DIR (optional: stories260K tests skip
 # without it), LD_LIBRARY_PATH including PVLLM_LIB_DIR.
-# Only the standard library is used; nothing is downloaded. Build outputs go
+# The SDK and the examples use only the standard library; pvllm-server also
+# uses Prometheus' client_golang from Debian. Nothing is downloaded. Build outputs go
 # to bindings/go/build and examples/go/bin (both git-ignored) and a temp dir.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -53,6 +56,15 @@ echo "go: vet and test -race bindings/go"
 
 echo "go: vet and test -race examples/go"
 (cd "$root/examples/go" && go vet ./... && go test -race -count=1 -timeout 5m ./...)
+
+echo "go: vet and test -race bindings/go/cmd/pvllm-server (GOPATH mode over Debian's Go sources)"
+(
+  # shellcheck source=../../scripts/lib/server_gopath.sh
+  source "$root/scripts/lib/server_gopath.sh"
+  server_gopath "$here/build/server" "$PVLLM_INCLUDE_DIR" "$PVLLM_LIB_DIR"
+  cd "$server_dir"
+  go vet . && go test -race -count=1 -timeout 5m .
+)
 
 echo "go: build examples"
 bin="$root/examples/go/bin"

@@ -250,7 +250,23 @@ func inspectModel(path string) (ModelConfig, error) {
 		TieWordEmbeddings:     c.tie_word_embeddings != 0,
 		BOSTokenID:            int32(c.bos_token_id),
 		EOSTokenID:            int32(c.eos_token_id),
+		RopeType:              RopeType(c.rope_type),
+		RopeFactor:            float32(c.rope_factor),
+		SlidingWindow:         int(c.sliding_window),
+		StopTokenIDs:          stopTokenIDs(&c),
 	}, nil
+}
+
+func stopTokenIDs(c *C.pvllm_model_config) []int32 {
+	n := int(c.num_stop_token_ids)
+	if n > len(c.stop_token_ids) {
+		n = len(c.stop_token_ids)
+	}
+	ids := make([]int32, n)
+	for i := range ids {
+		ids[i] = int32(c.stop_token_ids[i])
+	}
+	return ids
 }
 
 // --- requests ---------------------------------------------------------------

@@ -17,14 +17,15 @@ import (
 
 // tinyModel makes a tiny random model (with a tokenizer) in a temp dir
 // with $PVLLM_MAKE_TINY_MODEL and returns its path.
-func tinyModel(t *testing.T) string {
+// Extra arguments go to the maker (e.g. "--max-position", "8192").
+func tinyModel(t *testing.T, args ...string) string {
 	t.Helper()
 	maker := os.Getenv("PVLLM_MAKE_TINY_MODEL")
 	if maker == "" {
 		t.Fatal("PVLLM_MAKE_TINY_MODEL is not set (path of pvllm_make_tiny_model); bindings/go/test.sh sets it")
 	}
 	dir := filepath.Join(t.TempDir(), "tiny")
-	out, err := exec.Command(maker, dir).CombinedOutput()
+	out, err := exec.Command(maker, append([]string{dir}, args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", maker, dir, err, out)
 	}
@@ -46,6 +47,27 @@ func newEngine(t *testing.T, mutate ...func(*pvllm.Config)) *pvllm.Engine {
 	t.Cleanup(func() { eng.Close() })
 	return eng
 }
+
+// newLongEngine serves a tiny model with an 8192-token context, for tests
+// that abort a request of longRequest tokens: it cannot finish before the
+// abort reaches the engine (the tiny model makes 400 tokens in a few
+// milliseconds).
+func newLongEngine(t *testing.T, mutate ...func(*pvllm.Config)) *pvllm.Engine {
+	t.Helper()
+	cfg := pvllm.Config{ModelPath: tinyModel(t, "--max-position", "8192"), NumThreads: 1,
+		KVCacheBytes: 32 << 20}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	eng, err := pvllm.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return eng
+}
+
+const longRequest = 8000
 
 func testContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -181,10 +203,10 @@ func TestConcurrentSubmitsEachFinishOnce(t *testing.T) {
 }
 
 func TestContextCancellationAbortsRequest(t *testing.T) {
-	eng := newEngine(t)
+	eng := newLongEngine(t)
 	ctx, cancel := context.WithCancel(testContext(t))
 	defer cancel()
-	s, err := eng.Submit(ctx, pvllm.Request{Prompt: "Hello", Params: exactly(400)})
+	s, err := eng.Submit(ctx, pvllm.Request{Prompt: "Hello", Params: exactly(longRequest)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +225,7 @@ func TestContextCancellationAbortsRequest(t *testing.T) {
 	if finishes != 1 || last.FinishReason != pvllm.FinishAbort {
 		t.Fatalf("%d finish events, last %v; want 1, abort", finishes, last.FinishReason)
 	}
-	if tokens >= 400 {
+	if tokens >= longRequest {
 		t.Errorf("generated all %d tokens despite the cancellation", tokens)
 	}
 	// The engine stays usable and drops the aborted request.
@@ -238,8 +260,8 @@ func TestGenerateReturnsContextError(t *testing.T) {
 }
 
 func TestStreamAbort(t *testing.T) {
-	eng := newEngine(t)
-	s, err := eng.Submit(testContext(t), pvllm.Request{Prompt: "Hi", Params: exactly(400)})
+	eng := newLongEngine(t)
+	s, err := eng.Submit(testContext(t), pvllm.Request{Prompt: "Hi", Params: exactly(longRequest)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -612,6 +634,60 @@ func TestStatsEstimateAndInspect(t *testing.T) {
 	if st.NumBlocksTotal != 64 || st.NumGenerationTokens < 7 || st.NumRequestsFinished != 1 ||
 		st.NumPromptTokensProcessed == 0 || st.NumSteps < 7 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// The architecture variants' RoPE scaling, sliding window and stop ids
+// come through InspectModel, and MaxContextLength is the context an engine
+// of the model accepts: a prompt of that length is taken, one more token is
+// refused.
+func TestInspectArchitectureFields(t *testing.T) {
+	maker := os.Getenv("PVLLM_MAKE_TINY_MODEL")
+	if maker == "" {
+		t.Fatal("PVLLM_MAKE_TINY_MODEL is not set (path of pvllm_make_tiny_model); bindings/go/test.sh sets it")
+	}
+	inspect := func(arch string) (string, pvllm.ModelConfig) {
+		dir := filepath.Join(t.TempDir(), arch)
+		if out, err := exec.Command(maker, dir, "--arch", arch).CombinedOutput(); err != nil {
+			t.Fatalf("%s --arch %s: %v\n%s", maker, arch, err, out)
+		}
+		mc, err := pvllm.InspectModel(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dir, mc
+	}
+	_, llama3 := inspect("llama3")
+	if llama3.RopeType != pvllm.RopeLlama3 || llama3.RopeFactor != 8 ||
+		fmt.Sprint(llama3.StopTokenIDs) != "[5 7]" || llama3.MaxContextLength() != 256 {
+		t.Errorf("llama3: %+v, max context %d", llama3, llama3.MaxContextLength())
+	}
+	_, mistral := inspect("mistral")
+	if mistral.SlidingWindow != 8 || mistral.RopeType != pvllm.RopeDefault {
+		t.Errorf("mistral: %+v", mistral)
+	}
+	dir, linear := inspect("llama-linear")
+	if linear.RopeType != pvllm.RopeLinear || linear.RopeFactor != 4 ||
+		linear.MaxContextLength() != 4*linear.MaxPositionEmbeddings {
+		t.Fatalf("llama-linear: %+v, max context %d", linear, linear.MaxContextLength())
+	}
+	eng, err := pvllm.New(pvllm.Config{ModelPath: dir, NumThreads: 1, KVCacheBytes: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	prompt := make([]int32, linear.MaxContextLength())
+	for i := range prompt {
+		prompt[i] = int32(3 + i%50)
+	}
+	st, err := eng.Submit(testContext(t), pvllm.Request{PromptTokens: prompt, Params: exactly(1)})
+	if err != nil {
+		t.Fatalf("a prompt of MaxContextLength tokens: %v", err)
+	}
+	st.Collect()
+	_, err = eng.Submit(testContext(t), pvllm.Request{PromptTokens: append(prompt, 3), Params: exactly(1)})
+	if !errors.Is(err, pvllm.StatusInvalidArgument) {
+		t.Errorf("a prompt one token longer: %v, want INVALID_ARGUMENT", err)
 	}
 }
 

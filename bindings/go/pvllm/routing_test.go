@@ -123,8 +123,8 @@ func TestUnreadStreamKeepsItsEventsAndStallsNobody(t *testing.T) {
 }
 
 func TestAbortFromAnotherGoroutineEndsTheStream(t *testing.T) {
-	eng := newEngine(t)
-	params := exactly(400)
+	eng := newLongEngine(t)
+	params := exactly(longRequest)
 	params.N = 2
 	params.Temperature = 0.8
 	s, err := eng.Submit(testContext(t), pvllm.Request{Prompt: "long", Params: params})

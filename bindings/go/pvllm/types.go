@@ -219,6 +219,31 @@ type ModelConfig struct {
 	TieWordEmbeddings     bool
 	BOSTokenID            int32
 	EOSTokenID            int32
+	RopeType              RopeType
+	RopeFactor            float32 // the scaling factor of RopeLinear, RopeLlama3 and RopeDynamic
+	SlidingWindow         int     // a query attends the last SlidingWindow keys; 0 = all
+	StopTokenIDs          []int32 // the ids besides EOSTokenID that end generation by default
+}
+
+// RopeType mirrors pvllm_rope_type: the model's RoPE scaling.
+type RopeType int32
+
+// The RoPE scalings of pvllm.h, with the same numbers.
+const (
+	RopeDefault RopeType = 0 // no scaling
+	RopeLinear  RopeType = 1 // every frequency divided by RopeFactor
+	RopeLlama3  RopeType = 2 // low frequencies divided, high kept
+	RopeDynamic RopeType = 3 // NTK-aware: the base grows with the sequence
+)
+
+// MaxContextLength is the longest context an engine of this model serves
+// when Config.MaxModelLen is 0: MaxPositionEmbeddings, stretched by
+// RopeFactor under linear and dynamic scaling (pvllm.h, rope_factor).
+func (c ModelConfig) MaxContextLength() int {
+	if c.RopeType == RopeLinear || c.RopeType == RopeDynamic {
+		return int(float64(c.MaxPositionEmbeddings) * float64(c.RopeFactor))
+	}
+	return c.MaxPositionEmbeddings
 }
 
 // InspectModel reads a model's configuration without loading its weights.

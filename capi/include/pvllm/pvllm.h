@@ -757,7 +757,10 @@ typedef struct pvllm_model_config {
    * math, and every id that ends generation (PVLLM_STRUCT_HAS tells whether
    * the library filled them). */
   int32_t rope_type; /* a pvllm_rope_type */
-  /* The scaling's parameters; 0 where rope_type does not use them. */
+  /* The scaling's parameters; 0 where rope_type does not use them.
+   * LINEAR and DYNAMIC stretch the longest context an engine serves (its
+   * max_model_len when the params leave it 0) to
+   * floor(max_position_embeddings * rope_factor). */
   float rope_factor;                             /* LINEAR, LLAMA3, DYNAMIC */
   float rope_low_freq_factor;                    /* LLAMA3 */
   float rope_high_freq_factor;                   /* LLAMA3 */
