@@ -86,7 +86,8 @@ set(CPACK_DEBIAN_CLI_DESCRIPTION "embeddable LLM inference engine - command-line
 pvllm runs large language models inside a program behind one stable C ABI.
 .
 This package holds the pvllm command: generate, chat, tokenize, inspect
-models and benchmark from the shell.")
+models and benchmark from the shell; and pvllm-server, an OpenAI-compatible
+HTTP server (chat and text completions, streaming, Prometheus metrics).")
 set(CPACK_DEBIAN_CUDA_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_CUDA_DESCRIPTION "embeddable LLM inference engine - CUDA backend
 pvllm runs large language models inside a program behind one stable C ABI.

@@ -26,5 +26,5 @@ source "$(dirname "$0")/lib/server_gopath.sh"
 server_gopath "$(dirname "$out")/.pvllm-server-go" "$include_dir" "$lib_dir"
 export CGO_LDFLAGS="-Wl,-rpath,$runpath"
 cd "$server_dir"
-go build -trimpath -ldflags=-linkmode=external -o "$out.tmp" .
+go build -trimpath -ldflags="-linkmode=external -s -w" -o "$out.tmp" .
 mv "$out.tmp" "$out"

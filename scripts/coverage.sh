@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 min="${1:-}"
 command -v gcovr >/dev/null || { echo "coverage: gcovr not found (apt-get install gcovr)" >&2; exit 1; }
-cmake -S . -B build-cov -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPVLLM_CUDA=OFF -DPVLLM_BUILD_BENCH=OFF \
+cmake -S . -B build-cov -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPVLLM_CUDA=OFF -DPVLLM_BUILD_BENCH=OFF -DPVLLM_SERVER=OFF \
   -DCMAKE_C_FLAGS="--coverage -O0" -DCMAKE_CXX_FLAGS="--coverage -O0" \
   -DCMAKE_EXE_LINKER_FLAGS=--coverage -DCMAKE_SHARED_LINKER_FLAGS=--coverage >/dev/null
 cmake --build build-cov -j "$(nproc)"

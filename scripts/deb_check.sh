@@ -62,6 +62,7 @@ for f in include/pvllm/pvllm.h include/pvllm/pvllm.hpp lib/pkgconfig/pvllm.pc \
   expect_in libpvllm-dev "$f"
 done
 expect_in pvllm bin/pvllm
+[ -x "$build/tools/install/pvllm-server" ] && expect_in pvllm bin/pvllm-server
 expect_in pvllm share/doc/pvllm/copyright
 if [ $with_cuda -eq 1 ]; then
   expect_in libpvllm-cuda1 lib/libpvllm_cuda.so
@@ -100,6 +101,7 @@ DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
   { cat "$tmp/install.log" >&2; fail "apt-get install"; }
 unset LD_LIBRARY_PATH PKG_CONFIG_PATH CMAKE_PREFIX_PATH pvllm_DIR pvllm_ROOT
 check_cli /usr/bin/pvllm /usr/lib
+[ -x "$build/tools/install/pvllm-server" ] && check_server /usr/bin/pvllm-server /usr/lib
 check_c_consumer /usr/lib
 # CMAKE_PREFIX_PATH=/usr: searched before /usr/local, where a
 # `cmake --install` with the default prefix may have left another pvllm.

@@ -4,6 +4,7 @@
 # elsewhere (nothing installed may name where it was installed), and then,
 # from the moved prefix and without LD_LIBRARY_PATH:
 #   - runs the installed pvllm command on models/stories260K,
+#   - serves a completion with the installed pvllm-server (when built),
 #   - builds examples/c/generate.c as an outside C program through
 #     pkg-config (packaging/consumers/c) and runs it,
 #   - builds examples/cpp/generate.cc as an outside CMake project through
@@ -36,19 +37,21 @@ expect=("$libdir/libpvllm.so" "$libdir/libpvllm.so.$abi"
         "$libdir/cmake/pvllm/pvllmTargets.cmake" "$libdir/pkgconfig/pvllm.pc"
         share/doc/pvllm/LICENSE)
 [ -x "$build/tools/pvllm" ] && expect+=(bin/pvllm)
+[ -x "$build/tools/install/pvllm-server" ] && expect+=(bin/pvllm-server)
 [ -f "$build/capi/libpvllm_cuda.so" ] && expect+=("$libdir/libpvllm_cuda.so")
 for f in "${expect[@]}"; do
   [ -e "$stage/$f" ] || fail "cmake --install did not install $f"
 done
 soname="$(readelf -d "$stage/$libdir/libpvllm.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')"
 [ "$soname" = "libpvllm.so.$abi" ] || fail "SONAME is '$soname', expected libpvllm.so.$abi"
-if [ -e "$stage/bin/pvllm" ]; then
-  runpath="$(readelf -d "$stage/bin/pvllm" | sed -n 's/.*(\(RUNPATH\|RPATH\)).*\[\(.*\)\]/\2/p')"
+for program in pvllm pvllm-server; do
+  [ -e "$stage/bin/$program" ] || continue
+  runpath="$(readelf -d "$stage/bin/$program" | sed -n 's/.*(\(RUNPATH\|RPATH\)).*\[\(.*\)\]/\2/p')"
   case "$runpath" in
     '$ORIGIN/'*) ;;
-    *) fail "bin/pvllm's RUNPATH is '$runpath', expected one relative to \$ORIGIN" ;;
+    *) fail "bin/$program's RUNPATH is '$runpath', expected one relative to \$ORIGIN" ;;
   esac
-fi
+done
 if grep -rlF "$stage" "$stage" >"$tmp/named" 2>/dev/null; then
   fail "installed files name the install prefix: $(tr '\n' ' ' <"$tmp/named")"
 fi
@@ -58,6 +61,7 @@ prefix="$tmp/moved"
 mv "$stage" "$prefix"
 
 if [ -e "$prefix/bin/pvllm" ]; then check_cli "$prefix/bin/pvllm" "$prefix/$libdir"; fi
+if [ -e "$prefix/bin/pvllm-server" ]; then check_server "$prefix/bin/pvllm-server" "$prefix/$libdir"; fi
 # The CUDA module: libpvllm must find it in the moved prefix. Without a GPU
 # the engine then stops at the driver or the device, not at the module.
 if [ -e "$prefix/$libdir/libpvllm_cuda.so" ] && [ -e "$prefix/bin/pvllm" ]; then
@@ -78,4 +82,4 @@ PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig" check_c_consumer "$prefix/$libdir"
 # 5. A C++ program through find_package(pvllm CONFIG REQUIRED).
 check_cpp_consumer "$prefix/$libdir" "$prefix/$libdir/cmake/pvllm" -DCMAKE_PREFIX_PATH="$prefix"
 
-echo "install_check: OK (installed, relocated, pvllm command and both consumers generate)"
+echo "install_check: OK (installed, relocated, pvllm command, pvllm-server and both consumers generate)"

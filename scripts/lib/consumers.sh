@@ -75,3 +75,32 @@ check_cpp_consumer() {  # LIBDIR CONFIG_DIR CMAKE_ARGS...
   run_program "the C++ consumer" "$tmp/cpp.out" "$tmp/cpp/build/generate" "$model" "$prompt"
   check_text "C++ consumer (find_package)" "$tmp/cpp.out"
 }
+
+# The pvllm-server of the install serves a completion over HTTP, then
+# drains and exits 0 on SIGTERM.
+check_server() {  # PVLLM_SERVER LIBDIR
+  local server="$1" pid addr i status=0
+  check_loads "$server" "$server" "$2"
+  "$server" --model "$model" --port 0 --device cpu --threads 1 >"$tmp/server.out" \
+    2>"$tmp/server.log" &
+  pid=$!
+  for i in $(seq 100); do
+    addr="$(sed -n 's/.*"address":"\([^"]*\)".*"msg":"serving".*/\1/p' "$tmp/server.log")"
+    [ -n "$addr" ] && break
+    kill -0 "$pid" 2>/dev/null || { cat "$tmp/server.log" >&2; fail "$server exited at start"; }
+    sleep 0.1
+  done
+  [ -n "$addr" ] || { kill "$pid"; cat "$tmp/server.log" >&2; fail "$server did not listen"; }
+  python3 - "$addr" "$prompt" >"$tmp/server.text" <<'PY' || { kill "$pid"; fail "$server: no completion"; }
+import json, sys, urllib.request
+body = json.dumps({"prompt": sys.argv[2], "max_tokens": 40, "temperature": 0}).encode()
+req = urllib.request.Request(f"http://{sys.argv[1]}/v1/completions", body,
+                             {"Content-Type": "application/json"})
+print(sys.argv[2] + json.load(urllib.request.urlopen(req, timeout=60))["choices"][0]["text"])
+PY
+  kill -TERM "$pid"
+  wait "$pid" || status=$?
+  [ "$status" -eq 0 ] || { cat "$tmp/server.log" >&2; fail "$server exited $status on SIGTERM"; }
+  grep -q '"msg":"stopped"' "$tmp/server.log" || fail "$server logged no stop"
+  check_text "$server (HTTP /v1/completions)" "$tmp/server.text"
+}
