@@ -3,7 +3,8 @@
 # test: the C++ suites through ctest, the install (scripts/install_check.sh),
 # the packaging (abi_check.sh, deb_check.sh, vcpkg_port_check.sh),
 # the fuzz targets for a bounded time (scripts/fuzz.sh), then each SDK's
-# bindings/*/test.sh, then, when nvcc is present, scripts/gpu_bundle.sh --verify (the GPU
+# bindings/*/test.sh, pvllm-server with real clients (scripts/server_check.sh),
+# then, when nvcc is present, scripts/gpu_bundle.sh --verify (the GPU
 # bundle made from the same build and checked without a GPU).
 # Tests that need the real checkpoints find them through PVLLM_SHARED_DIR
 # (default ../shared) and skip with a reason without it.
@@ -113,6 +114,19 @@ for sdk_test in bindings/*/test.sh; do
   bash "$sdk_test"
   echo "test: $sdk_test took $(( $(date +%s) - start )) s"
 done
+
+# pvllm-server with real clients: the openai package, the chat page in
+# headless Chromium, a 30 s wrk load test at 64 connections, SIGTERM.
+if [ -x build/tools/pvllm-server ]; then
+  start=$(date +%s)
+  echo "test: scripts/server_check.sh"
+  bash scripts/server_check.sh build
+  echo "test: scripts/server_check.sh took $(( $(date +%s) - start )) s"
+else
+  echo "test: FAIL: build/tools/pvllm-server was not built (scripts/setup.sh installs golang-go" \
+       "and golang-github-prometheus-client-golang-dev)" >&2
+  exit 1
+fi
 
 # The GPU bundle: the same build directory, checked here without a GPU.
 if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then

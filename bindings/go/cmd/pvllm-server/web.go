@@ -27,7 +27,7 @@ func (s *server) chatPage(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Content-Security-Policy",
-		"default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'")
+		"default-src 'self'; img-src 'self' data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Write(chatPageHTML)
 }
