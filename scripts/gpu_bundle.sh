@@ -9,7 +9,7 @@
 # Builds in ./build with scripts/build.sh -DPVLLM_CUDA=ON (the one build
 # every suite shares), then gathers:
 #   bin/      the suites that reach the GPU (cuda_kernels_test, capi_test,
-#             device_test, engine_test, cpp_header_test), pvllm_make_tiny_model,
+#             device_test, engine_test, fault_walk_test, cpp_header_test), pvllm_make_tiny_model,
 #             the pvllm command and the programs of build/bench/ that a
 #             gpu_check.sh step runs (its --list-inputs)
 #   lib/      libpvllm.so*, libpvllm_cuda.so and each shared library those
@@ -81,7 +81,7 @@ mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/scripts"
 # The suites that run code on the GPU (gpu_check.sh runs the first four);
 # the CPU-only ones stay home, for the 64 MiB the device tool carries.
 programs=()
-for t in cuda_kernels_test capi_test device_test engine_test cpp_header_test; do
+for t in cuda_kernels_test capi_test device_test engine_test fault_walk_test cpp_header_test; do
   programs+=("$build/tests/$t")
 done
 programs+=("$build/tests/pvllm_make_tiny_model" "$build/tools/pvllm")
@@ -262,7 +262,8 @@ if pre["pvllm_shared_dir"] != (os.path.join(copy, "shared") if has_shared else "
     problems.append(f"preflight: PVLLM_SHARED_DIR was {pre['pvllm_shared_dir']}")
 summary = json.load(open(os.path.join(out, "summary.json")))
 names = [c["name"] for c in summary["commands"]]
-for want in ["preflight", "cuda_kernels_test", "capi_test", "device_test", "engine_test"]:
+for want in ["preflight", "cuda_kernels_test", "capi_test", "device_test", "engine_test",
+             "fault_walk_test"]:
     if want not in names:
         problems.append(f"{want} did not run")
 for c in summary["commands"]:

@@ -20,7 +20,8 @@
 #                             CUDA backend against the CPU backend
 #   2  capi_test          60  the C ABI suites,
 #      device_test        40  device selection,
-#      engine_test       100  and the engine with goldens, all with the CUDA module
+#      engine_test        70  and the engine with goldens, all with the CUDA module;
+#      fault_walk_test    30  the CUDA module's allocations failed one by one
 #   3  attention_bench    80  paged decode/prefill attention against copy bandwidth,
 #      sdpa_reference     80  and PyTorch SDPA on the same shapes
 #   4  hf_compare        240  CUDA logits against transformers (TinyLlama shape,
@@ -65,7 +66,8 @@ plan() {
 1 cuda_kernels_test 150
 2 capi_test 60
 2 device_test 40
-2 engine_test 100
+2 engine_test 70
+2 fault_walk_test 30
 3 attention_bench 80
 3 sdpa_reference 80
 4 hf_compare 240
@@ -91,7 +93,7 @@ step_inputs() {
   case $1 in
     0) echo bin lib REQUIRES ;;
     1) echo bin/cuda_kernels_test lib/libpvllm_cuda.so ;;
-    2) echo bin/capi_test bin/device_test bin/engine_test lib/libpvllm.so.1 lib/libpvllm_cuda.so \
+    2) echo bin/capi_test bin/device_test bin/engine_test bin/fault_walk_test lib/libpvllm.so.1 lib/libpvllm_cuda.so \
          shared/golden/stories260K-greedy.json shared/models/stories260K/stories260K.bin \
          shared/models/stories260K/tok512.model shared/models/stories260K-hf/config.json \
          shared/models/stories260K-hf/model.safetensors shared/models/stories260K-hf/tokenizer.model ;;
@@ -349,7 +351,8 @@ for step in 1 2 3 4 5 6 7 8; do
     1) gtest 1 cuda_kernels_test ;;
     2) gtest 2 capi_test
        gtest 2 device_test
-       gtest 2 engine_test ;;
+       gtest 2 engine_test
+       gtest 2 fault_walk_test ;;
     3) run 3 attention_bench attention_bench.json \
          "$bin/attention_bench" --json "$work/attention_bench.json"
        run 3 sdpa_reference sdpa_reference.json \

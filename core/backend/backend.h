@@ -101,6 +101,12 @@ struct CudaBackendOptions {
   int32_t max_num_seqs = 256;             // logits rows per step, at most
   int32_t max_model_len = 0;              // block-table width of the decode graphs
   int32_t enable_cuda_graphs = 1;         // capture pure-decode steps per batch-size bucket
+  // Fault injection (core/base/fault_injection.h): the module calls it
+  // before each device or pinned-host allocation and fails that allocation
+  // as out of memory when it returns true. libpvllm passes its own site
+  // (the module's copy of the fault state would never be armed); nullptr:
+  // never fail.
+  bool (*fail_device_alloc)() = nullptr;
 };
 
 // Memory the CUDA backend keeps free of the KV pool (cuBLAS workspace, CUDA
@@ -111,7 +117,7 @@ constexpr size_t kCudaReservedBytes = size_t{256} << 20;
 // Backend class above, CudaBackendOptions and the functions below. A module
 // built from another version is refused at load (it would call into a
 // different vtable). Bump it with any change to them.
-constexpr int32_t kCudaModuleInterfaceVersion = 2;
+constexpr int32_t kCudaModuleInterfaceVersion = 3;
 
 // The module's exports, looked up by name with dlsym. Those returning int32_t
 // return a StatusCode value; on failure `err` (err_len bytes, may be 0) gets

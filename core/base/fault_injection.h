@@ -14,11 +14,12 @@
 namespace pvllm::fault {
 
 enum class Site : int {
-  kHostAlloc = 0,  // host buffers: the CPU backend's KV pool, activations, logits
-  kKvBlocks = 1,   // the scheduler asking the KV pool for room (admission, appends)
-  kFileRead = 2,   // opening and mapping a model or tokenizer file
+  kHostAlloc = 0,    // host buffers: the CPU backend's KV pool, activations, logits
+  kKvBlocks = 1,     // the scheduler asking the KV pool for room (admission, appends)
+  kFileRead = 2,     // opening and mapping a model or tokenizer file
+  kDeviceAlloc = 3,  // the CUDA module's device and pinned-host allocations
 };
-constexpr int kNumSites = 3;
+constexpr int kNumSites = 4;
 
 // From now on, the nth pass (1-based) through `site` fails; the others
 // pass. Resets the site's pass count. Not thread-safe against a run in

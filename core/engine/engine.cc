@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/backend/registry.h"
+#include "core/base/fault_injection.h"
 #include "core/engine/create_progress.h"
 #include "core/engine/memory_plan.h"
 #include "core/engine/request.h"
@@ -152,6 +153,7 @@ Status Engine::open_cuda_backend(const DeviceSpec& device, bool* opened) {
   co.max_num_seqs = config_.max_num_seqs;
   co.max_model_len = max_model_len_;
   co.enable_cuda_graphs = config_.enable_cuda_graphs ? 1 : 0;
+  co.fail_device_alloc = [] { return fault::should_fail(fault::Site::kDeviceAlloc); };
   const CudaModule* module = nullptr;
   PVLLM_RETURN_IF_ERROR(CudaModule::get(&module));
   const Status st = module->create_backend(*model_, co, &backend_);

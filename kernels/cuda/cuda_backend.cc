@@ -1356,6 +1356,7 @@ PVLLM_CUDA_EXPORT int32_t pvllm_cuda_backend_create(const pvllm::Model* model,
     return pvllm::fail(pvllm::InvalidArgument("null argument"), err, err_len);
   }
   *out = nullptr;
+  pvllm::set_alloc_fault_hook(options->fail_device_alloc);
   // No exception may cross the C boundary (host allocations can throw).
   try {
     auto backend = std::make_unique<pvllm::CudaBackend>(*model, *options);

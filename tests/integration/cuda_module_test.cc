@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/backend/backend_loader.h"
+#include "core/base/fault_injection.h"
 #include "core/engine/engine.h"
 #include "core/engine/engine_config.h"
 
@@ -121,6 +122,29 @@ TEST_F(FakeCudaModuleTest, AnEngineOnCudaGetsTheModulesRefusalAndAutoFallsBackTo
   EXPECT_EQ(engine, nullptr);
   ASSERT_TRUE(Engine::create(random_config("auto"), &engine).ok());
   EXPECT_EQ(engine->backend_name().rfind("cpu", 0), 0u) << engine->backend_name();
+}
+
+// The engine hands the module its device-allocation fault site: armed, the
+// module's nth allocation fails as out of memory and create says so; the
+// count is libpvllm's (the module's own copy of the fault state is never
+// armed). FaultWalkTest walks the real module's allocations on a GPU.
+TEST_F(FakeCudaModuleTest, TheDeviceAllocationFaultSiteReachesTheModule) {
+  ScopedEnv allocs("PVLLM_FAKE_CUDA_ALLOCS", "3");
+  std::unique_ptr<Engine> engine;
+  fault::arm(fault::Site::kDeviceAlloc, 2);
+  const Status st = Engine::create(random_config("cuda"), &engine);
+  const bool fired = fault::fired(fault::Site::kDeviceAlloc);
+  const int64_t passes = fault::passes(fault::Site::kDeviceAlloc);
+  fault::disarm();
+  EXPECT_EQ(st.code(), StatusCode::kOutOfMemory) << st.message();
+  EXPECT_NE(st.message().find("the fake module's allocation 2 failed"), std::string::npos)
+      << st.message();
+  EXPECT_TRUE(fired);
+  EXPECT_EQ(passes, 2);
+  EXPECT_EQ(engine, nullptr);
+  // Disarmed, all three allocations pass and the module's refusal comes
+  // through as before.
+  EXPECT_EQ(Engine::create(random_config("cuda"), &engine).code(), StatusCode::kUnsupported);
 }
 
 // Run by ctest with $PVLLM_CUDA_BACKEND naming a library that must be

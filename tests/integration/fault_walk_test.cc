@@ -4,7 +4,9 @@
 // Every run must end cleanly: create fails with a status, or every request
 // ends exactly once, those the fault hit with FINISH_ERROR and every other
 // one with the tokens of a calm run, and the KV pool is whole again. Under
-// AddressSanitizer (scripts/sanitize.sh asan) nothing may leak either.
+// AddressSanitizer (scripts/sanitize.sh asan) nothing may leak either. The
+// CUDA module's allocations are walked where a GPU is (gpu_check.sh runs
+// this suite on the GPU machine); elsewhere that test skips, saying why.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -33,17 +35,27 @@ class FaultWalkTest : public ::testing::Test {
     TinyModelSpec spec;
     spec.max_position_embeddings = 128;
     model_dir_ = new std::string(write_tiny_hf_model(make_temp_dir("pvllm_fault_walk"), spec));
+    // A shape the CUDA kernels serve: head_dim 64.
+    spec.hidden_size = 128;
+    spec.num_heads = 2;
+    spec.num_kv_heads = 1;
+    cuda_model_dir_ =
+        new std::string(write_tiny_hf_model(make_temp_dir("pvllm_fault_walk_cuda"), spec));
   }
-  static void TearDownTestSuite() { delete model_dir_; }
+  static void TearDownTestSuite() {
+    delete model_dir_;
+    delete cuda_model_dir_;
+  }
   void TearDown() override { fault::disarm(); }
 
+  // The walk's engine: on the CPU, or on a GPU for the device allocations.
   static EngineConfig config() {
     EngineConfig c;
-    c.model_path = *model_dir_;
-    c.device = "cpu";
+    c.model_path = cuda_ ? *cuda_model_dir_ : *model_dir_;
+    c.device = cuda_ ? "cuda" : "cpu";
     c.num_threads = 1;
-    c.num_kv_blocks = 12;  // tight: admission waits and preemption happen
-    c.block_size = 8;
+    c.num_kv_blocks = cuda_ ? 6 : 12;  // tight: admission waits and preemption happen
+    c.block_size = cuda_ ? 16 : 8;     // the CUDA kernels serve 16, 32 and 256
     c.max_model_len = 64;
     c.max_num_batched_tokens = 16;  // prompts prefill in chunks
     return c;
@@ -124,9 +136,13 @@ class FaultWalkTest : public ::testing::Test {
   }
 
   static std::string* model_dir_;
+  static std::string* cuda_model_dir_;
+  static bool cuda_;
 };
 
 std::string* FaultWalkTest::model_dir_ = nullptr;
+std::string* FaultWalkTest::cuda_model_dir_ = nullptr;
+bool FaultWalkTest::cuda_ = false;
 
 TEST_F(FaultWalkTest, EveryFailureEndsCleanly) {
   const RunResult calm = run();
@@ -148,6 +164,28 @@ TEST_F(FaultWalkTest, EveryFailureEndsCleanly) {
                 static_cast<long long>(covered), errors);
     EXPECT_GT(covered, 0) << s.name << ": the site was never passed";
   }
+}
+
+// The CUDA module's device and pinned-host allocations (the weights, the
+// activation buffers, the KV pool, the staging buffers, and those a step
+// grows), on a GPU: each fails in turn as out of memory.
+TEST_F(FaultWalkTest, DeviceAllocationsOnCudaEndCleanly) {
+  cuda_ = true;
+  const RunResult calm = run();
+  if (calm.create.code() == StatusCode::kUnsupported) {
+    cuda_ = false;
+    GTEST_SKIP() << "no CUDA engine here: " << calm.create.message();
+  }
+  ASSERT_TRUE(calm.create.ok()) << calm.create.message();
+  ASSERT_TRUE(calm.finished);
+  int errors = 0;
+  const int64_t covered = walk(fault::Site::kDeviceAlloc, calm, &errors);
+  cuda_ = false;
+  std::printf(
+      "fault walk: CUDA device allocations: %lld passes walked, %d requests ended with "
+      "FINISH_ERROR\n",
+      static_cast<long long>(covered), errors);
+  EXPECT_GT(covered, 0) << "the module made no allocation through the fault site";
 }
 
 }  // namespace

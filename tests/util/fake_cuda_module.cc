@@ -7,8 +7,12 @@
 //   PVLLM_FAKE_CUDA_DEVICES  the device count (default 1)
 //   PVLLM_FAKE_CUDA_STATUS   the StatusCode device_count and mem_info
 //                            return (default 0)
+//   PVLLM_FAKE_CUDA_ALLOCS   the device allocations backend_create makes
+//                            (default 0): each asks the options' fault
+//                            hook first, as the real module's do
 // pvllm_cuda_backend_create never creates a backend: it returns
-// UNSUPPORTED with a message.
+// OUT_OF_MEMORY when the fault hook failed an allocation, else UNSUPPORTED
+// with a message.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -49,10 +53,16 @@ PVLLM_FAKE_EXPORT int32_t pvllm_cuda_mem_info(int32_t, size_t* free_bytes, size_
 }
 
 PVLLM_FAKE_EXPORT int32_t pvllm_cuda_backend_create(const pvllm::Model*,
-                                                    const pvllm::CudaBackendOptions*,
+                                                    const pvllm::CudaBackendOptions* options,
                                                     pvllm::Backend** out, char* err,
                                                     size_t err_len) {
   *out = nullptr;
+  for (int32_t i = 0; i < env_int("PVLLM_FAKE_CUDA_ALLOCS", 0); ++i) {
+    if (options->fail_device_alloc != nullptr && options->fail_device_alloc()) {
+      if (err_len > 0) std::snprintf(err, err_len, "the fake module's allocation %d failed", i + 1);
+      return static_cast<int32_t>(pvllm::StatusCode::kOutOfMemory);
+    }
+  }
   if (err_len > 0) std::snprintf(err, err_len, "the fake module creates no backend");
   return static_cast<int32_t>(pvllm::StatusCode::kUnsupported);
 }

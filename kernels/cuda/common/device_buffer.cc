@@ -8,8 +8,14 @@ namespace pvllm {
 
 namespace {
 
+bool (*g_fail_alloc)() = nullptr;  // set_alloc_fault_hook
+
 template <Memory kWhere>
 cudaError_t obtain(void** p, size_t bytes) {
+  if (g_fail_alloc != nullptr && g_fail_alloc()) {
+    *p = nullptr;
+    return cudaErrorMemoryAllocation;  // injected (tests/integration/fault_walk_test.cc)
+  }
   return kWhere == Memory::kDevice ? cudaMalloc(p, bytes) : cudaMallocHost(p, bytes);
 }
 
@@ -24,6 +30,8 @@ void release(void* p) {
 }
 
 }  // namespace
+
+void set_alloc_fault_hook(bool (*fail)()) { g_fail_alloc = fail; }
 
 Status cuda_status(int cuda_error, const std::string& what) {
   const auto e = static_cast<cudaError_t>(cuda_error);

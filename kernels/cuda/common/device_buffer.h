@@ -17,6 +17,11 @@ namespace pvllm {
 // message names `what`, the error's name and its description.
 Status cuda_status(int cuda_error, const std::string& what);
 
+// Fault injection: from now on every Buffer allocation first asks `fail`
+// (CudaBackendOptions::fail_device_alloc; nullptr: never) and, when it
+// says so, fails as out of memory. Set by the backend at create.
+void set_alloc_fault_hook(bool (*fail)());
+
 // Where a Buffer lives: device memory, or page-locked host memory for what
 // a step stages (metadata and sampling inputs on the way to the device,
 // sampled tokens on the way back).
