@@ -569,6 +569,14 @@ void build_batch(pvllm_output_batch* batch) {
     out.error_message = e.error.c_str();
     out.request_finished = e.request_finished ? 1 : 0;
     out.sequence = e.sequence;
+    out.time_queued = e.metrics.time_queued;
+    out.time_to_first_token = e.metrics.time_to_first_token;
+    out.time_per_output_token = e.metrics.time_per_output_token;
+    out.e2e_latency = e.metrics.e2e_latency;
+    out.num_prompt_tokens = e.metrics.num_prompt_tokens;
+    out.num_prefill_tokens = e.metrics.num_prefill_tokens;
+    out.num_cached_prompt_tokens = e.metrics.num_cached_prompt_tokens;
+    out.num_generated_tokens = e.metrics.num_generated_tokens;
     out.logprobs = nullptr;
     if (!e.logprobs.empty()) {
       out.logprobs = batch->logprobs.data() + batch->logprobs.size();
@@ -855,6 +863,10 @@ pvllm_status pvllm_get_stats(pvllm_engine* engine, pvllm_stats* out_stats, pvllm
     out.num_seqs_queued_for_memory = s.num_seqs_queued_for_memory;
     out.num_block_copies = s.num_block_copies;
     copy_fixed(out.backend, engine->engine->backend_name());
+    out.num_prefix_cache_evictions = s.num_prefix_cache_evictions;
+    out.step_time_p50_ms = s.step_time_p50_ms;
+    out.step_time_p99_ms = s.step_time_p99_ms;
+    out.step_time_max_ms = s.step_time_max_ms;
     write_struct(out_stats, out);
     return Status::Ok();
   });

@@ -229,6 +229,7 @@ Status Engine::submit_tokens(std::vector<int32_t> prompt_ids, const SamplingPara
     return InvalidArgument("n = " + std::to_string(params.n) + " exceeds max_num_seqs " +
                            std::to_string(config_.max_num_seqs));
   }
+  PVLLM_RETURN_IF_ERROR(check_beam_search(params, prompt_ids.size()));
 
   auto req = std::make_unique<Request>();
   req->prompt_ids = std::move(prompt_ids);
@@ -250,6 +251,7 @@ Status Engine::submit_tokens(std::vector<int32_t> prompt_ids, const SamplingPara
     req->seed = rng();
   }
 
+  req->submit_time = Request::Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   req->id = next_request_id_++;
   req->arrival_order = next_arrival_order_++;
@@ -278,9 +280,21 @@ void Engine::poll(std::vector<Output>* out, size_t max_events) {
 }
 
 EngineStats Engine::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  EngineStats s = stats_;
-  s.num_waiting += static_cast<int32_t>(inbox_.size());
+  std::vector<float> times;
+  EngineStats s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = stats_;
+    s.num_waiting += static_cast<int32_t>(inbox_.size());
+    times = step_times_ms_;
+  }
+  if (!times.empty()) {
+    std::sort(times.begin(), times.end());
+    auto at = [&](double q) { return times[static_cast<size_t>(q * (times.size() - 1) + 0.5)]; };
+    s.step_time_p50_ms = at(0.5);
+    s.step_time_p99_ms = at(0.99);
+    s.step_time_max_ms = times.back();
+  }
   return s;
 }
 

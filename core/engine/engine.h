@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -52,6 +53,18 @@ struct OutputLogprobs {
   std::vector<TokenLogprob> top;
 };
 
+// A request's timing and token counts, given with its last event.
+struct RequestMetrics {
+  double time_queued = 0;            // s from submit to the first step that ran any of its tokens
+  double time_to_first_token = 0;    // s from submit to the end of the step of its first token
+  double time_per_output_token = 0;  // s, mean gap between its token steps after the first
+  double e2e_latency = 0;            // s from submit to the end of its last step
+  int64_t num_prompt_tokens = 0;
+  int64_t num_prefill_tokens = 0;        // prompt tokens computed, recomputation included
+  int64_t num_cached_prompt_tokens = 0;  // prompt tokens the prefix cache spared
+  int64_t num_generated_tokens = 0;      // over all its samples
+};
+
 // One event for one sample of one request.
 struct Output {
   uint64_t request_id = 0;
@@ -67,6 +80,14 @@ struct Output {
   // ... in the order the engine made them, so events taken by several
   // pollers can be put back in order.
   uint64_t sequence = 0;
+  RequestMetrics metrics;  // with request_finished; zero on other events
+  // On the request's first event when it asked for prompt logprobs: entry i
+  // for prompt token i + 1 (the first token has none), the token's logprob
+  // and its top alternatives.
+  std::vector<OutputLogprobs> prompt_logprobs;
+  // Beam search: the hypothesis' score (core/sample/beam_search.h); 0
+  // otherwise.
+  double score = 0;
 };
 
 struct EngineStats {
@@ -94,6 +115,12 @@ struct EngineStats {
   int64_t num_kv_slots_reserved = 0;
   int64_t num_seqs_queued_for_memory = 0;  // admission refused for lack of blocks, once each
   int64_t num_block_copies = 0;            // copy-on-write and contiguous-fork copies
+  int64_t num_prefix_cache_evictions = 0;  // cached blocks reclaimed for new use
+  // Wall time of the steps that ran a batch, over the last kStepWindow of
+  // them (ms); 0 before the first.
+  float step_time_p50_ms = 0.0f;
+  float step_time_p99_ms = 0.0f;
+  float step_time_max_ms = 0.0f;
 };
 
 class Engine {
@@ -157,6 +184,8 @@ class Engine {
     Status status;  // the first failure of the batch, if any
     int64_t num_prompt_tokens = 0;
     int64_t num_sampled = 0;
+    std::chrono::steady_clock::time_point start;  // when the step began
+    bool ran = false;                             // it ran a batch
   };
 
   Engine() = default;
@@ -171,18 +200,40 @@ class Engine {
   void take_new_requests(StepResult* step);
   std::vector<SeqOutcome> run_batch(const ScheduledBatch& batch);
   void forward_and_sample(std::span<const ScheduledSeq> seqs, std::span<SeqOutcome> outcomes);
+  void forward_and_sample_plain(std::span<const ScheduledSeq> seqs, std::span<SeqOutcome> outcomes);
+  // Prompt logprobs (prompt_logprobs.cc).
+  bool needs_prompt_logits(const ScheduledSeq& s) const;
+  void forward_with_prompt_logprobs(const ScheduledSeq& s, SeqOutcome* outcome);
+  void attach_prompt_logprobs(std::vector<Output>* events);
   void append_or_fail(const ScheduledBatch& batch, std::span<SeqOutcome> outcomes,
                       StepResult* step);
   void publish(StepResult* step);
+  // The per-request timing and counts of what ran (append_or_fail).
+  void note_ran(const ScheduledSeq& s, const StepResult& step);
   void honour_late_aborts_locked(StepResult* step);
   void update_stats_locked(const StepResult& step);
 
   // Requests and their samples (requests.cc).
   int32_t last_prompt_token(const Request& req) const;
+  const SamplingParams& draw_params(const Request& req) const;
+  Sequence* fork_sequence(Sequence* parent);
+  void retire_sequence(Sequence* seq);
+  // Beam search (beams.cc).
+  Status check_beam_search(const SamplingParams& params, size_t prompt_len) const;
+  void start_beam_search(Request* req, Sequence* seq);
+  void note_beam_draw(Sequence* seq, const SampleResult& draw);
+  void advance_beams(const std::vector<uint64_t>& request_ids,
+                     const std::vector<std::string>& errors, std::vector<Output>* events);
+  void beam_step(Request* req, std::vector<Output>* events);
+  void end_beam_search(Request* req, FinishReason reason, const std::string& error,
+                       std::vector<Output>* events);
   bool draws_all_samples(const Sequence& seq) const;
   void plan_draws(std::span<const ScheduledSeq> seqs, std::vector<SampleRow>* rows) const;
   void fork_samples(Sequence* parent, std::vector<Sequence*>* children);
   void append_token(Sequence* seq, const SampleResult& r, std::vector<Output>* events);
+  void note_token(Request* req);
+  void note_token_step(Request* req);
+  RequestMetrics metrics_of(const Request& req) const;
   // Ends one sample: its final event (`last`, when this step produced one,
   // else an empty one) carries the reason (and `error` with kError); frees
   // its blocks.
@@ -207,6 +258,9 @@ class Engine {
   std::vector<SampleResult> sample_results_;
   uint64_t next_seq_id_ = 1;
   std::vector<uint64_t> finished_requests_;  // this step's
+  // The end of the current step's forward pass: the time its tokens (and
+  // finishing requests) are stamped with.
+  std::chrono::steady_clock::time_point step_time_;
 
   // Shared with submit / poll / abort / stats.
   mutable std::mutex mu_;
@@ -218,6 +272,12 @@ class Engine {
   uint64_t serial_ = 0;           // this engine's number in the process, 1..2^13-1
   uint64_t next_request_id_ = 1;  // serial_ << kRequestIdBits, plus 1, 2, ...
   uint64_t next_arrival_order_ = 0;
+
+  // Durations of the latest steps that ran a batch (ms), a ring of
+  // kStepWindow; stats() takes their percentiles.
+  static constexpr size_t kStepWindow = 1024;
+  std::vector<float> step_times_ms_;
+  size_t next_step_time_ = 0;
 
   std::mutex step_mu_;
 };

@@ -2,12 +2,15 @@
 // Private to core/engine: only the engine's own sources include it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/engine/engine.h"
+#include "core/sample/beam_search.h"
 #include "core/sample/sampling_params.h"
 #include "core/sched/sequence.h"
 #include "core/tokenizer/tokenizer.h"
@@ -39,6 +42,37 @@ struct Engine::Request {
   std::vector<std::unique_ptr<SampleState>> samples;
   int32_t num_finished = 0;
   uint64_t next_event_sequence = 0;  // Output::sequence of its next event
+
+  // Prompt logprobs (params.prompt_logprobs >= 0): entry i for prompt token
+  // i + 1, filled as the prompt's chunks run (again, identically, after a
+  // preemption), handed to the request's first event once all are there.
+  std::vector<OutputLogprobs> prompt_logprobs;
+  bool prompt_logprobs_complete = false;
+  bool prompt_logprobs_sent = false;
+
+  // Beam search (beams.cc): the search, its live beams' sequences (in the
+  // search's order) and this beam step's draws, one per live beam.
+  std::unique_ptr<BeamSearch> beam;
+  std::vector<Sequence*> beam_seqs;
+  std::vector<std::optional<SampleResult>> beam_draws;
+  SamplingParams beam_draw_params;  // greedy, 2W logprobs
+
+  // For its RequestMetrics (the last event carries them).
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point submit_time;
+  Clock::time_point first_run_time;    // the first step that ran any of its tokens
+  Clock::time_point first_token_time;  // the end of the step of its first token
+  Clock::time_point last_token_time;   // the end of the latest step with a token
+  bool has_run = false;
+  int64_t num_token_steps = 0;  // steps that gave it at least one token
+  int64_t num_prefill_tokens = 0;
+  int64_t num_cached_prompt_tokens = 0;
+  int64_t num_generated_tokens = 0;
 };
+
+// The longest prompt chunk of a request with prompt logprobs: its rows'
+// logits, all on the host at once, stay within a fixed budget
+// (prompt_logprobs.cc).
+int32_t prompt_logprobs_chunk_cap(int32_t vocab_size);
 
 }  // namespace pvllm

@@ -30,6 +30,12 @@ int32_t Engine::last_prompt_token(const Request& req) const {
   return tokenizer_ ? req.prompt_ids.back() : -1;
 }
 
+// What a sequence's draws follow: the request's params, or for beam search
+// a greedy draw that asks for the 2W best tokens.
+const SamplingParams& Engine::draw_params(const Request& req) const {
+  return req.beam ? req.beam_draw_params : req.params;
+}
+
 // Whether `seq` draws every sample of its request this step: the first
 // token of a request with n > 1 is drawn n times from its last prompt row,
 // and the siblings are forked right after.
@@ -52,7 +58,7 @@ void Engine::plan_draws(std::span<const ScheduledSeq> seqs, std::vector<SampleRo
     for (int32_t k = 0; k < (all ? req.params.n : 1); ++k) {
       SampleRow r;
       r.logits_index = logits_index;
-      r.params = &req.params;
+      r.params = &draw_params(req);
       r.seed = req.seed;
       r.sample_index = all ? k : seq.sample_index;
       r.step = seq.num_generated_tokens();
@@ -64,6 +70,38 @@ void Engine::plan_draws(std::span<const ScheduledSeq> seqs, std::vector<SampleRo
   }
 }
 
+// A new sequence continuing `parent`: its blocks shared copy-on-write
+// (paged) or copied into a run of its own (contiguous), running at once.
+// Without a run (or when the copy fails) it waits and is recomputed from
+// its tokens like a preempted sequence. Copies run now: the parent's K/V is
+// computed and nothing writes it before the next step.
+Sequence* Engine::fork_sequence(Sequence* parent) {
+  auto child = std::make_unique<Sequence>();
+  child->seq_id = next_seq_id_++;
+  child->request_id = parent->request_id;
+  child->priority = parent->priority;
+  child->arrival_order = parent->arrival_order;
+  child->group = parent->group;
+  child->token_ids = parent->token_ids;
+  child->num_prompt_tokens = parent->num_prompt_tokens;
+  child->num_computed_tokens = parent->num_computed_tokens;
+  std::vector<BlockCopy> copies;
+  bool forked = kv_cache_->fork(parent->block_table, parent->num_computed_tokens,
+                                &child->block_table, &copies);
+  if (forked && !copies.empty() && !backend_->copy_blocks(copies).ok()) {
+    kv_cache_->free(&child->block_table);
+    forked = false;
+  }
+  if (forked) {
+    scheduler_->add_running(child.get());
+  } else {
+    scheduler_->add(child.get());
+  }
+  Sequence* raw = child.get();
+  sequences_[child->seq_id] = std::move(child);
+  return raw;
+}
+
 // Creates the n - 1 siblings of a request's first sequence, sharing its
 // blocks copy-on-write, right before its first token is sampled.
 void Engine::fork_samples(Sequence* parent, std::vector<Sequence*>* children) {
@@ -71,36 +109,12 @@ void Engine::fork_samples(Sequence* parent, std::vector<Sequence*>* children) {
   req.forked = true;
   parent->num_seats = 1;
   for (int32_t k = 1; k < req.params.n; ++k) {
-    auto child = std::make_unique<Sequence>();
-    child->seq_id = next_seq_id_++;
-    child->request_id = parent->request_id;
+    Sequence* child = fork_sequence(parent);
     child->sample_index = k;
-    child->priority = parent->priority;
-    child->arrival_order = parent->arrival_order;
-    child->token_ids = parent->token_ids;
-    child->num_prompt_tokens = parent->num_prompt_tokens;
-    child->num_computed_tokens = parent->num_computed_tokens;
-    // Paged: shares the parent's blocks. Contiguous: a new run plus copies,
-    // run now since the parent's K/V is computed and nothing writes it
-    // before the next step. No run (or a failed copy) sends the child back
-    // to wait: it is recomputed from its tokens like a preempted sequence.
-    std::vector<BlockCopy> copies;
-    bool forked = kv_cache_->fork(parent->block_table, parent->num_computed_tokens,
-                                  &child->block_table, &copies);
-    if (forked && !copies.empty() && !backend_->copy_blocks(copies).ok()) {
-      kv_cache_->free(&child->block_table);
-      forked = false;
-    }
-    if (forked) {
-      scheduler_->add_running(child.get());
-    } else {
-      scheduler_->add(child.get());
-    }
     auto state = std::make_unique<SampleState>(tokenizer_.get(), last_prompt_token(req));
-    state->seq = child.get();
+    state->seq = child;
     req.samples.push_back(std::move(state));
-    children->push_back(child.get());
-    sequences_[child->seq_id] = std::move(child);
+    children->push_back(child);
   }
 }
 
@@ -123,6 +137,7 @@ void Engine::append_token(Sequence* seq, const SampleResult& r, std::vector<Outp
   } else {
     seq->token_ids.push_back(r.token_id);
     ev.token_ids.push_back(r.token_id);
+    note_token(&req);
     if (req.params.logprobs >= 0) {
       ev.logprobs.push_back(OutputLogprobs{r.token_id, r.logprob, r.top_logprobs});
     }
@@ -157,6 +172,39 @@ void Engine::append_token(Sequence* seq, const SampleResult& r, std::vector<Outp
   ev.text = state.text.substr(state.num_text_sent, end - state.num_text_sent);
   state.num_text_sent = end;
   events->push_back(std::move(ev));
+}
+
+// A token for `req` in the current step: counts it, and its step once.
+void Engine::note_token(Request* req) {
+  ++req->num_generated_tokens;
+  note_token_step(req);
+}
+
+// The current step made tokens for `req`: its first and latest token times.
+void Engine::note_token_step(Request* req) {
+  if (req->num_token_steps > 0 && req->last_token_time == step_time_) return;
+  if (req->num_token_steps == 0) req->first_token_time = step_time_;
+  req->last_token_time = step_time_;
+  ++req->num_token_steps;
+}
+
+RequestMetrics Engine::metrics_of(const Request& req) const {
+  using Seconds = std::chrono::duration<double>;
+  RequestMetrics m;
+  m.e2e_latency = Seconds(step_time_ - req.submit_time).count();
+  if (req.has_run) m.time_queued = Seconds(req.first_run_time - req.submit_time).count();
+  if (req.num_token_steps > 0) {
+    m.time_to_first_token = Seconds(req.first_token_time - req.submit_time).count();
+  }
+  if (req.num_token_steps > 1) {
+    m.time_per_output_token = Seconds(req.last_token_time - req.first_token_time).count() /
+                              static_cast<double>(req.num_token_steps - 1);
+  }
+  m.num_prompt_tokens = static_cast<int64_t>(req.prompt_ids.size());
+  m.num_prefill_tokens = req.num_prefill_tokens;
+  m.num_cached_prompt_tokens = req.num_cached_prompt_tokens;
+  m.num_generated_tokens = req.num_generated_tokens;
+  return m;
 }
 
 void Engine::finish_sequence(Sequence* seq, FinishReason reason, Output* last,
@@ -195,6 +243,7 @@ void Engine::finish_sequence(Sequence* seq, FinishReason reason, Output* last,
   }
   if (req.num_finished >= req.params.n) {
     events->back().request_finished = true;  // the request's last event, pushed just above
+    events->back().metrics = metrics_of(req);
     finished_requests_.push_back(req.id);
   }
 }

@@ -21,9 +21,12 @@ namespace pvllm {
 Status Engine::step() {
   std::lock_guard<std::mutex> step_lock(step_mu_);
   StepResult step;
+  step.start = step_time_ = std::chrono::steady_clock::now();
   take_new_requests(&step);
   const ScheduledBatch batch = scheduler_->schedule();
   std::vector<SeqOutcome> outcomes = run_batch(batch);
+  step_time_ = std::chrono::steady_clock::now();
+  step.ran = !batch.empty();
   append_or_fail(batch, outcomes, &step);
   publish(&step);
   return step.status;
@@ -49,9 +52,19 @@ void Engine::take_new_requests(StepResult* step) {
     seq->token_ids = req->prompt_ids;
     seq->num_prompt_tokens = static_cast<int32_t>(req->prompt_ids.size());
     seq->num_seats = req->params.n;
-    auto state = std::make_unique<SampleState>(tokenizer_.get(), last_prompt_token(*req));
-    state->seq = seq.get();
-    req->samples.push_back(std::move(state));
+    if (req->params.beam_width > 0) {
+      start_beam_search(req.get(), seq.get());
+    } else {
+      auto state = std::make_unique<SampleState>(tokenizer_.get(), last_prompt_token(*req));
+      state->seq = seq.get();
+      req->samples.push_back(std::move(state));
+    }
+    if (req->params.prompt_logprobs >= 0) {
+      req->prompt_logprobs.resize(req->prompt_ids.size() - 1);
+      req->prompt_logprobs_complete = req->prompt_ids.size() <= 1;
+      seq->skip_prefix_cache = !req->prompt_logprobs_complete;
+      seq->max_chunk_tokens = prompt_logprobs_chunk_cap(model_->config.vocab_size);
+    }
     scheduler_->add(seq.get());
     sequences_[seq->seq_id] = std::move(seq);
     requests_[req->id] = std::move(req);
@@ -59,6 +72,12 @@ void Engine::take_new_requests(StepResult* step) {
   for (uint64_t id : aborts) {
     auto it = requests_.find(id);
     if (it == requests_.end()) continue;  // finished in the meantime
+    if (it->second->beam) {
+      if (!it->second->beam_seqs.empty()) {
+        end_beam_search(it->second.get(), FinishReason::kAbort, "", &step->events);
+      }
+      continue;
+    }
     for (auto& sample : it->second->samples) {
       if (!sample->finished) {
         finish_sequence(sample->seq, FinishReason::kAbort, nullptr, "", &step->events);
@@ -80,12 +99,36 @@ std::vector<Engine::SeqOutcome> Engine::run_batch(const ScheduledBatch& batch) {
   return outcomes;
 }
 
+// Chunks that owe prompt logprobs run one by one through the backend's
+// full-logits path (prompt_logprobs.cc); the rest of the batch runs as one.
+void Engine::forward_and_sample(std::span<const ScheduledSeq> seqs,
+                                std::span<SeqOutcome> outcomes) {
+  std::vector<size_t> plain;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (needs_prompt_logits(seqs[i])) {
+      forward_with_prompt_logprobs(seqs[i], &outcomes[i]);
+    } else {
+      plain.push_back(i);
+    }
+  }
+  if (plain.size() == seqs.size()) {
+    forward_and_sample_plain(seqs, outcomes);
+    return;
+  }
+  if (plain.empty()) return;
+  std::vector<ScheduledSeq> rest;
+  std::vector<SeqOutcome> rest_outcomes(plain.size());
+  for (size_t i : plain) rest.push_back(seqs[i]);
+  forward_and_sample_plain(rest, rest_outcomes);
+  for (size_t k = 0; k < plain.size(); ++k) outcomes[plain[k]] = std::move(rest_outcomes[k]);
+}
+
 // A batch that runs out of memory is split in halves and each half retried
 // (K/V writes repeat the same values), so only a sequence that cannot run
 // even alone fails and the rest keep their work. Any other failure fails
 // the batch.
-void Engine::forward_and_sample(std::span<const ScheduledSeq> seqs,
-                                std::span<SeqOutcome> outcomes) {
+void Engine::forward_and_sample_plain(std::span<const ScheduledSeq> seqs,
+                                      std::span<SeqOutcome> outcomes) {
   ScheduledBatch sub;
   sub.seqs.assign(seqs.begin(), seqs.end());
   prepare_batch(sub, *kv_cache_, &metadata_);
@@ -104,8 +147,8 @@ void Engine::forward_and_sample(std::span<const ScheduledSeq> seqs,
   }
   if (st.code() == StatusCode::kOutOfMemory && seqs.size() > 1) {
     const size_t half = seqs.size() / 2;
-    forward_and_sample(seqs.first(half), outcomes.first(half));
-    forward_and_sample(seqs.subspan(half), outcomes.subspan(half));
+    forward_and_sample_plain(seqs.first(half), outcomes.first(half));
+    forward_and_sample_plain(seqs.subspan(half), outcomes.subspan(half));
     return;
   }
   for (SeqOutcome& o : outcomes) o.status = st;
@@ -129,9 +172,29 @@ void Engine::append_or_fail(const ScheduledBatch& batch, std::span<SeqOutcome> o
       step->status = outcomes[i].status;
     }
   }
+  for (const ScheduledSeq& s : ran.seqs) note_ran(s, *step);
   scheduler_->on_batch_computed(ran);
+  // Beam requests take their step after the batch (advance_beams): their
+  // beams may be anywhere in it.
+  std::vector<uint64_t> beam_requests;
+  std::vector<std::string> beam_errors;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     Sequence* seq = batch.seqs[i].seq;
+    if (Request& req = *requests_.at(seq->request_id); req.beam) {
+      const auto at = std::find(beam_requests.begin(), beam_requests.end(), req.id);
+      const size_t k = static_cast<size_t>(at - beam_requests.begin());
+      if (at == beam_requests.end()) {
+        beam_requests.push_back(req.id);
+        beam_errors.emplace_back();
+      }
+      if (!outcomes[i].status.ok()) {
+        if (beam_errors[k].empty()) beam_errors[k] = outcomes[i].status.message();
+      } else if (batch.seqs[i].samples_next_token) {
+        note_beam_draw(seq, outcomes[i].samples.at(0));
+        ++step->num_sampled;
+      }
+      continue;
+    }
     if (!outcomes[i].status.ok()) {
       finish_sequence(seq, FinishReason::kError, nullptr, outcomes[i].status.message(),
                       &step->events);
@@ -150,11 +213,13 @@ void Engine::append_or_fail(const ScheduledBatch& batch, std::span<SeqOutcome> o
       ++step->num_sampled;
     }
   }
+  advance_beams(beam_requests, beam_errors, &step->events);
 }
 
 // Hands the step's events to poll, forgets finished requests, and updates
 // the stats, under the lock shared with submit / poll / abort / stats.
 void Engine::publish(StepResult* step) {
+  attach_prompt_logprobs(&step->events);
   std::lock_guard<std::mutex> lock(mu_);
   honour_late_aborts_locked(step);
   for (Output& ev : step->events) {
@@ -191,6 +256,23 @@ void Engine::honour_late_aborts_locked(StepResult* step) {
   }
 }
 
+void Engine::note_ran(const ScheduledSeq& s, const StepResult& step) {
+  Request& req = *requests_.at(s.seq->request_id);
+  if (!req.has_run) {
+    req.has_run = true;
+    req.first_run_time = step.start;
+  }
+  const Sequence& seq = *s.seq;
+  if (seq.num_computed_tokens < seq.num_prompt_tokens) {  // a prompt chunk
+    // Its first chunk since admission starts right after the cached prefix.
+    if (seq.num_cached_tokens > 0 && seq.num_computed_tokens == seq.num_cached_tokens) {
+      req.num_cached_prompt_tokens += seq.num_cached_tokens;
+    }
+    req.num_prefill_tokens +=
+        std::min(s.num_new_tokens, seq.num_prompt_tokens - seq.num_computed_tokens);
+  }
+}
+
 void Engine::update_stats_locked(const StepResult& step) {
   const BlockManagerMetrics m = kv_cache_->metrics();
   stats_.num_running = scheduler_->num_running();
@@ -212,6 +294,18 @@ void Engine::update_stats_locked(const StepResult& step) {
   stats_.num_kv_slots_reserved = occ.num_slots_reserved;
   stats_.num_seqs_queued_for_memory = scheduler_->num_queued_for_memory();
   stats_.num_block_copies = m.num_cow_copies;
+  stats_.num_prefix_cache_evictions = m.num_evictions;
+  if (step.ran) {
+    const float ms =
+        std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - step.start)
+            .count();
+    if (step_times_ms_.size() < kStepWindow) {
+      step_times_ms_.push_back(ms);
+    } else {
+      step_times_ms_[next_step_time_] = ms;
+    }
+    next_step_time_ = (next_step_time_ + 1) % kStepWindow;
+  }
   stats_.num_prompt_tokens_processed += step.num_prompt_tokens;
   stats_.num_generation_tokens += step.num_sampled;
   ++stats_.num_steps;

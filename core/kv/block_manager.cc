@@ -63,6 +63,7 @@ BlockId BlockManager::find_cached(uint64_t hash, uint64_t parent_hash,
 PrefixMatch BlockManager::match_prefix(std::span<const int32_t> tokens) const {
   PrefixMatch match;
   match.num_tokens = static_cast<int32_t>(tokens.size());
+  match.looked_up = true;
   if (!enable_prefix_caching_ || tokens.empty()) return match;
   const int32_t bs = block_size();
   const int32_t max_blocks = (match.num_tokens - 1) / bs;
@@ -106,7 +107,7 @@ int32_t BlockManager::allocate(const PrefixMatch& match, int32_t num_tokens, Blo
   PVLLM_CHECK(table->blocks.empty() && table->hashes.empty(),
               "allocate needs an empty block table");
   if (!can_allocate(match, num_tokens, 0)) return -1;
-  if (enable_prefix_caching_ && match.num_tokens > 0) {
+  if (enable_prefix_caching_ && match.looked_up && match.num_tokens > 0) {
     prefix_queries_ += (match.num_tokens - 1) / block_size();
   }
   const int32_t num_hit = num_usable(match, num_tokens);

@@ -74,7 +74,17 @@ struct PrefixMatch {
   int32_t num_cached_tokens = 0;  // blocks.size() * block_size
   std::vector<BlockId> blocks;
   std::vector<uint64_t> hashes;
+  bool looked_up = false;  // made by match_prefix (no_prefix_match skips the cache)
 };
+
+// A match of nothing for `num_tokens` tokens: for a sequence that must not
+// take cached blocks (it needs the logits of every prompt position). Not
+// counted as a prefix-cache query.
+inline PrefixMatch no_prefix_match(int32_t num_tokens) {
+  PrefixMatch m;
+  m.num_tokens = num_tokens;
+  return m;
+}
 
 struct BlockManagerMetrics {
   int32_t num_blocks = 0;

@@ -328,6 +328,16 @@ SampleResult sample_token(std::span<const float> logits, const SamplingParams& p
   return result;
 }
 
+SampleResult token_logprobs(std::span<const float> logits, int32_t token_id, int32_t num_top) {
+  SampleResult result;
+  result.token_id = token_id;
+  std::vector<float>& raw = scratch().raw;
+  raw.resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) raw[i] = sanitized(logits[i]);
+  fill_logprobs(raw, token_id, num_top, result);
+  return result;
+}
+
 SampleResult sample_row(const float* logits, int32_t vocab_size, const SampleRow& row) {
   const std::span<const float> x(logits + static_cast<size_t>(row.logits_index) * vocab_size,
                                  static_cast<size_t>(vocab_size));

@@ -59,6 +59,11 @@ SampleResult sample_token(std::span<const float> logits, const SamplingParams& p
                           std::span<const int32_t> prompt_ids, std::span<const int32_t> output_ids,
                           uint64_t seed, int32_t sample_index, int32_t step);
 
+// The logprob of `token_id` under `logits` ([vocab_size], raw) and the
+// num_top best alternatives (best first), as sample_token reports them for a
+// drawn token: the log-softmax of the raw logits. For prompt logprobs.
+SampleResult token_logprobs(std::span<const float> logits, int32_t token_id, int32_t num_top);
+
 // sample_token for one row: `logits` is [num_logits, vocab_size] and the
 // row reads entry row.logits_index.
 SampleResult sample_row(const float* logits, int32_t vocab_size, const SampleRow& row);

@@ -9,6 +9,10 @@
 
 namespace pvllm {
 
+// When beam search is done (core/sample/beam_search.h): as Hugging Face's
+// early_stopping False (a heuristic), True, and "never".
+enum class EarlyStopping : int32_t { kHeuristic = 0, kTrue = 1, kNever = 2 };
+
 struct SamplingParams {
   float temperature = 1.0f;         // 0 = greedy
   int32_t top_k = 0;                // 0 = off
@@ -26,8 +30,26 @@ struct SamplingParams {
   bool has_seed = false;
   uint64_t seed = 0;
   int32_t n = 1;  // parallel samples sharing the prompt
+  // -1: none; 0: each prompt token's logprob (after the first); k > 0:
+  // plus the top k at each of those positions. The prompt is then computed
+  // whole, without prefix-cache hits, so that every position has logits.
+  int32_t prompt_logprobs = -1;
+  // Beam search (core/sample/beam_search.h) with this many beams when >= 1
+  // (0 = off): the best n (<= beam_width) hypotheses are returned. It is
+  // deterministic: temperature must be 0 and the other shaping off; no stop
+  // strings; logprobs at most 0.
+  int32_t beam_width = 0;
+  float length_penalty = 1.0f;  // a hypothesis' score: logprob sum / length^length_penalty
+  EarlyStopping early_stopping = EarlyStopping::kHeuristic;
 
   Status validate(int32_t vocab_size) const;
+
+  // Each beam asks for its 2 * beam_width best tokens, and the draws give
+  // at most 20 alternatives.
+  static constexpr int32_t kMaxBeamWidth = 10;
+
+ private:
+  Status validate_beam_search() const;
 };
 
 }  // namespace pvllm

@@ -102,6 +102,11 @@ Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* kv_cache)
   }
 }
 
+int32_t Scheduler::chunk_cap(const Sequence& seq) const {
+  return seq.max_chunk_tokens > 0 ? std::min(seq.max_chunk_tokens, config_.max_prefill_chunk)
+                                  : config_.max_prefill_chunk;
+}
+
 void Scheduler::add(Sequence* seq) {
   PVLLM_CHECK(seq->num_tokens() >= 1, "a sequence needs at least one token");
   PVLLM_CHECK(seq->block_table.blocks.empty(), "a new sequence must hold no blocks");
@@ -142,8 +147,8 @@ void Scheduler::schedule_running(Step* step) {
     const int32_t num_uncomputed = seq->num_uncomputed_tokens();
     const bool is_decode = num_uncomputed == 1;
     if (is_decode) --num_pending_decodes;
-    int32_t num_new = std::min({num_uncomputed, config_.max_prefill_chunk,
-                                step->budget() - (is_decode ? 0 : num_pending_decodes)});
+    int32_t num_new = std::min(
+        {num_uncomputed, chunk_cap(*seq), step->budget() - (is_decode ? 0 : num_pending_decodes)});
     if (num_new <= 0) {  // waiting for its next token, or no budget left this step
       ++i;
       continue;
@@ -156,10 +161,13 @@ void Scheduler::schedule_running(Step* step) {
     if (!is_decode) num_new = fit_prefill_chunk(num_new, fits);
     bool self_preempted = false;
     while (!fits(num_new)) {
-      Sequence* victim = running_.back();  // served last
-      if (victim != seq && victim->num_uncomputed_tokens() == 1) --num_pending_decodes;
-      self_preempted = victim == seq;
-      preempt(victim, step);
+      // The sequence served last, with its group (adjacent to it in service
+      // order, so at the back too; it holds `seq` only when seq is in it).
+      for (Sequence* victim : group_of(running_.back())) {
+        if (victim != seq && victim->num_uncomputed_tokens() == 1) --num_pending_decodes;
+        self_preempted = self_preempted || victim == seq;
+        preempt(victim, step);
+      }
       if (self_preempted) break;
     }
     if (self_preempted) break;  // it was last in service order: nothing follows
@@ -182,9 +190,10 @@ void Scheduler::admit_waiting(Step* step) {
     Sequence* seq = waiting_.front();
     // Everything behind a sequence sent back this step is served after it.
     if (step->was_preempted(seq)) break;
-    const PrefixMatch match = kv_cache_->match_prefix(seq->token_ids);
-    const int32_t max_new = std::min(
-        {seq->num_tokens() - match.num_cached_tokens, config_.max_prefill_chunk, step->budget()});
+    const PrefixMatch match = seq->skip_prefix_cache ? no_prefix_match(seq->num_tokens())
+                                                     : kv_cache_->match_prefix(seq->token_ids);
+    const int32_t max_new =
+        std::min({seq->num_tokens() - match.num_cached_tokens, chunk_cap(*seq), step->budget()});
     PVLLM_CHECK(max_new > 0, "a waiting sequence with nothing to compute");
     auto blocks_fit = [&](int32_t n) {
       if (fault::should_fail(fault::Site::kKvBlocks)) return false;  // injected (tests)
@@ -194,15 +203,18 @@ void Scheduler::admit_waiting(Step* step) {
     // The first chunk, cut to the blocks available with a sliding window.
     auto chunk = [&]() { return fit_prefill_chunk(max_new, blocks_fit); };
     auto fits = [&]() {
-      return num_seats_used + seq->num_seats <= config_.max_num_seqs && blocks_fit(chunk());
+      return num_seats_used + seq->num_seats <= config_.max_num_seqs && blocks_fit(chunk()) &&
+             group_fits(*seq, num_seats_used);
     };
     // A strictly better priority may push out running sequences of worse
-    // priority, worst first.
+    // priority, worst first (with their groups).
     while (!fits()) {
-      Sequence* victim = worst_running();
-      if (victim == nullptr || victim->priority <= seq->priority) break;
-      num_seats_used -= victim->num_seats;
-      preempt(victim, step);
+      Sequence* worst = worst_running();
+      if (worst == nullptr || worst->priority <= seq->priority) break;
+      for (Sequence* victim : group_of(worst)) {
+        num_seats_used -= victim->num_seats;
+        preempt(victim, step);
+      }
     }
     if (!fits()) {
       // When blocks, not seats, stopped the head of the line, everything
@@ -296,6 +308,37 @@ KvOccupancy Scheduler::kv_occupancy() const {
     }
   }
   return occ;
+}
+
+std::vector<Sequence*> Scheduler::group_of(Sequence* seq) const {
+  if (seq->group == 0) return {seq};
+  std::vector<Sequence*> members;
+  for (Sequence* s : running_) {
+    if (s->group == seq->group) members.push_back(s);
+  }
+  return members;
+}
+
+// A group's first waiting member gets in only when every waiting member of
+// its group could, all their tokens counted without prefix-cache hits (so
+// the check errs on the safe side). Later members of the group then fit.
+bool Scheduler::group_fits(const Sequence& head, int32_t num_seats_used) const {
+  if (head.group == 0) return true;
+  const bool head_of_group = std::none_of(
+      running_.begin(), running_.end(), [&](const Sequence* s) { return s->group == head.group; });
+  if (!head_of_group) return true;  // its siblings are in: it follows them
+  int32_t num_members = 0;
+  int64_t num_slots = 0;
+  for (const Sequence* s : waiting_) {
+    if (s->group != head.group) continue;
+    ++num_members;
+    num_slots += (s->num_tokens() + kv_cache_->block_size() - 1) / kv_cache_->block_size() *
+                 static_cast<int64_t>(kv_cache_->block_size());
+  }
+  if (num_slots > INT32_MAX) return false;
+  const int32_t keep = (num_seats_used + num_members) * config_.admission_headroom_blocks;
+  const int32_t total = static_cast<int32_t>(num_slots);
+  return kv_cache_->can_allocate(no_prefix_match(total), total, keep);
 }
 
 void Scheduler::preempt(Sequence* victim, Step* step) {

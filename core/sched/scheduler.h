@@ -121,6 +121,14 @@ class Scheduler {
   // copy into them dropped), it leaves `step`, and it will be recomputed
   // from its tokens.
   void preempt(Sequence* victim, Step* step);
+  // `seq` and the running members of its group (Sequence::group), in
+  // running order; just `seq` when it has none.
+  std::vector<Sequence*> group_of(Sequence* seq) const;
+  // Whether admitting `head` keeps its group whole (group_fits in the .cc).
+  bool group_fits(const Sequence& head, int32_t num_seats_used) const;
+  // The longest chunk `seq` may take: max_prefill_chunk, or less when the
+  // sequence caps its own (Sequence::max_chunk_tokens).
+  int32_t chunk_cap(const Sequence& seq) const;
   void insert_waiting(Sequence* seq);  // keeps waiting_ in service order
 
   SchedulerConfig config_;

@@ -34,6 +34,16 @@ struct Sequence {
   // blocks (not seats or token budget); counted once in
   // Scheduler::num_queued_for_memory.
   bool queued_for_memory = false;
+  // Prompt logprobs: the prompt is computed whole (no prefix-cache hit at
+  // admission) in chunks of at most max_chunk_tokens (0 = no cap of its
+  // own), each row's logits going to the host.
+  bool skip_prefix_cache = false;
+  int32_t max_chunk_tokens = 0;
+  // Non-zero for sequences that advance together (the beams of one beam
+  // search): the scheduler preempts them together and admits them only
+  // when all of them fit, so that none holds blocks waiting for a sibling
+  // that cannot get in.
+  uint64_t group = 0;
 
   BlockTable block_table;
 

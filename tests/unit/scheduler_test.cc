@@ -478,3 +478,61 @@ TEST(SchedulerTest, RandomizedStressKeepsInvariantsAndFinishesEverything) {
 
 }  // namespace
 }  // namespace pvllm::testing
+
+namespace pvllm::testing {
+namespace {
+
+// Sequences of one group (the beams of a beam search) advance together:
+// admitting some of them while the rest cannot get in would leave the
+// admitted ones holding blocks for a sibling that never comes.
+TEST(SchedulerGroupTest, AGroupIsAdmittedWholeOrNotAtAll) {
+  SchedulerConfig config = make_config(8, 256);
+  config.admission_headroom_blocks = 0;
+  FakeEngine e(10, 8, false, config);
+  Sequence* filler = e.submit(iota_tokens(40), 2);  // 5 blocks, then 6
+  e.step();
+  std::vector<Sequence*> group;
+  for (int i = 0; i < 3; ++i) {
+    group.push_back(e.submit(iota_tokens(16, 100 * (i + 1)), 4));  // 2 blocks each, then 3
+    group.back()->group = 42;
+  }
+  // 4 blocks are free: each member alone would fit, the three do not.
+  ScheduledBatch waiting = e.step();
+  for (Sequence* s : group) EXPECT_EQ(find(waiting, s), nullptr);
+  EXPECT_EQ(e.sched().num_waiting(), 3);
+  // Once the filler is done, all three get in in the same step.
+  ASSERT_EQ(filler->status, SequenceStatus::kFinished);
+  ScheduledBatch in = e.step();
+  for (Sequence* s : group) EXPECT_NE(find(in, s), nullptr);
+  e.run_to_completion();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(group[i]->token_ids, reference_tokens(iota_tokens(16, 100 * (i + 1)), 4));
+  }
+}
+
+TEST(SchedulerGroupTest, AGroupIsPreemptedTogether) {
+  SchedulerConfig config = make_config(8, 256);
+  config.admission_headroom_blocks = 0;
+  FakeEngine e(8, 8, false, config);
+  std::vector<Sequence*> group;
+  for (int i = 0; i < 2; ++i) {
+    group.push_back(e.submit(iota_tokens(16, 100 * (i + 1)), 6, /*priority=*/1));
+    group.back()->group = 7;
+  }
+  e.step();
+  e.step();
+  // A better priority needs 5 of the 8 blocks: pushing one member out would
+  // do, but the group goes as a whole.
+  Sequence* urgent = e.submit(iota_tokens(40, 500), 2, /*priority=*/-1);
+  ScheduledBatch batch = e.step();
+  EXPECT_NE(find(batch, urgent), nullptr);
+  EXPECT_EQ(batch.preempted.size(), 2u);
+  for (Sequence* s : group) EXPECT_EQ(s->status, SequenceStatus::kWaiting);
+  e.run_to_completion();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(group[i]->token_ids, reference_tokens(iota_tokens(16, 100 * (i + 1)), 6));
+  }
+}
+
+}  // namespace
+}  // namespace pvllm::testing

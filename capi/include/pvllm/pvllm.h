@@ -12,7 +12,8 @@
  *    structs. Nothing is removed, renumbered or reordered.
  *  - Everything carries the release that added it. No mark means 0.1 (ABI
  *    1's first release); "Since 0.2." marks what 0.2.0 appended,
- *    "Since 0.3." what 0.3.0 appended, "Since 0.4." what 0.4.0 appended.
+ *    "Since 0.3." what 0.3.0 appended, "Since 0.4." what 0.4.0 appended,
+ *    "Since 0.5." what 0.5.0 appended.
  *    A program built against this header and using something marked "since X.Y"
  *    needs a library at least that new: a missing function fails at load
  *    time; for an enum value or a struct field, check
@@ -129,7 +130,7 @@ extern "C" {
  * ------------------------------------------------------------------------ */
 
 #define PVLLM_VERSION_MAJOR 0
-#define PVLLM_VERSION_MINOR 4
+#define PVLLM_VERSION_MINOR 5
 #define PVLLM_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define PVLLM_VERSION_NUMBER \
@@ -518,6 +519,19 @@ typedef struct pvllm_output {
    * PVLLM_STRUCT_HAS(output, pvllm_output, sequence) first when the library
    * may be older. */
   uint64_t sequence;
+  /* Since 0.5. On the request's last event (request_finished = 1): its
+   * timing in seconds, measured from pvllm_submit, and its token counts;
+   * all 0 on every other event. Check PVLLM_STRUCT_HAS(output, pvllm_output,
+   * num_generated_tokens) first when the library may be older. */
+  double time_queued;           /* to the first step that ran any of its tokens */
+  double time_to_first_token;   /* to the end of the step that made its first token; 0 if none */
+  double time_per_output_token; /* mean gap between its token-making steps after the first;
+                                   0 with fewer than two */
+  double e2e_latency;           /* to the end of its last step */
+  int64_t num_prompt_tokens;
+  int64_t num_prefill_tokens;       /* prompt tokens computed, recomputation included */
+  int64_t num_cached_prompt_tokens; /* prompt tokens the prefix cache spared */
+  int64_t num_generated_tokens;     /* over all its samples */
 } pvllm_output;
 
 /* A set of events taken by one poll, owned by the caller. Immutable: any
@@ -621,6 +635,14 @@ typedef struct pvllm_stats {
    * "cpu (x86-64-v2)", "cpu (avx2)", "cpu (avx512)": the CPU kernels'
    * instruction set (see pvllm_cpu_isa). */
   char backend[32];
+  /* Since 0.5. Cached prefix blocks reclaimed for new use. */
+  int64_t num_prefix_cache_evictions;
+  /* Since 0.5. Wall time of the steps that ran a batch, over the latest
+   * 1024 of them, in milliseconds: median, 99th percentile, maximum; 0
+   * before the first. */
+  float step_time_p50_ms;
+  float step_time_p99_ms;
+  float step_time_max_ms;
 } pvllm_stats;
 
 PVLLM_API void pvllm_stats_init(pvllm_stats* stats, size_t struct_size);
