@@ -28,4 +28,10 @@ int32_t kv_pool_blocks(int32_t num_blocks, double budget_bytes, size_t bytes_per
   return static_cast<int32_t>(std::min(blocks, static_cast<double>(cap)));
 }
 
+int32_t swap_pool_blocks(int64_t swap_space_bytes, size_t bytes_per_block, int32_t pool_blocks,
+                         int32_t block_size) {
+  if (swap_space_bytes == 0) return pool_blocks;
+  return kv_pool_blocks(0, static_cast<double>(swap_space_bytes), bytes_per_block, block_size);
+}
+
 }  // namespace pvllm

@@ -39,6 +39,17 @@ struct BatchMetadata {
   std::vector<int32_t> logits_rows;  // [num_logits] rows whose logits are returned
 };
 
+// Swap traffic between the KV pool and the backend's host swap space.
+enum class SwapDirection { kOut, kIn };  // kOut: pool block -> swap block; kIn: back
+
+// What preempting costs on this backend, for preemption_mode auto: an
+// estimate, from its throughput figures, not a measurement.
+struct PreemptionCosts {
+  double recompute_seconds_per_token = 0.0;  // computing one token again
+  double swap_seconds_per_block = 0.0;       // one block out and back in
+  size_t block_bytes = 0;                    // what one block moves each way
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -59,6 +70,18 @@ class Backend {
   virtual Status forward(const BatchMetadata& md, float* logits) = 0;
   // Copies whole blocks (every layer's K and V) for copy-on-write.
   virtual Status copy_blocks(const std::vector<BlockCopy>& copies) = 0;
+  // Preemption by swap: host memory for the blocks `bytes` buys
+  // (swap_pool_blocks; called once, at engine create; *num_blocks receives
+  // the count), and whole-block copies between the pool and it (out: src a
+  // pool block, dst a swap block; in: the reverse). The default:
+  // UNSUPPORTED, for a backend without swap.
+  virtual Status reserve_swap_space(int64_t bytes, int32_t* num_blocks) {
+    return Unsupported(name() + " cannot swap K/V blocks to the host");
+  }
+  virtual Status swap_blocks(const std::vector<BlockCopy>& copies, SwapDirection direction) {
+    return Unsupported(name() + " cannot swap K/V blocks to the host");
+  }
+  virtual PreemptionCosts preemption_costs() const { return {}; }
   virtual int32_t num_blocks() const = 0;
   virtual int32_t block_size() const = 0;
 };
@@ -84,6 +107,11 @@ size_t kv_bytes_per_block(const struct ModelConfig& config, int32_t block_size, 
 // INT32_MAX / block_size, so that every slot id fits an int32.
 int32_t kv_pool_blocks(int32_t num_blocks, double budget_bytes, size_t bytes_per_block,
                        int32_t block_size);
+
+// The swap space's blocks: what `swap_space_bytes` buys, or as many as the
+// KV pool has when it is 0. Clamped as kv_pool_blocks clamps.
+int32_t swap_pool_blocks(int64_t swap_space_bytes, size_t bytes_per_block, int32_t pool_blocks,
+                         int32_t block_size);
 
 // What the CUDA backend module (libpvllm_cuda.so, loaded by
 // core/backend/backend_loader.h) is created with. Plain data: it crosses the dlopen
@@ -117,7 +145,7 @@ constexpr size_t kCudaReservedBytes = size_t{256} << 20;
 // Backend class above, CudaBackendOptions and the functions below. A module
 // built from another version is refused at load (it would call into a
 // different vtable). Bump it with any change to them.
-constexpr int32_t kCudaModuleInterfaceVersion = 3;
+constexpr int32_t kCudaModuleInterfaceVersion = 4;
 
 // The module's exports, looked up by name with dlsym. Those returning int32_t
 // return a StatusCode value; on failure `err` (err_len bytes, may be 0) gets

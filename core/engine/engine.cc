@@ -58,6 +58,7 @@ Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) 
   const CreateProgress progress(config.progress);
   PVLLM_RETURN_IF_ERROR(engine->load_model_and_tokenizer(progress));
   PVLLM_RETURN_IF_ERROR(engine->open_backend(device, use_cuda, progress));
+  PVLLM_RETURN_IF_ERROR(engine->open_swap_space());
   engine->make_scheduler();
   progress.report(CreateStage::kReady);
   *out = std::move(engine);
@@ -166,6 +167,15 @@ Status Engine::open_cuda_backend(const DeviceSpec& device, bool* opened) {
 }
 
 // The KV bookkeeping over the backend's pool, and the scheduler over it.
+// The host swap space of preemption by swap or auto, from the backend.
+Status Engine::open_swap_space() {
+  if (config_.preemption_mode == PreemptionMode::kRecompute) return Status::Ok();
+  int32_t num_blocks = 0;
+  PVLLM_RETURN_IF_ERROR(backend_->reserve_swap_space(config_.swap_space_bytes, &num_blocks));
+  swap_pool_ = std::make_unique<SwapPool>(num_blocks);
+  return Status::Ok();
+}
+
 void Engine::make_scheduler() {
   const int32_t num_blocks = backend_->num_blocks();
   kv_cache_ = make_kv_cache_manager(config_.kv_allocator, num_blocks, config_.block_size,
@@ -174,7 +184,12 @@ void Engine::make_scheduler() {
   SchedulerConfig sc;
   sc.max_num_seqs = config_.max_num_seqs;
   sc.max_num_batched_tokens = config_.max_num_batched_tokens;
-  scheduler_ = std::make_unique<Scheduler>(sc, kv_cache_.get());
+  sc.preemption_mode = config_.preemption_mode;
+  const PreemptionCosts costs = backend_->preemption_costs();
+  sc.recompute_seconds_per_token = costs.recompute_seconds_per_token;
+  sc.swap_seconds_per_block = costs.swap_seconds_per_block;
+  swap_block_bytes_ = costs.block_bytes;
+  scheduler_ = std::make_unique<Scheduler>(sc, kv_cache_.get(), swap_pool_.get());
   stats_.num_blocks_total = num_blocks;
   stats_.num_blocks_free = num_blocks;
 }

@@ -115,6 +115,11 @@ struct EngineStats {
   int64_t num_kv_slots_reserved = 0;
   int64_t num_seqs_queued_for_memory = 0;  // admission refused for lack of blocks, once each
   int64_t num_block_copies = 0;            // copy-on-write and contiguous-fork copies
+  // Preemption by swap (num_preemptions counts both kinds).
+  int64_t num_preemptions_by_swap = 0;
+  int64_t num_blocks_swapped_out = 0;
+  int64_t num_blocks_swapped_in = 0;
+  int64_t num_swap_bytes = 0;              // moved both ways
   int64_t num_prefix_cache_evictions = 0;  // cached blocks reclaimed for new use
   // Wall time of the steps that ran a batch, over the last kStepWindow of
   // them (ms); 0 before the first.
@@ -194,11 +199,14 @@ class Engine {
   Status load_model_and_tokenizer(const CreateProgress& progress);
   Status open_backend(const DeviceSpec& device, bool use_cuda, const CreateProgress& progress);
   Status open_cuda_backend(const DeviceSpec& device, bool* opened);
+  Status open_swap_space();
   void make_scheduler();
 
   // step(), in order (step.cc).
   void take_new_requests(StepResult* step);
   std::vector<SeqOutcome> run_batch(const ScheduledBatch& batch);
+  Status swap(const ScheduledBatch& batch);
+  void fail_lost_swaps(StepResult* step);
   void forward_and_sample(std::span<const ScheduledSeq> seqs, std::span<SeqOutcome> outcomes);
   void forward_and_sample_plain(std::span<const ScheduledSeq> seqs, std::span<SeqOutcome> outcomes);
   // Prompt logprobs (prompt_logprobs.cc).
@@ -245,6 +253,8 @@ class Engine {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<KvCacheManager> kv_cache_;
+  std::unique_ptr<SwapPool> swap_pool_;  // preemption by swap or auto; null otherwise
+  size_t swap_block_bytes_ = 0;          // bytes one swapped block moves each way
   std::unique_ptr<Scheduler> scheduler_;
   int32_t max_model_len_ = 0;
   size_t model_weight_bytes_ = 0;  // as the memory plan counts them
@@ -258,6 +268,8 @@ class Engine {
   std::vector<SampleResult> sample_results_;
   uint64_t next_seq_id_ = 1;
   std::vector<uint64_t> finished_requests_;  // this step's
+  std::vector<Sequence*> swap_failures_;     // this step's: swapped out, K/V lost
+  Status swap_failure_;
   // The end of the current step's forward pass: the time its tokens (and
   // finishing requests) are stamped with.
   std::chrono::steady_clock::time_point step_time_;

@@ -91,6 +91,15 @@ Status EngineConfig::validate() const {
   if (max_model_len < 0) {
     return InvalidArgument("max_model_len must be >= 0, got " + std::to_string(max_model_len));
   }
+  const auto mode = static_cast<int32_t>(preemption_mode);
+  if (mode < 0 || mode > 2) {
+    return InvalidArgument("preemption_mode must be recompute (0), swap (1) or auto (2), got " +
+                           std::to_string(mode));
+  }
+  if (swap_space_bytes < 0) {
+    return InvalidArgument("swap_space_bytes must be >= 0, got " +
+                           std::to_string(swap_space_bytes));
+  }
   if (kv_allocator != KvAllocator::kPaged && kv_allocator != KvAllocator::kContiguous) {
     return InvalidArgument("kv_allocator must be paged (0) or contiguous (1), got " +
                            std::to_string(static_cast<int32_t>(kv_allocator)));
@@ -128,6 +137,7 @@ Status estimate_memory(const EngineConfig& config, MemoryEstimate* out) {
   out->kv_bytes_total = plan.kv_bytes_total;
   out->max_tokens_in_cache = plan.max_tokens_in_cache;
   out->activation_bytes = plan.activation_bytes;
+  out->swap_bytes = plan.swap_bytes;
   return Status::Ok();
 }
 

@@ -11,6 +11,7 @@
 #include "core/backend/backend.h"
 #include "core/base/status.h"
 #include "core/kv/block_manager.h"
+#include "core/sched/scheduler.h"
 
 namespace pvllm {
 
@@ -36,6 +37,13 @@ struct EngineConfig {
   // the measuring baseline: each sequence reserves max_model_len slots as
   // one run of blocks at admission, prefix caching is off and forks copy.
   KvAllocator kv_allocator = KvAllocator::kPaged;
+  // Preemption (core/sched/scheduler.h): recompute (default); swap, the
+  // K/V copied to a host swap space and back; or auto, whichever the
+  // backend's cost estimates favour for each sequence. swap_space_bytes
+  // sizes the swap space of swap and auto (0 = as many blocks as the KV
+  // pool); it counts in the host memory the engine needs.
+  PreemptionMode preemption_mode = PreemptionMode::kRecompute;
+  int64_t swap_space_bytes = 0;
   int32_t num_threads = 0;  // 0 = all cores
   // CUDA devices only ("cuda", "cuda:N", or "auto" when a GPU is found;
   // see core/backend/backend_loader.h). The KV pool takes
@@ -63,6 +71,7 @@ struct MemoryEstimate {
   size_t kv_bytes_total = 0;
   int64_t max_tokens_in_cache = 0;
   size_t activation_bytes = 0;  // host engines: the CPU backend's scratch at its largest
+  size_t swap_bytes = 0;        // host engines: the swap space (preemption by swap)
 };
 Status estimate_memory(const EngineConfig& config, MemoryEstimate* out);
 

@@ -91,17 +91,24 @@ Status plan_host_memory(const EngineConfig& config, const ModelConfig& model, si
   plan.kv_bytes_total = mul_sat(plan.kv_bytes_per_block, static_cast<size_t>(plan.num_blocks));
   plan.max_tokens_in_cache = int64_t{plan.num_blocks} * config.block_size;
   plan.activation_bytes = activation_bytes(config, model);
+  if (config.preemption_mode != PreemptionMode::kRecompute) {
+    plan.swap_bytes = mul_sat(
+        plan.kv_bytes_per_block,
+        static_cast<size_t>(swap_pool_blocks(config.swap_space_bytes, plan.kv_bytes_per_block,
+                                             plan.num_blocks, config.block_size)));
+  }
   plan.total_bytes =
-      add_sat(add_sat(plan.weight_bytes, plan.kv_bytes_total), plan.activation_bytes);
+      add_sat(add_sat(add_sat(plan.weight_bytes, plan.kv_bytes_total), plan.activation_bytes),
+              plan.swap_bytes);
   PVLLM_RETURN_IF_ERROR(
       check_pool_holds_a_sequence(config, model, plan.max_model_len, plan.num_blocks));
   const size_t memory = total_memory_bytes > 0 ? total_memory_bytes : physical_memory_bytes();
   if (memory > 0 && plan.total_bytes > memory) {
     return OutOfMemory("the engine needs " + mib(plan.total_bytes) + " (weights " +
                        mib(plan.weight_bytes) + ", KV pool " + mib(plan.kv_bytes_total) +
-                       ", activations " + mib(plan.activation_bytes) + ") but the machine has " +
-                       mib(memory) + "; lower kv_cache_bytes, num_kv_blocks or " +
-                       "max_num_batched_tokens");
+                       ", activations " + mib(plan.activation_bytes) + ", swap space " +
+                       mib(plan.swap_bytes) + ") but the machine has " + mib(memory) +
+                       "; lower kv_cache_bytes, num_kv_blocks or " + "max_num_batched_tokens");
   }
   *out = plan;
   return Status::Ok();

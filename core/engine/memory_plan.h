@@ -25,7 +25,8 @@ struct MemoryPlan {
   // token the residual stream, q/k/v, attention out, gate/up and the RoPE
   // tables; per sequence the final hidden row and its logits.
   size_t activation_bytes = 0;
-  size_t total_bytes = 0;  // weights + KV pool + activations
+  size_t swap_bytes = 0;   // the swap space (preemption by swap or auto)
+  size_t total_bytes = 0;  // weights + KV pool + activations + swap space
 };
 
 // The context length: config.max_model_len when set (refused beyond the

@@ -28,6 +28,7 @@ Status Engine::step() {
   step_time_ = std::chrono::steady_clock::now();
   step.ran = !batch.empty();
   append_or_fail(batch, outcomes, &step);
+  fail_lost_swaps(&step);
   publish(&step);
   return step.status;
 }
@@ -86,11 +87,46 @@ void Engine::take_new_requests(StepResult* step) {
   }
 }
 
+// The batch's swap traffic, out before in (a block swapped out this step may
+// be the one a swap-in fills). A failure loses the swapped sequences' K/V,
+// so they end with kError (swap_failures_), and the batch fails.
+Status Engine::swap(const ScheduledBatch& batch) {
+  Status st = batch.swap_out.empty() ? Status::Ok()
+                                     : backend_->swap_blocks(batch.swap_out, SwapDirection::kOut);
+  if (st.ok() && !batch.swap_in.empty()) {
+    st = backend_->swap_blocks(batch.swap_in, SwapDirection::kIn);
+  }
+  swap_failures_.clear();
+  if (!st.ok()) {
+    swap_failure_ = st;
+    for (Sequence* s : batch.preempted) {
+      if (s->status == SequenceStatus::kSwapped) swap_failures_.push_back(s);
+    }
+  }
+  return st;
+}
+
+// Sequences swapped out by a swap that failed: their K/V is lost, so they
+// end with kError (a beam ends its whole search).
+void Engine::fail_lost_swaps(StepResult* step) {
+  const std::string why = "its K/V could not be swapped out: " + swap_failure_.message();
+  for (Sequence* seq : swap_failures_) {
+    Request& req = *requests_.at(seq->request_id);
+    if (req.beam) {
+      if (!req.beam_seqs.empty()) end_beam_search(&req, FinishReason::kError, why, &step->events);
+    } else {
+      finish_sequence(seq, FinishReason::kError, nullptr, why, &step->events);
+    }
+  }
+  swap_failures_.clear();
+}
+
 // outcomes[i] is batch.seqs[i]'s. A failed block copy fails the whole batch.
 std::vector<Engine::SeqOutcome> Engine::run_batch(const ScheduledBatch& batch) {
   std::vector<SeqOutcome> outcomes(batch.seqs.size());
   if (batch.empty()) return outcomes;
-  const Status copied = backend_->copy_blocks(batch.copies);
+  Status copied = swap(batch);
+  if (copied.ok()) copied = backend_->copy_blocks(batch.copies);
   if (!copied.ok()) {
     for (SeqOutcome& o : outcomes) o.status = copied;
     return outcomes;
@@ -294,6 +330,11 @@ void Engine::update_stats_locked(const StepResult& step) {
   stats_.num_kv_slots_reserved = occ.num_slots_reserved;
   stats_.num_seqs_queued_for_memory = scheduler_->num_queued_for_memory();
   stats_.num_block_copies = m.num_cow_copies;
+  stats_.num_preemptions_by_swap = scheduler_->num_preemptions_by_swap();
+  stats_.num_blocks_swapped_out = scheduler_->num_blocks_swapped_out();
+  stats_.num_blocks_swapped_in = scheduler_->num_blocks_swapped_in();
+  stats_.num_swap_bytes = (stats_.num_blocks_swapped_out + stats_.num_blocks_swapped_in) *
+                          static_cast<int64_t>(swap_block_bytes_);
   stats_.num_prefix_cache_evictions = m.num_evictions;
   if (step.ran) {
     const float ms =

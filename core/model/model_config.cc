@@ -66,6 +66,14 @@ int64_t max_context_length(const ModelConfig& config) {
   return config.max_position_embeddings;
 }
 
+double weight_flops_per_token(const ModelConfig& c) {
+  const double hidden = c.hidden_size;
+  const double attn = static_cast<double>(c.num_heads + c.num_kv_heads * 2) * c.head_dim * hidden +
+                      static_cast<double>(c.num_heads) * c.head_dim * hidden;
+  const double mlp = 3.0 * hidden * c.intermediate_size;
+  return 2.0 * (c.num_layers * (attn + mlp) + static_cast<double>(c.vocab_size) * hidden);
+}
+
 bool rope_depends_on_length(const ModelConfig& config) {
   return config.rope_scaling.type == RopeScaling::Type::kDynamic;
 }

@@ -78,6 +78,11 @@ std::vector<float> rope_inv_freq(const ModelConfig& config, int64_t seq_len = 0)
 // context; llama3 configs already state the stretched length).
 int64_t max_context_length(const ModelConfig& config);
 
+// FLOPs of one token's forward pass through the weights (two per weight:
+// the projections, the MLP and the classifier; attention over the context
+// not counted). For cost estimates.
+double weight_flops_per_token(const ModelConfig& config);
+
 // True when rope_inv_freq depends on seq_len (dynamic scaling past the
 // original context), so a backend computes the table per sequence.
 bool rope_depends_on_length(const ModelConfig& config);

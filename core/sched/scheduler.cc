@@ -50,6 +50,8 @@ class Scheduler::Step {
            batch_.preempted.end();
   }
   std::vector<BlockCopy>* copies() { return &batch_.copies; }
+  std::vector<BlockCopy>* swap_out() { return &batch_.swap_out; }
+  std::vector<BlockCopy>* swap_in() { return &batch_.swap_in; }
 
   void add(Sequence* seq, int32_t num_new, bool is_decode) {
     const bool samples_next_token = seq->num_computed_tokens + num_new == seq->num_tokens();
@@ -90,8 +92,8 @@ class Scheduler::Step {
   ScheduledBatch batch_;
 };
 
-Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* kv_cache)
-    : config_(config), kv_cache_(kv_cache) {
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* kv_cache, SwapPool* swap)
+    : config_(config), kv_cache_(kv_cache), swap_(swap) {
   PVLLM_CHECK(config_.max_num_seqs >= 1, "max_num_seqs must be >= 1");
   PVLLM_CHECK(config_.max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1");
   PVLLM_CHECK(config_.max_prefill_chunk >= 0, "max_prefill_chunk must be >= 0");
@@ -122,9 +124,15 @@ void Scheduler::add_running(Sequence* seq) {
 }
 
 ScheduledBatch Scheduler::schedule() {
+  // The previous batch has run: the swap blocks it read are free again.
+  if (swap_ != nullptr) swap_->free(swap_blocks_in_flight_);
+  swap_blocks_in_flight_.clear();
   Step step(config_.max_num_batched_tokens);
   schedule_running(&step);
-  if (!step.preempted_any()) admit_waiting(&step);
+  if (!step.preempted_any()) {
+    swap_in_swapped(&step);
+    if (swapped_.empty()) admit_waiting(&step);
+  }
   return step.take_batch();
 }
 
@@ -179,9 +187,46 @@ void Scheduler::schedule_running(Step* step) {
   }
 }
 
+int32_t Scheduler::num_seats_used() const {
+  int32_t n = 0;
+  for (const Sequence* s : running_) n += s->num_seats;
+  return n;
+}
+
+void Scheduler::swap_in_swapped(Step* step) {
+  int32_t seats = num_seats_used();
+  while (!swapped_.empty() && step->budget() > 0) {
+    Sequence* seq = swapped_.front();
+    const int32_t num_new =
+        std::min({seq->num_uncomputed_tokens(), chunk_cap(*seq), step->budget()});
+    const int32_t total = seq->num_computed_tokens + num_new;
+    const int32_t keep = seats * config_.admission_headroom_blocks;
+    if (seats + seq->num_seats > config_.max_num_seqs ||
+        !kv_cache_->can_allocate(no_prefix_match(total), total, keep) || !group_fits(*seq, seats)) {
+      break;
+    }
+    swapped_.pop_front();
+    const int32_t got = kv_cache_->allocate(no_prefix_match(total), total, &seq->block_table);
+    PVLLM_CHECK(got == 0, "a swap-in took blocks from the prefix cache");
+    for (size_t i = 0; i < seq->swapped_blocks.size(); ++i) {
+      step->swap_in()->push_back({seq->swapped_blocks[i], seq->block_table.blocks[i]});
+    }
+    num_blocks_swapped_in_ += static_cast<int64_t>(seq->swapped_blocks.size());
+    // Freed once this batch has run (schedule), not before: a swap-out in
+    // this step must not write them while the swap-in still reads them.
+    swap_blocks_in_flight_.insert(swap_blocks_in_flight_.end(), seq->swapped_blocks.begin(),
+                                  seq->swapped_blocks.end());
+    seq->swapped_blocks.clear();
+    seq->status = SequenceStatus::kRunning;
+    running_.push_back(seq);
+    seats += seq->num_seats;
+    // A beam that had drawn before it was swapped has nothing to compute.
+    if (num_new > 0) step->add(seq, num_new, /*is_decode=*/seq->num_uncomputed_tokens() == 1);
+  }
+}
+
 void Scheduler::admit_waiting(Step* step) {
-  int32_t num_seats_used = 0;
-  for (const Sequence* s : running_) num_seats_used += s->num_seats;
+  int32_t num_seats_used = this->num_seats_used();
   auto worst_running = [this]() -> Sequence* {
     if (running_.empty()) return nullptr;
     return *std::max_element(running_.begin(), running_.end(), by_service_order);
@@ -264,6 +309,10 @@ void Scheduler::finish(Sequence* seq) {
     running_.erase(it);
   } else if (auto wt = std::find(waiting_.begin(), waiting_.end(), seq); wt != waiting_.end()) {
     waiting_.erase(wt);
+  } else if (auto st = std::find(swapped_.begin(), swapped_.end(), seq); st != swapped_.end()) {
+    swapped_.erase(st);
+    swap_->free(seq->swapped_blocks);
+    seq->swapped_blocks.clear();
   }
   kv_cache_->free(&seq->block_table);
   seq->status = SequenceStatus::kFinished;
@@ -329,11 +378,13 @@ bool Scheduler::group_fits(const Sequence& head, int32_t num_seats_used) const {
   if (!head_of_group) return true;  // its siblings are in: it follows them
   int32_t num_members = 0;
   int64_t num_slots = 0;
-  for (const Sequence* s : waiting_) {
-    if (s->group != head.group) continue;
-    ++num_members;
-    num_slots += (s->num_tokens() + kv_cache_->block_size() - 1) / kv_cache_->block_size() *
-                 static_cast<int64_t>(kv_cache_->block_size());
+  for (const std::deque<Sequence*>* queue : {&waiting_, &swapped_}) {
+    for (const Sequence* s : *queue) {
+      if (s->group != head.group) continue;
+      ++num_members;
+      num_slots += (s->num_tokens() + kv_cache_->block_size() - 1) / kv_cache_->block_size() *
+                   static_cast<int64_t>(kv_cache_->block_size());
+    }
   }
   if (num_slots > INT32_MAX) return false;
   const int32_t keep = (num_seats_used + num_members) * config_.admission_headroom_blocks;
@@ -344,15 +395,52 @@ bool Scheduler::group_fits(const Sequence& head, int32_t num_seats_used) const {
 void Scheduler::preempt(Sequence* victim, Step* step) {
   auto it = std::find(running_.begin(), running_.end(), victim);
   PVLLM_CHECK(it != running_.end(), "preempting a sequence that is not running");
+  const bool swap = should_swap(*victim);
+  if (swap) swap_out(victim, step);  // before remove_preempted drops its pending copies
   step->remove_preempted(victim);
   running_.erase(it);
   kv_cache_->free(&victim->block_table);
-  victim->status = SequenceStatus::kWaiting;
-  victim->num_computed_tokens = 0;
-  victim->num_cached_tokens = 0;
   ++victim->num_preemptions;
   ++num_preemptions_;
+  victim->num_cached_tokens = 0;
+  if (swap) {
+    victim->status = SequenceStatus::kSwapped;
+    auto pos = std::upper_bound(swapped_.begin(), swapped_.end(), victim, by_service_order);
+    swapped_.insert(pos, victim);
+    return;
+  }
+  victim->status = SequenceStatus::kWaiting;
+  victim->num_computed_tokens = 0;
   insert_waiting(victim);
+}
+
+bool Scheduler::should_swap(const Sequence& victim) const {
+  if (swap_ == nullptr || config_.preemption_mode == PreemptionMode::kRecompute) return false;
+  if (victim.num_computed_tokens == 0) return false;  // nothing to save
+  const auto& blocks = victim.block_table.blocks;
+  if (std::find(blocks.begin(), blocks.end(), kReleasedBlock) != blocks.end()) return false;
+  const int32_t num_blocks = kv_cache_->blocks_for(victim.num_computed_tokens);
+  if (!swap_->can_allocate(num_blocks)) return false;
+  if (config_.preemption_mode == PreemptionMode::kSwap) return true;
+  return num_blocks * config_.swap_seconds_per_block <
+         victim.num_computed_tokens * config_.recompute_seconds_per_token;
+}
+
+// Copies the victim's computed blocks to the swap pool. A block this step
+// copies into (copy-on-write, not run yet) is saved from the copy's source,
+// which still holds what the victim computed.
+void Scheduler::swap_out(Sequence* victim, Step* step) {
+  const int32_t num_blocks = kv_cache_->blocks_for(victim->num_computed_tokens);
+  victim->swapped_blocks = swap_->allocate(num_blocks);
+  for (int32_t i = 0; i < num_blocks; ++i) {
+    BlockId src = victim->block_table.blocks[static_cast<size_t>(i)];
+    for (const BlockCopy& c : *step->copies()) {
+      if (c.dst == src) src = c.src;
+    }
+    step->swap_out()->push_back({src, victim->swapped_blocks[static_cast<size_t>(i)]});
+  }
+  num_blocks_swapped_out_ += num_blocks;
+  ++num_preemptions_by_swap_;
 }
 
 void Scheduler::insert_waiting(Sequence* seq) {

@@ -13,9 +13,16 @@
 #include <vector>
 
 #include "core/kv/kv_cache_manager.h"
+#include "core/kv/swap_pool.h"
 #include "core/sched/sequence.h"
 
 namespace pvllm {
+
+// How a running sequence that must make room is preempted: its blocks freed
+// and its tokens recomputed later, or its K/V copied to the host swap pool
+// and back (no recompute), or whichever costs less by the backend's
+// estimates (auto).
+enum class PreemptionMode : int32_t { kRecompute = 0, kSwap = 1, kAuto = 2 };
 
 struct SchedulerConfig {
   int32_t max_num_seqs = 256;
@@ -29,6 +36,14 @@ struct SchedulerConfig {
   // it a newcomer takes the last free blocks and is preempted again a few
   // steps later, its prefill recomputed each time. 0 turns it off.
   int32_t admission_headroom_blocks = 1;
+  // Preemption (needs a SwapPool for kSwap and kAuto). A sequence is
+  // swapped when the pool has room and, under kAuto, when moving its blocks
+  // (out and back: swap_seconds_per_block each) costs less than computing
+  // its tokens again (recompute_seconds_per_token each). Sequences whose
+  // sliding window released blocks are always recomputed.
+  PreemptionMode preemption_mode = PreemptionMode::kRecompute;
+  double recompute_seconds_per_token = 0.0;
+  double swap_seconds_per_block = 0.0;
 };
 
 struct ScheduledSeq {
@@ -40,9 +55,13 @@ struct ScheduledSeq {
 };
 
 struct ScheduledBatch {
-  std::vector<ScheduledSeq> seqs;    // decodes first, then prefills, each in service order
-  std::vector<BlockCopy> copies;     // copy-on-write, to run before the forward
-  std::vector<Sequence*> preempted;  // sequences sent back to waiting this step
+  std::vector<ScheduledSeq> seqs;  // decodes first, then prefills, each in service order
+  std::vector<BlockCopy> copies;   // copy-on-write, to run before the forward
+  // Swap traffic, run before the copies and the forward, out first:
+  // device block -> swap block, and swap block -> device block.
+  std::vector<BlockCopy> swap_out;
+  std::vector<BlockCopy> swap_in;
+  std::vector<Sequence*> preempted;  // sequences sent back to waiting or swapped this step
   int32_t num_batched_tokens = 0;
   bool empty() const { return seqs.empty(); }
 };
@@ -56,7 +75,8 @@ struct KvOccupancy {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerConfig& config, KvCacheManager* kv_cache);
+  // `swap` (may be null: recompute only) holds the ids of the host blocks.
+  Scheduler(const SchedulerConfig& config, KvCacheManager* kv_cache, SwapPool* swap = nullptr);
 
   // Queues a new sequence (status kWaiting, nothing computed).
   void add(Sequence* seq);
@@ -79,9 +99,14 @@ class Scheduler {
   // Sets status kFinished. Safe to call for a sequence in either queue.
   void finish(Sequence* seq);
 
-  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  // Waiting to be admitted, the swapped included.
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size() + swapped_.size()); }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_swapped() const { return static_cast<int32_t>(swapped_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  int64_t num_preemptions_by_swap() const { return num_preemptions_by_swap_; }
+  int64_t num_blocks_swapped_out() const { return num_blocks_swapped_out_; }
+  int64_t num_blocks_swapped_in() const { return num_blocks_swapped_in_; }
   // Slots in running sequences' blocks that hold no token yet.
   int64_t num_reserved_unused_slots() const;
   // Sequences that waited at least once behind a head of line that
@@ -117,10 +142,16 @@ class Scheduler {
   // chunk instead of preempting others. Without a window, num_new as is.
   template <typename Fits>
   int32_t fit_prefill_chunk(int32_t num_new, Fits fits) const;
-  // Sends a running sequence back to waiting: its blocks are freed (and any
-  // copy into them dropped), it leaves `step`, and it will be recomputed
-  // from its tokens.
+  // Takes a running sequence out of `step` and the running set to make
+  // room: swapped out (swap_out) when the preemption mode says so and the
+  // swap pool has room, else sent back to waiting with its blocks freed (and
+  // any copy into them dropped), to be recomputed from its tokens.
   void preempt(Sequence* victim, Step* step);
+  bool should_swap(const Sequence& victim) const;
+  void swap_out(Sequence* victim, Step* step);
+  // Swapped sequences in service order come back while seats, token budget
+  // and blocks allow (their groups whole), before any waiting one.
+  void swap_in_swapped(Step* step);
   // `seq` and the running members of its group (Sequence::group), in
   // running order; just `seq` when it has none.
   std::vector<Sequence*> group_of(Sequence* seq) const;
@@ -130,12 +161,20 @@ class Scheduler {
   // sequence caps its own (Sequence::max_chunk_tokens).
   int32_t chunk_cap(const Sequence& seq) const;
   void insert_waiting(Sequence* seq);  // keeps waiting_ in service order
+  int32_t num_seats_used() const;
 
   SchedulerConfig config_;
   KvCacheManager* kv_cache_;
+  SwapPool* swap_;
   std::deque<Sequence*> waiting_;  // service order
+  std::deque<Sequence*> swapped_;  // service order
   std::vector<Sequence*> running_;
   int64_t num_preemptions_ = 0;
+  int64_t num_preemptions_by_swap_ = 0;
+  int64_t num_blocks_swapped_out_ = 0;
+  int64_t num_blocks_swapped_in_ = 0;
+  // Swap blocks the last batch's swap-ins read; free once it has run.
+  std::vector<BlockId> swap_blocks_in_flight_;
   int64_t num_queued_for_memory_ = 0;
   // kv_occupancy's per-block fill, [num_blocks]: an entry counts only when its
   // stamp equals occupancy_pass_, so a pass costs the blocks it visits, not

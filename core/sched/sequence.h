@@ -10,7 +10,9 @@
 
 namespace pvllm {
 
-enum class SequenceStatus : uint8_t { kWaiting = 0, kRunning = 1, kFinished = 2 };
+// kSwapped: preempted by swap; its K/V waits in the host swap pool
+// (swapped_blocks) and comes back without recompute.
+enum class SequenceStatus : uint8_t { kWaiting = 0, kRunning = 1, kFinished = 2, kSwapped = 3 };
 
 struct Sequence {
   uint64_t seq_id = 0;
@@ -46,6 +48,9 @@ struct Sequence {
   uint64_t group = 0;
 
   BlockTable block_table;
+  // While swapped: the swap-pool blocks holding its first
+  // blocks_for(num_computed_tokens) blocks, in order.
+  std::vector<BlockId> swapped_blocks;
 
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t num_generated_tokens() const { return num_tokens() - num_prompt_tokens; }

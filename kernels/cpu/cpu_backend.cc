@@ -135,6 +135,9 @@ class CpuBackend final : public Backend {
                         std::vector<SampleResult>* out) override;
   Status forward(const BatchMetadata& md, float* logits) override;
   Status copy_blocks(const std::vector<BlockCopy>& copies) override;
+  Status reserve_swap_space(int64_t bytes, int32_t* num_blocks) override;
+  Status swap_blocks(const std::vector<BlockCopy>& copies, SwapDirection direction) override;
+  PreemptionCosts preemption_costs() const override;
   int32_t num_blocks() const override { return num_blocks_; }
   int32_t block_size() const override { return block_size_; }
 
@@ -179,6 +182,9 @@ class CpuBackend final : public Backend {
   // Per layer: [num_blocks, num_kv_heads, block_size, head_dim] fp32.
   std::vector<cpu::HostBuffer> k_cache_;
   std::vector<cpu::HostBuffer> v_cache_;
+  // The swap space: [num_swap_blocks][num_layers][K, V][block_floats_].
+  cpu::HostBuffer swap_;
+  int32_t num_swap_blocks_ = 0;
 
   // Scratch for one forward, n = md.num_tokens rows each.
   std::vector<float> x_;        // [n, hidden] residual stream
@@ -549,6 +555,63 @@ Status CpuBackend::forward_sample(const BatchMetadata& md, std::span<const Sampl
       std::max<int64_t>(1, (int64_t{1} << 16) / vocab));
   if (out_of_memory.load()) return OutOfMemory("cpu backend: out of memory while sampling");
   return Status::Ok();
+}
+
+Status CpuBackend::reserve_swap_space(int64_t bytes, int32_t* out_blocks) {
+  if (bytes < 0) return InvalidArgument("cpu backend: a negative swap space");
+  const size_t block_bytes = kv_bytes_per_block_f32(config_, block_size_);
+  const int32_t num_blocks = swap_pool_blocks(bytes, block_bytes, num_blocks_, block_size_);
+  if (static_cast<uint64_t>(num_blocks) > physical_memory_bytes() / block_bytes) {
+    return OutOfMemory("cpu backend: a swap space of " + std::to_string(num_blocks) +
+                       " blocks exceeds this host's memory");
+  }
+  // Reserved, not touched: a block's pages arrive with its first swap-out.
+  swap_ = cpu::allocate_host(std::max<size_t>(1, static_cast<size_t>(num_blocks) * block_bytes));
+  if (swap_ == nullptr) {
+    return OutOfMemory("cpu backend: cannot allocate a swap space of " +
+                       std::to_string(num_blocks) + " blocks");
+  }
+  num_swap_blocks_ = num_blocks;
+  *out_blocks = num_blocks;
+  return Status::Ok();
+}
+
+Status CpuBackend::swap_blocks(const std::vector<BlockCopy>& copies, SwapDirection direction) {
+  const bool out = direction == SwapDirection::kOut;
+  for (const BlockCopy& cp : copies) {
+    const int32_t pool = out ? cp.src : cp.dst;
+    const int32_t swap = out ? cp.dst : cp.src;
+    if (pool < 0 || pool >= num_blocks_ || swap < 0 || swap >= num_swap_blocks_) {
+      return InvalidArgument("swap_blocks: block " + std::to_string(cp.src) + " -> " +
+                             std::to_string(cp.dst) + " is outside the pool of " +
+                             std::to_string(num_blocks_) + " or the swap space of " +
+                             std::to_string(num_swap_blocks_));
+    }
+  }
+  const size_t bytes = static_cast<size_t>(block_floats_) * sizeof(float);
+  float* swap_base = kv_floats(swap_);
+  for (const BlockCopy& cp : copies) {
+    const int32_t pool = out ? cp.src : cp.dst;
+    float* swapped = swap_base + static_cast<int64_t>(out ? cp.dst : cp.src) * 2 *
+                                     config_.num_layers * block_floats_;
+    for (int32_t l = 0; l < config_.num_layers; ++l) {
+      float* k = kv_floats(k_cache_[l]) + pool * block_floats_;
+      float* v = kv_floats(v_cache_[l]) + pool * block_floats_;
+      float* sk = swapped + (2 * l) * block_floats_;
+      float* sv = sk + block_floats_;
+      std::memcpy(out ? sk : k, out ? k : sk, bytes);
+      std::memcpy(out ? sv : v, out ? v : sv, bytes);
+    }
+  }
+  return Status::Ok();
+}
+
+// Rough figures for this host: 50 GFLOP/s for recomputing (two FLOPs per
+// weight per token) and 10 GB/s for copying a block out and back.
+PreemptionCosts CpuBackend::preemption_costs() const {
+  const double flops_per_token = weight_flops_per_token(config_);
+  const double block_bytes = static_cast<double>(kv_bytes_per_block_f32(config_, block_size_));
+  return {flops_per_token / 50e9, 2.0 * block_bytes / 10e9, static_cast<size_t>(block_bytes)};
 }
 
 Status CpuBackend::copy_blocks(const std::vector<BlockCopy>& copies) {

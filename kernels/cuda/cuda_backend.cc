@@ -220,6 +220,9 @@ class CudaBackend final : public Backend {
                         std::vector<SampleResult>* out) override;
   Status forward(const BatchMetadata& md, float* logits) override;
   Status copy_blocks(const std::vector<BlockCopy>& copies) override;
+  Status reserve_swap_space(int64_t bytes, int32_t* num_blocks) override;
+  Status swap_blocks(const std::vector<BlockCopy>& copies, SwapDirection direction) override;
+  PreemptionCosts preemption_costs() const override;
   int32_t num_blocks() const override { return num_blocks_; }
   int32_t block_size() const override { return opt_.block_size; }
 
@@ -332,6 +335,9 @@ class CudaBackend final : public Backend {
   size_t kv_layer_bytes_ = 0;
   DeviceBuffer k_cache_;
   DeviceBuffer v_cache_;
+  // The swap space, page-locked: [num_swap_blocks_][K, V][num_layers][block bytes].
+  PinnedBuffer swap_;
+  int32_t num_swap_blocks_ = 0;
 };
 
 CudaBackend::~CudaBackend() {
@@ -1312,6 +1318,60 @@ Status CudaBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
   PVLLM_KERNEL_TRY(pvllm_cuda_copy_blocks(p, stream_), "copy_blocks");
   PVLLM_CUDA_TRY(cudaStreamSynchronize(stream_), "copy_blocks");
   return Status::Ok();
+}
+
+Status CudaBackend::reserve_swap_space(int64_t bytes, int32_t* out_blocks) {
+  if (bytes < 0) return InvalidArgument("cuda backend: a negative swap space");
+  const size_t per_block = kv_bytes_per_block(cfg_, opt_.block_size, elem());
+  const int32_t num_blocks = swap_pool_blocks(bytes, per_block, num_blocks_, opt_.block_size);
+  PVLLM_RETURN_IF_ERROR(
+      swap_.allocate(static_cast<size_t>(num_blocks) * per_block, "the swap space (pinned)"));
+  num_swap_blocks_ = num_blocks;
+  *out_blocks = num_blocks;
+  return Status::Ok();
+}
+
+// One block of every layer's K (then V) per copy: a 2D copy whose rows are
+// the layers (the pool keeps each layer's blocks together, the swap space
+// each block's layers).
+Status CudaBackend::swap_blocks(const std::vector<BlockCopy>& copies, SwapDirection direction) {
+  if (copies.empty()) return Status::Ok();
+  PVLLM_CUDA_TRY(cudaSetDevice(opt_.device_index), "cudaSetDevice");
+  const bool out = direction == SwapDirection::kOut;
+  const size_t block_bytes = kv_layer_bytes_ / static_cast<size_t>(num_blocks_);
+  const size_t layers = static_cast<size_t>(cfg_.num_layers);
+  for (const BlockCopy& c : copies) {
+    const int32_t pool = out ? c.src : c.dst;
+    const int32_t swap = out ? c.dst : c.src;
+    if (pool < 0 || pool >= num_blocks_ || swap < 0 || swap >= num_swap_blocks_) {
+      return InvalidArgument("swap_blocks: block " + std::to_string(c.src) + " -> " +
+                             std::to_string(c.dst) + " is outside the pool or the swap space");
+    }
+    unsigned char* host =
+        swap_.as<unsigned char>() + static_cast<size_t>(swap) * 2 * layers * block_bytes;
+    for (int kv = 0; kv < 2; ++kv) {
+      unsigned char* dev = (kv == 0 ? k_cache_ : v_cache_).as<unsigned char>() +
+                           static_cast<size_t>(pool) * block_bytes;
+      unsigned char* h = host + static_cast<size_t>(kv) * layers * block_bytes;
+      const cudaError_t e =
+          out ? cudaMemcpy2DAsync(h, block_bytes, dev, kv_layer_bytes_, block_bytes, layers,
+                                  cudaMemcpyDeviceToHost, stream_)
+              : cudaMemcpy2DAsync(dev, kv_layer_bytes_, h, block_bytes, block_bytes, layers,
+                                  cudaMemcpyHostToDevice, stream_);
+      if (e != cudaSuccess)
+        return cuda_status(e, out ? "swapping a block out" : "swapping a block in");
+    }
+  }
+  PVLLM_CUDA_TRY(cudaStreamSynchronize(stream_), "swap_blocks");
+  return Status::Ok();
+}
+
+// Rough figures for a datacenter GPU: 300 TFLOP/s for recomputing (two
+// FLOPs per weight per token) and 20 GB/s each way over PCIe.
+PreemptionCosts CudaBackend::preemption_costs() const {
+  const double flops_per_token = weight_flops_per_token(cfg_);
+  const size_t block = kv_bytes_per_block(cfg_, opt_.block_size, elem());
+  return {flops_per_token / 300e12, 2.0 * static_cast<double>(block) / 20e9, block};
 }
 
 int32_t fail(const Status& s, char* err, size_t err_len) {

@@ -223,37 +223,46 @@ TEST_F(BeamSearchTest, BeamsShareTheirBlocks) {
   EXPECT_GT(engine->stats().num_block_copies, 0) << "forks write into shared last blocks";
 }
 
+// By recompute and by swap (each beam's blocks to the host and back).
 TEST_F(BeamSearchTest, PreemptedBeamsGiveTheSameResult) {
-  EngineConfig c = config();
-  c.num_kv_blocks = 12;  // 4 beams of up to 45 tokens need 12 unshared
-  c.max_model_len = 64;
-  auto engine = make_engine(c);
-  uint64_t beams = 0, other = 0;
-  ASSERT_TRUE(engine
-                  ->submit_tokens(prompt_, beam_params(4, 2, 1.0f, EarlyStopping::kNever, 40),
-                                  /*priority=*/1, &beams)
-                  .ok());
-  std::vector<Output> events;
-  for (int i = 0; i < 12; ++i) {
-    ASSERT_TRUE(engine->step().ok());
+  for (const PreemptionMode mode : {PreemptionMode::kRecompute, PreemptionMode::kSwap}) {
+    const std::string what = mode == PreemptionMode::kSwap ? "preempted by swap" : "preempted";
+    EngineConfig c = config();
+    c.num_kv_blocks = 12;  // 4 beams of up to 45 tokens need 12 unshared
+    c.max_model_len = 64;
+    c.preemption_mode = mode;
+    auto engine = make_engine(c);
+    uint64_t beams = 0, other = 0;
+    ASSERT_TRUE(engine
+                    ->submit_tokens(prompt_, beam_params(4, 2, 1.0f, EarlyStopping::kNever, 40),
+                                    /*priority=*/1, &beams)
+                    .ok());
+    std::vector<Output> events;
+    for (int i = 0; i < 12; ++i) {
+      ASSERT_TRUE(engine->step().ok());
+      engine->poll(&events);
+    }
+    // A request of better priority that needs the pool pushes the beams out
+    // (all of them: they are preempted together) and runs first.
+    std::vector<int32_t> long_prompt = prompt_;
+    while (long_prompt.size() < 40) long_prompt.push_back(long_prompt[long_prompt.size() % 5]);
+    SamplingParams p = greedy(20);
+    p.ignore_eos = true;
+    ASSERT_TRUE(engine->submit_tokens(long_prompt, p, /*priority=*/-1, &other).ok());
+    for (int i = 0; i < 10000 && engine->has_unfinished(); ++i) {
+      ASSERT_TRUE(engine->step().ok());
+      engine->poll(&events);
+    }
     engine->poll(&events);
+    EXPECT_GE(engine->stats().num_preemptions, 4)
+        << what << ": the pool was meant to preempt the beams";
+    if (mode == PreemptionMode::kSwap) {
+      EXPECT_GE(engine->stats().num_preemptions_by_swap, 4);
+    }
+    std::erase_if(events, [other](const Output& ev) { return ev.request_id == other; });
+    expect_equal(events, reference(4, 2, 1.0f, EarlyStopping::kNever, 40), 2, what);
+    EXPECT_EQ(engine->stats().num_blocks_used, 0);
   }
-  // A request of better priority that needs the pool pushes the beams out
-  // (all of them: they are preempted together) and runs first.
-  std::vector<int32_t> long_prompt = prompt_;
-  while (long_prompt.size() < 40) long_prompt.push_back(long_prompt[long_prompt.size() % 5]);
-  SamplingParams p = greedy(20);
-  p.ignore_eos = true;
-  ASSERT_TRUE(engine->submit_tokens(long_prompt, p, /*priority=*/-1, &other).ok());
-  for (int i = 0; i < 10000 && engine->has_unfinished(); ++i) {
-    ASSERT_TRUE(engine->step().ok());
-    engine->poll(&events);
-  }
-  engine->poll(&events);
-  EXPECT_GE(engine->stats().num_preemptions, 4) << "the pool was meant to preempt the beams";
-  std::erase_if(events, [other](const Output& ev) { return ev.request_id == other; });
-  expect_equal(events, reference(4, 2, 1.0f, EarlyStopping::kNever, 40), 2, "preempted");
-  EXPECT_EQ(engine->stats().num_blocks_used, 0);
 }
 
 TEST_F(BeamSearchTest, AbortEndsEverySampleAndFreesTheBeams) {

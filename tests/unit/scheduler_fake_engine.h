@@ -57,11 +57,15 @@ inline std::vector<int32_t> reference_tokens(std::vector<int32_t> tokens, int32_
 
 class FakeEngine {
  public:
+  // num_swap_blocks > 0: a swap pool of that many blocks (preemption by
+  // swap, as config.preemption_mode says), its "K/V" kept like the pool's.
   FakeEngine(int32_t num_blocks, int32_t block_size, bool prefix_caching,
-             const SchedulerConfig& config, int32_t sliding_window = 0)
+             const SchedulerConfig& config, int32_t sliding_window = 0, int32_t num_swap_blocks = 0)
       : bm_(num_blocks, block_size, prefix_caching, sliding_window),
-        sched_(config, &bm_),
+        swap_(num_swap_blocks > 0 ? std::make_unique<SwapPool>(num_swap_blocks) : nullptr),
+        sched_(config, &bm_, swap_.get()),
         kv_(static_cast<size_t>(num_blocks) * block_size, -1),
+        swap_kv_(static_cast<size_t>(num_swap_blocks) * block_size, -1),
         window_(sliding_window) {}
 
   Sequence* submit(std::vector<int32_t> prompt, int32_t max_new, int32_t priority = 0) {
@@ -131,6 +135,7 @@ class FakeEngine {
   }
 
   BlockManager& bm() { return bm_; }
+  SwapPool* swap() { return swap_.get(); }
   int32_t window() const { return window_; }
   Scheduler& sched() { return sched_; }
   const SchedulerConfig& config() const { return sched_.config(); }
@@ -162,8 +167,13 @@ class FakeEngine {
     }
     for (const Sequence* p : batch.preempted) {
       ASSERT_EQ(seen.count(p), 0u) << "a preempted sequence is also scheduled";
-      ASSERT_EQ(p->status, SequenceStatus::kWaiting);
       ASSERT_TRUE(p->block_table.blocks.empty());
+      if (p->status == SequenceStatus::kSwapped) {
+        ASSERT_EQ(static_cast<int32_t>(p->swapped_blocks.size()),
+                  bm_.blocks_for(p->num_computed_tokens));
+        continue;
+      }
+      ASSERT_EQ(p->status, SequenceStatus::kWaiting);
       ASSERT_EQ(p->num_computed_tokens, 0);
     }
     // Every copy fills a distinct block that a scheduled sequence alone owns.
@@ -190,6 +200,13 @@ class FakeEngine {
 
   void forward(const ScheduledBatch& batch) {
     const int32_t bs = bm_.block_size();
+    // As the engine runs them: swap-outs, swap-ins, copies, the forward.
+    for (const BlockCopy& c : batch.swap_out) {
+      std::copy_n(kv_.begin() + c.src * bs, bs, swap_kv_.begin() + c.dst * bs);
+    }
+    for (const BlockCopy& c : batch.swap_in) {
+      std::copy_n(swap_kv_.begin() + c.src * bs, bs, kv_.begin() + c.dst * bs);
+    }
     for (const BlockCopy& c : batch.copies) {
       std::copy_n(kv_.begin() + c.src * bs, bs, kv_.begin() + c.dst * bs);
     }
@@ -243,9 +260,11 @@ class FakeEngine {
   }
 
   BlockManager bm_;
+  std::unique_ptr<SwapPool> swap_;
   Scheduler sched_;
-  std::vector<int32_t> kv_;  // [num_blocks * block_size] token id per slot
-  int32_t window_;           // 0: the fake model reads the whole context
+  std::vector<int32_t> kv_;       // [num_blocks * block_size] token id per slot
+  std::vector<int32_t> swap_kv_;  // [num_swap_blocks * block_size] likewise
+  int32_t window_;                // 0: the fake model reads the whole context
   std::vector<std::unique_ptr<Sequence>> seqs_;
   std::map<const Sequence*, int32_t> max_new_;
   std::map<const Sequence*, int32_t> sampled_;

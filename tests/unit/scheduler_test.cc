@@ -536,3 +536,107 @@ TEST(SchedulerGroupTest, AGroupIsPreemptedTogether) {
 
 }  // namespace
 }  // namespace pvllm::testing
+
+namespace pvllm::testing {
+namespace {
+
+SchedulerConfig swap_config(PreemptionMode mode, double recompute_per_token = 0,
+                            double swap_per_block = 0) {
+  SchedulerConfig c = make_config(8, 64);
+  c.admission_headroom_blocks = 0;
+  c.preemption_mode = mode;
+  c.recompute_seconds_per_token = recompute_per_token;
+  c.swap_seconds_per_block = swap_per_block;
+  return c;
+}
+
+// Sequences that outgrow the pool: preempted, swapped out with their K/V
+// and back in without recompute, the fake model reading every key back.
+TEST(SchedulerSwapTest, SwappedSequencesComeBackWithTheirKv) {
+  FakeEngine e(5, 8, false, swap_config(PreemptionMode::kSwap), 0, /*num_swap_blocks=*/16);
+  std::vector<Sequence*> seqs;
+  for (int i = 0; i < 3; ++i) seqs.push_back(e.submit(iota_tokens(6, 40 * i), 8));
+  e.run_to_completion();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(seqs[i]->token_ids, reference_tokens(iota_tokens(6, 40 * i), 8)) << i;
+  }
+  EXPECT_GT(e.sched().num_preemptions(), 0);
+  EXPECT_EQ(e.sched().num_preemptions_by_swap(), e.sched().num_preemptions());
+  EXPECT_EQ(e.sched().num_blocks_swapped_in(), e.sched().num_blocks_swapped_out());
+  e.sched().schedule();  // the last swap-ins' blocks are released
+  EXPECT_EQ(e.swap()->num_free(), 16) << "swap blocks leaked";
+}
+
+// No room in the swap pool: recompute instead.
+TEST(SchedulerSwapTest, AFullSwapPoolFallsBackToRecompute) {
+  FakeEngine e(5, 8, false, swap_config(PreemptionMode::kSwap), 0, /*num_swap_blocks=*/1);
+  std::vector<Sequence*> seqs;
+  for (int i = 0; i < 3; ++i) seqs.push_back(e.submit(iota_tokens(10, 40 * i), 10));
+  e.run_to_completion();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(seqs[i]->token_ids, reference_tokens(iota_tokens(10, 40 * i), 10)) << i;
+  }
+  EXPECT_GT(e.sched().num_preemptions(), e.sched().num_preemptions_by_swap());
+}
+
+// Auto: swap when moving a sequence's blocks costs less than recomputing
+// its tokens, else recompute.
+TEST(SchedulerSwapTest, AutoFollowsTheCosts) {
+  for (const bool swap_is_cheap : {true, false}) {
+    FakeEngine e(5, 8, false,
+                 swap_config(PreemptionMode::kAuto, /*recompute_per_token=*/1.0,
+                             /*swap_per_block=*/swap_is_cheap ? 0.5 : 100.0),
+                 0, /*num_swap_blocks=*/16);
+    std::vector<Sequence*> seqs;
+    for (int i = 0; i < 3; ++i) seqs.push_back(e.submit(iota_tokens(6, 40 * i), 8));
+    e.run_to_completion();
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(seqs[i]->token_ids, reference_tokens(iota_tokens(6, 40 * i), 8)) << i;
+    }
+    ASSERT_GT(e.sched().num_preemptions(), 0);
+    EXPECT_EQ(e.sched().num_preemptions_by_swap(), swap_is_cheap ? e.sched().num_preemptions() : 0)
+        << (swap_is_cheap ? "swap is cheaper" : "recompute is cheaper");
+  }
+}
+
+// A victim whose last block is being copied on write this step is saved
+// from the copy's source; n forked samples still end with the right keys.
+TEST(SchedulerSwapTest, ForkedSamplesSwapCorrectly) {
+  FakeEngine e(5, 8, false, swap_config(PreemptionMode::kSwap), 0, /*num_swap_blocks=*/16);
+  Sequence* a = e.submit(iota_tokens(6), 10);
+  a->num_seats = 3;
+  e.step();  // a's prompt
+  Sequence* b = e.fork(a, 1);
+  Sequence* c = e.fork(a, 2);
+  Sequence* d = e.submit(iota_tokens(9, 300), 6);
+  e.run_to_completion();
+  EXPECT_EQ(a->token_ids, reference_tokens(iota_tokens(6), 10, 0));
+  EXPECT_EQ(b->token_ids, reference_tokens(iota_tokens(6), 10, 1));
+  EXPECT_EQ(c->token_ids, reference_tokens(iota_tokens(6), 10, 2));
+  EXPECT_EQ(d->token_ids, reference_tokens(iota_tokens(9, 300), 6));
+  EXPECT_GT(e.sched().num_preemptions_by_swap(), 0);
+}
+
+// Admission's priority preemption picks victims already scheduled in the
+// step: one whose last block is being copied on write (the copy has not
+// run) is saved from the copy's source, which holds its keys.
+TEST(SchedulerSwapTest, AVictimMidCopyOnWriteIsSavedFromTheSource) {
+  FakeEngine e(5, 8, false, swap_config(PreemptionMode::kSwap), 0, /*num_swap_blocks=*/16);
+  Sequence* a = e.submit(iota_tokens(6), 6, /*priority=*/1);
+  a->num_seats = 3;
+  e.step();  // the prompt: one block, shared by the three samples below
+  Sequence* b = e.fork(a, 1);
+  Sequence* c = e.fork(a, 2);
+  Sequence* urgent = e.submit(iota_tokens(28, 300), 4, /*priority=*/-1);
+  ScheduledBatch batch = e.step();  // a, b, c copy on write; urgent pushes some out
+  EXPECT_FALSE(batch.copies.empty());
+  EXPECT_FALSE(batch.swap_out.empty());
+  e.run_to_completion();
+  EXPECT_EQ(a->token_ids, reference_tokens(iota_tokens(6), 6, 0));
+  EXPECT_EQ(b->token_ids, reference_tokens(iota_tokens(6), 6, 1));
+  EXPECT_EQ(c->token_ids, reference_tokens(iota_tokens(6), 6, 2));
+  EXPECT_EQ(urgent->token_ids, reference_tokens(iota_tokens(28, 300), 4));
+}
+
+}  // namespace
+}  // namespace pvllm::testing
