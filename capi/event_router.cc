@@ -8,12 +8,18 @@
 
 namespace pvllm {
 
-void EventRouter::add_request(uint64_t id, Delivery delivery) {
-  std::lock_guard<std::mutex> lock(mu_);
+void EventRouter::add_request(uint64_t id, Delivery delivery, OutputHandler handler) {
+  std::unique_lock<std::mutex> lock(mu_);
   RecordPtr& record = records_[id];
   if (!record) record = std::make_shared<Record>();
   record->added = true;
   record->delivery = delivery;
+  if (delivery == Delivery::kHandler) {
+    record->handler = std::move(handler);
+    lock.unlock();
+    deliver(id);  // what it made before this call
+    return;
+  }
   if (record->over) {
     // Its last event was taken by a poll on this id before the submit
     // returned: nothing left to keep.
@@ -26,8 +32,35 @@ void EventRouter::add_request(uint64_t id, Delivery delivery) {
 }
 
 void EventRouter::publish() {
-  std::lock_guard<std::mutex> lock(mu_);
-  drain_locked();
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    drain_locked();
+    ids.swap(to_deliver_);
+  }
+  for (uint64_t id : ids) deliver(id);
+}
+
+void EventRouter::deliver(uint64_t id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto it = records_.find(id);
+  if (it == records_.end()) return;
+  const RecordPtr record = it->second;
+  if (!record->added || record->delivery != Delivery::kHandler || record->delivering) return;
+  record->delivering = true;
+  bool last = false;
+  while (!record->events.empty()) {
+    std::deque<Queued> batch;
+    batch.swap(record->events);
+    lock.unlock();
+    for (Queued& q : batch) {
+      last = last || q.event.request_finished;
+      record->handler(std::move(q.event));
+    }
+    lock.lock();
+  }
+  record->delivering = false;
+  if (last) end_locked(id, record.get());
 }
 
 void EventRouter::take_shared(size_t max_events, std::vector<Output>* out) {
@@ -48,6 +81,7 @@ Status EventRouter::take_request(uint64_t id, size_t max_events, std::vector<Out
   drain_locked();
   const RecordPtr record = find_open_locked(id);
   if (!record) return not_found(id);
+  if (record->delivery == Delivery::kHandler) return not_for_takers(id);
   while (max_events > 0 && !record->events.empty()) {
     out->push_back(take_front_locked(id, record.get()));
     --max_events;
@@ -60,6 +94,7 @@ Status EventRouter::wait(uint64_t id, int32_t timeout_ms) {
   drain_locked();
   const RecordPtr record = find_open_locked(id);
   if (!record) return not_found(id);
+  if (record->delivery == Delivery::kHandler) return not_for_takers(id);
   // The record outlives its erasure from records_ while this holds it, so
   // the wait can see it end.
   const auto ready = [&] { return !record->events.empty() || record->over || record->detached; };
@@ -79,6 +114,7 @@ Status EventRouter::detach(uint64_t id) {
   drain_locked();
   const RecordPtr record = find_open_locked(id);
   if (!record) return not_found(id);
+  if (record->delivery == Delivery::kHandler) return not_for_takers(id);
   record->detached = true;
   bool has_last = false;
   for (const Queued& q : record->events) {
@@ -105,6 +141,9 @@ void EventRouter::drain_locked() {
     }
     const uint64_t seq = next_seq_++;
     if (record->added && record->delivery == Delivery::kShared) shared_.emplace(seq, id);
+    if (record->added && record->delivery == Delivery::kHandler && record->events.empty()) {
+      to_deliver_.push_back(id);
+    }
     record->events.push_back(Queued{seq, std::move(event)});
     record->changed.notify_all();
   }
@@ -115,6 +154,11 @@ EventRouter::RecordPtr EventRouter::find_open_locked(uint64_t id) const {
   const auto it = records_.find(id);
   if (it == records_.end() || it->second->over || it->second->detached) return nullptr;
   return it->second;
+}
+
+Status EventRouter::not_for_takers(uint64_t id) {
+  return InvalidArgument("request " + std::to_string(id) +
+                         " delivers its events to its on_output handler");
 }
 
 Output EventRouter::take_front_locked(uint64_t id, Record* record) {

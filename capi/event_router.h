@@ -19,12 +19,19 @@
 // enter (under mu_, so two drains cannot reorder them); the owner calls it
 // after each step so that waiters wake, and every take_* calls it first.
 // Lock order: mu_, then the engine's own lock (inside Engine::poll).
+//
+// Handlers (Delivery::kHandler): a request's events go to its handler
+// instead of a queue. publish() and add_request() hand them over outside
+// mu_ (the handler may call into the library); one thread at a time
+// delivers a request's events (Record::delivering), in order, so events
+// that arrive meanwhile are delivered by that thread.
 #pragma once
 
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,7 +47,11 @@ namespace pvllm {
 enum class Delivery : int32_t {
   kShared = 0,      // take_shared() and take_request()
   kPerRequest = 1,  // take_request() only
+  kHandler = 2,     // its handler (add_request's `handler`), nothing else
 };
+
+// A request's handler: called with each of its events.
+using OutputHandler = std::function<void(Output&&)>;
 
 class EventRouter {
  public:
@@ -49,10 +60,12 @@ class EventRouter {
   // Records how request `id` (just returned by Engine::submit_*) is
   // delivered. Until this runs, the request's events are kept from
   // take_shared(), so none escapes to a shared poller by racing the submit.
-  void add_request(uint64_t id, Delivery delivery);
+  // With kHandler, `handler` receives every event, those made before this
+  // call included (delivered before it returns).
+  void add_request(uint64_t id, Delivery delivery, OutputHandler handler = {});
 
-  // Moves the engine's new events into their requests' queues and wakes the
-  // waiters of those requests.
+  // Moves the engine's new events into their requests' queues, wakes the
+  // waiters of those requests and hands handlers their events.
   void publish();
 
   // Up to max_events of the oldest queued events of shared requests.
@@ -79,6 +92,8 @@ class EventRouter {
   struct Record {
     bool added = false;  // add_request ran: `delivery` is known
     Delivery delivery = Delivery::kShared;
+    OutputHandler handler;    // with kHandler
+    bool delivering = false;  // a thread is handing its events to the handler
     bool detached = false;
     bool over = false;  // its last event was taken or dropped
     std::deque<Queued> events;
@@ -87,15 +102,18 @@ class EventRouter {
   using RecordPtr = std::shared_ptr<Record>;
 
   void drain_locked();
+  void deliver(uint64_t id);                      // hands request id's queued events to its handler
   RecordPtr find_open_locked(uint64_t id) const;  // null when missing, over or detached
   Output take_front_locked(uint64_t id, Record* record);
   void end_locked(uint64_t id, Record* record);  // the last event is gone
   static Status not_found(uint64_t id);
+  static Status not_for_takers(uint64_t id);
 
   Engine* const engine_;
   std::mutex mu_;
   std::unordered_map<uint64_t, RecordPtr> records_;
   std::map<uint64_t, uint64_t> shared_;  // seq -> request id
+  std::vector<uint64_t> to_deliver_;     // handler requests with queued events
   uint64_t next_seq_ = 0;
   std::vector<Output> drained_;  // drain_locked's buffer, kept for its capacity
 };

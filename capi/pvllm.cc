@@ -22,6 +22,7 @@
 
 #include "capi/event_router.h"
 #include "capi/handle_registry.h"
+#include "core/base/log.h"
 #include "core/base/status.h"
 #include "core/base/tensor.h"
 #include "core/chat/chat_template.h"
@@ -210,6 +211,13 @@ constexpr size_t kV1Size<pvllm_request> = offsetof(pvllm_request, delivery);
 // struct ended right after eos_token_id (all its fields are 4-byte or less).
 template <>
 constexpr size_t kV1Size<pvllm_model_config> = offsetof(pvllm_model_config, rope_type);
+// pvllm_sampling_params grew prompt_logprobs and what follows in 0.5.
+template <>
+constexpr size_t kV1Size<pvllm_sampling_params> = offsetof(pvllm_sampling_params, prompt_logprobs);
+static_assert(offsetof(pvllm_sampling_params, prompt_logprobs) ==
+                  (offsetof(pvllm_sampling_params, n) + sizeof(int32_t) + alignof(int64_t) - 1) /
+                      alignof(int64_t) * alignof(int64_t),
+              "pvllm_sampling_params.prompt_logprobs must start where the 0.4 struct ended");
 // pvllm_stats grew backend in 0.4.
 template <>
 constexpr size_t kV1Size<pvllm_stats> = offsetof(pvllm_stats, backend);
@@ -249,12 +257,25 @@ std::span<const AppendedField> appended_fields<pvllm_engine_params>() {
       PVLLM_APPENDED(pvllm_engine_params, random_weights),
       PVLLM_APPENDED(pvllm_engine_params, gpu_memory_utilization),
       PVLLM_APPENDED(pvllm_engine_params, dtype),
-      PVLLM_APPENDED(pvllm_engine_params, enable_cuda_graphs)};
+      PVLLM_APPENDED(pvllm_engine_params, enable_cuda_graphs),
+      PVLLM_APPENDED(pvllm_engine_params, swap_space_bytes),
+      PVLLM_APPENDED(pvllm_engine_params, preemption_mode)};
+  return kFields;
+}
+template <>
+std::span<const AppendedField> appended_fields<pvllm_sampling_params>() {
+  static constexpr AppendedField kFields[] = {
+      PVLLM_APPENDED(pvllm_sampling_params, prompt_logprobs),
+      PVLLM_APPENDED(pvllm_sampling_params, beam_width),
+      PVLLM_APPENDED(pvllm_sampling_params, length_penalty),
+      PVLLM_APPENDED(pvllm_sampling_params, early_stopping)};
   return kFields;
 }
 template <>
 std::span<const AppendedField> appended_fields<pvllm_request>() {
-  static constexpr AppendedField kFields[] = {PVLLM_APPENDED(pvllm_request, delivery)};
+  static constexpr AppendedField kFields[] = {PVLLM_APPENDED(pvllm_request, delivery),
+                                              PVLLM_APPENDED(pvllm_request, on_output),
+                                              PVLLM_APPENDED(pvllm_request, on_output_user_data)};
   return kFields;
 }
 #undef PVLLM_APPENDED
@@ -361,6 +382,8 @@ pvllm_engine_params default_engine_params() {
   p.gpu_memory_utilization = d.gpu_memory_utilization;
   p.dtype = d.dtype;
   p.enable_cuda_graphs = d.enable_cuda_graphs ? 1 : 0;
+  p.swap_space_bytes = d.swap_space_bytes;
+  p.preemption_mode = static_cast<int32_t>(d.preemption_mode);
   return p;
 }
 
@@ -386,6 +409,10 @@ pvllm_sampling_params default_sampling_params() {
   p.has_seed = d.has_seed ? 1 : 0;
   p.seed = d.seed;
   p.n = d.n;
+  p.prompt_logprobs = d.prompt_logprobs;
+  p.beam_width = d.beam_width;
+  p.length_penalty = d.length_penalty;
+  p.early_stopping = static_cast<int32_t>(d.early_stopping);
   return p;
 }
 
@@ -437,6 +464,15 @@ Status to_engine_config(const pvllm_engine_params* in, pvllm::EngineConfig* conf
   config->gpu_memory_utilization = params.gpu_memory_utilization;
   config->dtype = params.dtype;
   config->enable_cuda_graphs = params.enable_cuda_graphs != 0;
+  config->swap_space_bytes = params.swap_space_bytes;
+  if (params.preemption_mode < PVLLM_PREEMPTION_RECOMPUTE ||
+      params.preemption_mode > PVLLM_PREEMPTION_AUTO) {
+    return invalid(
+        "params->preemption_mode must be PVLLM_PREEMPTION_RECOMPUTE (0), PVLLM_PREEMPTION_SWAP "
+        "(1) or PVLLM_PREEMPTION_AUTO (2), got " +
+        std::to_string(params.preemption_mode));
+  }
+  config->preemption_mode = static_cast<pvllm::PreemptionMode>(params.preemption_mode);
   if (params.progress != nullptr) {
     config->progress = [fn = params.progress, user = params.progress_user_data](
                            float fraction, const char* stage) { fn(fraction, stage, user); };
@@ -480,6 +516,14 @@ Status to_sampling_params(const pvllm_sampling_params* caller, pvllm::SamplingPa
   out->has_seed = in->has_seed != 0;
   out->seed = in->seed;
   out->n = in->n;
+  if (in->prompt_logprobs < -1 || in->prompt_logprobs > 20) {
+    return invalid("sampling params: prompt_logprobs must be in [-1, 20], got " +
+                   std::to_string(in->prompt_logprobs));
+  }
+  out->prompt_logprobs = static_cast<int32_t>(in->prompt_logprobs);
+  out->beam_width = in->beam_width;
+  out->length_penalty = in->length_penalty;
+  out->early_stopping = static_cast<pvllm::EarlyStopping>(in->early_stopping);
   return Status::Ok();
 }
 
@@ -521,6 +565,8 @@ Status submit_to_engine(pvllm_engine* engine, const pvllm_request* request,
   return engine->engine->submit_tokens(std::move(ids), sampling, request->priority, out_request_id);
 }
 
+pvllm::OutputHandler output_handler(pvllm_output_callback fn, void* user_data);
+
 Status submit(pvllm_engine* engine, const pvllm_request* caller, uint64_t* out_request_id) {
   if (out_request_id != nullptr) *out_request_id = 0;
   PVLLM_RETURN_IF_ERROR(check_engine(engine));
@@ -538,9 +584,34 @@ Status submit(pvllm_engine* engine, const pvllm_request* caller, uint64_t* out_r
   }
   uint64_t id = 0;
   PVLLM_RETURN_IF_ERROR(submit_to_engine(engine, &request, sampling, &id));
-  engine->router->add_request(id, delivery);
   *out_request_id = id;
+  if (request.on_output != nullptr) {
+    engine->router->add_request(id, pvllm::Delivery::kHandler,
+                                output_handler(request.on_output, request.on_output_user_data));
+  } else {
+    engine->router->add_request(id, delivery);
+  }
   return Status::Ok();
+}
+
+// Appends the C view of `lps` to the batch's logprob arrays (reserved
+// beforehand: no pointer taken moves); NULL when empty.
+const pvllm_token_logprobs* append_logprobs(pvllm_output_batch* batch,
+                                            const std::vector<pvllm::OutputLogprobs>& lps) {
+  if (lps.empty()) return nullptr;
+  const pvllm_token_logprobs* first = batch->logprobs.data() + batch->logprobs.size();
+  for (const pvllm::OutputLogprobs& lp : lps) {
+    pvllm_token_logprobs t{};
+    t.token_id = lp.token_id;
+    t.logprob = lp.logprob;
+    t.num_top = lp.top.size();
+    t.top = lp.top.empty() ? nullptr : batch->top.data() + batch->top.size();
+    for (const pvllm::TokenLogprob& alt : lp.top) {
+      batch->top.push_back(pvllm_logprob{alt.token_id, alt.logprob});
+    }
+    batch->logprobs.push_back(t);
+  }
+  return first;
 }
 
 // Builds the C view of polled events. Sizes are counted first so the
@@ -549,8 +620,9 @@ void build_batch(pvllm_output_batch* batch) {
   size_t num_tokens_with_logprobs = 0;
   size_t num_top = 0;
   for (const pvllm::Output& e : batch->events) {
-    num_tokens_with_logprobs += e.logprobs.size();
+    num_tokens_with_logprobs += e.logprobs.size() + e.prompt_logprobs.size();
     for (const pvllm::OutputLogprobs& lp : e.logprobs) num_top += lp.top.size();
+    for (const pvllm::OutputLogprobs& lp : e.prompt_logprobs) num_top += lp.top.size();
   }
   batch->logprobs.reserve(num_tokens_with_logprobs);
   batch->top.reserve(num_top);
@@ -577,23 +649,29 @@ void build_batch(pvllm_output_batch* batch) {
     out.num_prefill_tokens = e.metrics.num_prefill_tokens;
     out.num_cached_prompt_tokens = e.metrics.num_cached_prompt_tokens;
     out.num_generated_tokens = e.metrics.num_generated_tokens;
-    out.logprobs = nullptr;
-    if (!e.logprobs.empty()) {
-      out.logprobs = batch->logprobs.data() + batch->logprobs.size();
-      for (const pvllm::OutputLogprobs& lp : e.logprobs) {
-        pvllm_token_logprobs t{};
-        t.token_id = lp.token_id;
-        t.logprob = lp.logprob;
-        t.num_top = lp.top.size();
-        t.top = lp.top.empty() ? nullptr : batch->top.data() + batch->top.size();
-        for (const pvllm::TokenLogprob& alt : lp.top) {
-          batch->top.push_back(pvllm_logprob{alt.token_id, alt.logprob});
-        }
-        batch->logprobs.push_back(t);
-      }
-    }
+    out.logprobs = append_logprobs(batch, e.logprobs);
+    out.prompt_logprobs = append_logprobs(batch, e.prompt_logprobs);
+    out.num_prompt_logprobs = e.prompt_logprobs.size();
+    out.score = e.score;
     batch->outputs.push_back(out);
   }
+}
+
+// A request's on_output as the router calls it: each event as a one-event
+// batch, alive for the call. An event that cannot be built (out of memory)
+// cannot reach the handler; it says so on stderr rather than throw into the
+// step.
+pvllm::OutputHandler output_handler(pvllm_output_callback fn, void* user_data) {
+  return [fn, user_data](pvllm::Output&& event) {
+    try {
+      pvllm_output_batch batch;
+      batch.events.push_back(std::move(event));
+      build_batch(&batch);
+      fn(&batch.outputs[0], user_data);
+    } catch (const std::bad_alloc&) {
+      pvllm::log_warning("an event of a request with on_output was lost: out of memory");
+    }
+  };
 }
 
 const char* format_name(pvllm::ModelFormat format) {
@@ -867,6 +945,10 @@ pvllm_status pvllm_get_stats(pvllm_engine* engine, pvllm_stats* out_stats, pvllm
     out.step_time_p50_ms = s.step_time_p50_ms;
     out.step_time_p99_ms = s.step_time_p99_ms;
     out.step_time_max_ms = s.step_time_max_ms;
+    out.num_preemptions_by_swap = s.num_preemptions_by_swap;
+    out.num_blocks_swapped_out = s.num_blocks_swapped_out;
+    out.num_blocks_swapped_in = s.num_blocks_swapped_in;
+    out.num_swap_bytes = s.num_swap_bytes;
     write_struct(out_stats, out);
     return Status::Ok();
   });
@@ -1089,6 +1171,7 @@ pvllm_status pvllm_estimate_memory(const pvllm_engine_params* params,
     out.kv_bytes_total = e.kv_bytes_total;
     out.max_tokens_in_cache = e.max_tokens_in_cache;
     out.activation_bytes = e.activation_bytes;
+    out.swap_bytes = e.swap_bytes;
     write_struct(out_estimate, out);
     return Status::Ok();
   });

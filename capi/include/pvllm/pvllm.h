@@ -257,7 +257,30 @@ typedef struct pvllm_engine_params {
   /* 1 (default): pure-decode steps replay CUDA graphs captured per batch
    * size bucket (1, 2, 4, ..., 256); 0: always launch eagerly. */
   uint8_t enable_cuda_graphs;
+  /* Since 0.5. The host swap space of preemption_mode SWAP and AUTO, in
+   * bytes; 0 (default) = as many blocks as the KV pool. On the CPU it
+   * counts in the memory pvllm_estimate_memory reports (swap_bytes). */
+  int64_t swap_space_bytes;
+  /* Since 0.5. How a running sequence is preempted when the KV pool runs
+   * dry, a pvllm_preemption_mode; default RECOMPUTE. */
+  int32_t preemption_mode;
 } pvllm_engine_params;
+
+/* Values of pvllm_engine_params.preemption_mode (since 0.5). Every mode
+ * gives the same tokens; they differ in the work a preemption costs. */
+typedef enum pvllm_preemption_mode {
+  /* The victim's blocks are freed; its tokens are computed again when it
+   * comes back (prefix caching often makes that cheap). */
+  PVLLM_PREEMPTION_RECOMPUTE = 0,
+  /* Its computed K/V is copied to the host swap space and back (CUDA:
+   * pinned memory; CPU: plain memory); when the swap space is full, it is
+   * recomputed. A sequence whose sliding window released blocks is always
+   * recomputed. */
+  PVLLM_PREEMPTION_SWAP = 1,
+  /* Per victim, whichever the backend estimates cheaper: moving its blocks
+   * out and back, or computing its tokens again. */
+  PVLLM_PREEMPTION_AUTO = 2
+} pvllm_preemption_mode;
 
 /* Values of pvllm_engine_params.dtype. */
 typedef enum pvllm_dtype {
@@ -325,7 +348,43 @@ typedef struct pvllm_sampling_params {
   uint8_t has_seed;   /* 1 = use `seed`; otherwise a random seed */
   uint64_t seed;
   int32_t n; /* parallel samples, 1..max_num_seqs; default 1 */
+  /* Since 0.5. Prompt logprobs: -1 (default) none; 0 each prompt token's
+   * logprob (all but the first); k <= 20: plus the k most likely tokens at
+   * each of those positions. They come once, with the request's first
+   * event (pvllm_output.prompt_logprobs). The prompt is then computed
+   * whole, without prefix-cache hits. 64 bits wide so that it starts past
+   * the 0.4 struct's tail padding. */
+  int64_t prompt_logprobs;
+  /* Since 0.5. Beam search with this many beams (1..10; 0 = off, the
+   * default): the best n (<= beam_width) hypotheses come back as samples
+   * 0..n-1, best first, each in one event with its score. Beam search is
+   * deterministic and ranks tokens by the raw model distribution:
+   * temperature must be 0, top_k 0, top_p 1, min_p 0 and the penalties off;
+   * no stop strings; logprobs -1 or 0 (no alternatives). It needs the
+   * paged KV allocator and a pool that holds beam_width beams of the
+   * longest length unshared. The rules are Hugging Face's: each step every
+   * beam proposes its 2 * beam_width best tokens; a stop token ranked in
+   * the first beam_width ends a hypothesis; a hypothesis scores its summed
+   * logprob over its length (generated tokens, a final stop token
+   * included) to the power length_penalty. */
+  int32_t beam_width;
+  float length_penalty; /* default 1 */
+  /* When beam search stops, a pvllm_early_stopping; default HEURISTIC. */
+  int32_t early_stopping;
 } pvllm_sampling_params;
+
+/* Values of pvllm_sampling_params.early_stopping (since 0.5), as Hugging
+ * Face's early_stopping False, True and "never". Each needs beam_width
+ * finished hypotheses first. */
+typedef enum pvllm_early_stopping {
+  /* Stop when no live beam's best logprob sum over the current length can
+   * beat the worst finished hypothesis. */
+  PVLLM_EARLY_STOPPING_HEURISTIC = 0,
+  PVLLM_EARLY_STOPPING_TRUE = 1, /* stop at once */
+  /* As HEURISTIC but over the longest length a beam may reach when
+   * length_penalty > 0: the exact bound. */
+  PVLLM_EARLY_STOPPING_NEVER = 2
+} pvllm_early_stopping;
 
 PVLLM_API void pvllm_sampling_params_init(pvllm_sampling_params* params, size_t struct_size);
 
@@ -341,6 +400,23 @@ typedef enum pvllm_delivery {
   PVLLM_DELIVERY_PER_REQUEST = 1
 } pvllm_delivery;
 
+/* Since 0.5. A request's output handler (pvllm_request.on_output): called
+ * with each of the request's events, in order (`sequence`), instead of
+ * queueing them for pvllm_poll, pvllm_poll_request and pvllm_wait. It runs on
+ * the thread inside pvllm_step, after the step's work and outside the
+ * engine's locks (events the request made before pvllm_submit returned:
+ * on the thread inside pvllm_submit, before it returns); never on two
+ * threads at once for one request. `output` and everything it points to
+ * are valid during the call only: copy what must live longer. The last
+ * call has output->request_finished = 1. The handler may call
+ * pvllm_submit, pvllm_abort, pvllm_get_stats, pvllm_tokenize and
+ * pvllm_detokenize on the engine; it must not call pvllm_step,
+ * pvllm_poll*, pvllm_wait or pvllm_engine_destroy on it (they would
+ * deadlock or pull the engine from under the call). Keep it short: the
+ * step waits for it. */
+struct pvllm_output;
+typedef void (*pvllm_output_callback)(const struct pvllm_output* output, void* user_data);
+
 typedef struct pvllm_request {
   uint32_t struct_size;
   /* Exactly one of prompt_text and prompt_token_ids. Text is tokenized with
@@ -354,6 +430,13 @@ typedef struct pvllm_request {
    * before 0.2). 64 bits wide so that it starts past the 0.1 struct's tail
    * padding (see struct_size above). */
   int64_t delivery;
+  /* Since 0.5. When set, every event of the request goes to this handler
+   * (see pvllm_output_callback) and `delivery` is ignored: pvllm_poll never
+   * returns them, and pvllm_poll_request, pvllm_wait and pvllm_detach on
+   * the id are INVALID_ARGUMENT. NULL (default): delivery as `delivery`
+   * says. */
+  pvllm_output_callback on_output;
+  void* on_output_user_data;
 } pvllm_request;
 
 PVLLM_API void pvllm_request_init(pvllm_request* request, size_t struct_size);
@@ -532,6 +615,15 @@ typedef struct pvllm_output {
   int64_t num_prefill_tokens;       /* prompt tokens computed, recomputation included */
   int64_t num_cached_prompt_tokens; /* prompt tokens the prefix cache spared */
   int64_t num_generated_tokens;     /* over all its samples */
+  /* Since 0.5. On the request's first event when it asked for prompt
+   * logprobs (sampling.prompt_logprobs >= 0): [num_prompt_logprobs], entry
+   * i for prompt token i + 1, with its top alternatives; NULL with 0
+   * otherwise (and for a one-token prompt). */
+  const pvllm_token_logprobs* prompt_logprobs;
+  size_t num_prompt_logprobs;
+  /* Since 0.5. Beam search: the hypothesis' score (summed logprob over its
+   * length^length_penalty); 0 otherwise. */
+  double score;
 } pvllm_output;
 
 /* A set of events taken by one poll, owned by the caller. Immutable: any
@@ -643,6 +735,13 @@ typedef struct pvllm_stats {
   float step_time_p50_ms;
   float step_time_p99_ms;
   float step_time_max_ms;
+  /* Since 0.5. Preemption by swap (num_preemptions counts both kinds):
+   * preemptions that swapped, blocks moved each way, and the bytes moved
+   * both ways. */
+  int64_t num_preemptions_by_swap;
+  int64_t num_blocks_swapped_out;
+  int64_t num_blocks_swapped_in;
+  int64_t num_swap_bytes;
 } pvllm_stats;
 
 PVLLM_API void pvllm_stats_init(pvllm_stats* stats, size_t struct_size);
@@ -855,6 +954,9 @@ typedef struct pvllm_memory_estimate {
    * (max_num_batched_tokens tokens, max_num_seqs sampled rows); 0 on CUDA,
    * where they are taken out of the device budget before num_blocks. */
   uint64_t activation_bytes;
+  /* Since 0.5. On the CPU: the host swap space of preemption_mode SWAP or
+   * AUTO; 0 otherwise and on CUDA. */
+  uint64_t swap_bytes;
 } pvllm_memory_estimate;
 
 PVLLM_API void pvllm_memory_estimate_init(pvllm_memory_estimate* estimate, size_t struct_size);
