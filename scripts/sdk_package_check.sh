@@ -31,18 +31,32 @@ libdir="$(pkg-config --variable=libdir pvllm)"
 [ -f "$libdir/libpvllm.so.$abi" ] || fail "pkg-config's libdir $libdir holds no libpvllm.so.$abi"
 
 # Rust: package, unpack, build a consumer against the packages.
-# The crates have no third-party dependency, so no registry is needed: plain
-# --offline (cargo package refuses a crates.io replaced by a directory).
+# pvllm-sys has no third-party dependency: plain --offline. pvllm's
+# optional and dev dependencies (futures-core, futures-executor) must
+# resolve from a registry: a directory source holding Debian's crate
+# sources and the pvllm-sys just packaged (cargo package finds its
+# workspace sibling in the registry it is given, and refuses to package
+# against a directory replacement of crates.io without --registry).
 cargo_offline=(--offline)
 export CARGO_TARGET_DIR="$tmp/cargo-target"
-# From a copy without bindings/rust/.cargo: its crates.io-to-Debian
-# replacement (which keeps development offline) is refused by cargo package.
+# From a copy without bindings/rust/.cargo (development's replacement).
 mkdir -p "$tmp/rust-src"
 cp -r bindings/rust/Cargo.toml bindings/rust/pvllm bindings/rust/pvllm-sys "$tmp/rust-src/"
-[ -f bindings/rust/Cargo.lock ] && cp bindings/rust/Cargo.lock "$tmp/rust-src/"
 bash bindings/rust/vendor.sh "$tmp/rust-src/pvllm-sys" >/dev/null
-(cd "$tmp/rust-src" && cargo package --workspace --allow-dirty "${cargo_offline[@]}" \
-  >"$tmp/package.log" 2>&1) || { tail -30 "$tmp/package.log" >&2; fail "cargo package failed"; }
+(cd "$tmp/rust-src" && cargo package -p pvllm-sys --allow-dirty "${cargo_offline[@]}" \
+  >"$tmp/package.log" 2>&1) || { tail -30 "$tmp/package.log" >&2; fail "cargo package pvllm-sys failed"; }
+registry="$tmp/registry"
+mkdir -p "$registry"
+for dir in /usr/share/cargo/registry/*/; do ln -s "$dir" "$registry/"; done
+sys_crate="$CARGO_TARGET_DIR/package/pvllm-sys-$version.crate"
+[ -f "$sys_crate" ] || fail "cargo package made no $sys_crate"
+tar -xzf "$sys_crate" -C "$registry"
+printf '{"files":{},"package":"%s"}' "$(sha256sum "$sys_crate" | cut -d' ' -f1)" \
+  >"$registry/pvllm-sys-$version/.cargo-checksum.json"
+(cd "$tmp/rust-src" && cargo package -p pvllm --allow-dirty "${cargo_offline[@]}" \
+  --registry crates-io --config 'source.crates-io.replace-with="packaged"' \
+  --config "source.packaged.directory=\"$registry\"" >>"$tmp/package.log" 2>&1) ||
+  { tail -30 "$tmp/package.log" >&2; fail "cargo package pvllm failed"; }
 mkdir -p "$tmp/crates"
 for crate in pvllm-sys pvllm; do
   file="$CARGO_TARGET_DIR/package/$crate-$version.crate"

@@ -2,9 +2,11 @@
 // allocator (paged, contiguous, or both on the same budget) and reports
 // throughput and what the KV cache did: concurrency, queueing for memory,
 // utilization (tokens stored / slots reserved), waste, preemptions, prefix
-// cache savings and blocks per sequence, and per-request latency: time to
-// first token and time per output token, measured in wall time from submit
-// (p50 / p99). Built on the C ABI only.
+// cache savings and blocks per sequence, preemptions by mode and swap
+// traffic, and latency: time to first token and time per output token,
+// measured in wall time from submit (p50 / p99), the engine's own
+// per-request timing from each request's last event (time queued, time to
+// first token), and its step-time percentiles. Built on the C ABI only.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -36,6 +38,8 @@ struct BenchOptions {
   int32_t max_num_batched_tokens = 2048;
   int32_t num_threads = 0;
   bool no_prefix_caching = false;
+  std::string preemption_mode = "recompute";
+  int64_t swap_space_mb = -1;  // -1: the engine's default
   std::string json_path;
   std::string markdown_path;
   std::string timeline_path;
@@ -71,6 +75,9 @@ struct RunResult {
   // the mean gap between its later tokens (requests with >= 2 tokens).
   std::vector<double> ttft_s;
   std::vector<double> tpot_s;
+  // The engine's per-request timing (pvllm_output on the last event).
+  std::vector<double> engine_queued_s;
+  std::vector<double> engine_ttft_s;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -87,6 +94,12 @@ int32_t allocator_value(const std::string& name) {
   return name == "contiguous" ? PVLLM_KV_ALLOCATOR_CONTIGUOUS : PVLLM_KV_ALLOCATOR_PAGED;
 }
 
+int32_t preemption_value(const std::string& name) {
+  if (name == "swap") return PVLLM_PREEMPTION_SWAP;
+  if (name == "auto") return PVLLM_PREEMPTION_AUTO;
+  return PVLLM_PREEMPTION_RECOMPUTE;
+}
+
 // Reads one poll's events: counts come from the stats; the events give
 // each request's token times (sample 0), recorded in *timings. False (with
 // *error) when a request failed.
@@ -95,6 +108,10 @@ bool record(const pvllm::cxx::OutputBatch& batch,
             std::string* error) {
   for (const pvllm_output& o : batch) {
     if (o.finish_reason == PVLLM_FINISH_ERROR) *error = o.error_message;
+    if (o.request_finished != 0 && PVLLM_STRUCT_HAS(&o, pvllm_output, num_generated_tokens)) {
+      r->engine_queued_s.push_back(o.time_queued);
+      if (o.num_generated_tokens > 0) r->engine_ttft_s.push_back(o.time_to_first_token);
+    }
     auto it = timings->find(o.request_id);
     if (it == timings->end() || o.sample_index != 0) continue;
     RequestTiming& t = it->second;
@@ -134,6 +151,8 @@ RunResult run_workload(const BenchOptions& o, const std::string& allocator,
   params.num_threads = o.num_threads;
   params.enable_prefix_caching = o.no_prefix_caching ? 0 : 1;
   params.kv_allocator = allocator_value(allocator);
+  params.preemption_mode = preemption_value(o.preemption_mode);
+  if (o.swap_space_mb >= 0) params.swap_space_bytes = o.swap_space_mb << 20;
   pvllm::cxx::Engine engine;
   try {
     engine = pvllm::cxx::Engine(params);
@@ -255,6 +274,17 @@ std::vector<Figure> figures(const RunResult& r, int32_t block_size, int32_t n) {
       {"ttft_p99_ms", "time to first token p99 (ms)", percentile_ms(r.ttft_s, 0.99), 1},
       {"tpot_p50_ms", "time per output token p50 (ms)", percentile_ms(r.tpot_s, 0.50), 2},
       {"tpot_p99_ms", "time per output token p99 (ms)", percentile_ms(r.tpot_s, 0.99), 2},
+      {"engine_queued_p50_ms", "engine: time queued p50 (ms)",
+       percentile_ms(r.engine_queued_s, 0.50), 1},
+      {"engine_queued_p99_ms", "engine: time queued p99 (ms)",
+       percentile_ms(r.engine_queued_s, 0.99), 1},
+      {"engine_ttft_p50_ms", "engine: time to first token p50 (ms)",
+       percentile_ms(r.engine_ttft_s, 0.50), 1},
+      {"engine_ttft_p99_ms", "engine: time to first token p99 (ms)",
+       percentile_ms(r.engine_ttft_s, 0.99), 1},
+      {"step_time_p50_ms", "step time p50, latest 1024 steps (ms)", f.step_time_p50_ms, 2},
+      {"step_time_p99_ms", "step time p99, latest 1024 steps (ms)", f.step_time_p99_ms, 2},
+      {"step_time_max_ms", "step time max, latest 1024 steps (ms)", f.step_time_max_ms, 2},
       {"output_tokens_per_step", "output tokens per step (batching, clock-free)",
        r.num_steps > 0 ? static_cast<double>(r.num_output_tokens) / r.num_steps : 0.0, 2},
       {"peak_running", "peak running sequences", static_cast<double>(peak_running), 0},
@@ -274,6 +304,18 @@ std::vector<Figure> figures(const RunResult& r, int32_t block_size, int32_t n) {
       {"kv_blocks_per_request_at_peak", "KV blocks per request at peak reservation",
        blocks_per_request_peak, 1},
       {"preemptions", "preemptions", static_cast<double>(f.num_preemptions), 0},
+      {"preemptions_by_recompute", "preemptions by recompute",
+       static_cast<double>(f.num_preemptions - f.num_preemptions_by_swap), 0},
+      {"preemptions_by_swap", "preemptions by swap", static_cast<double>(f.num_preemptions_by_swap),
+       0},
+      {"blocks_swapped_out", "KV blocks swapped out", static_cast<double>(f.num_blocks_swapped_out),
+       0},
+      {"blocks_swapped_in", "KV blocks swapped in", static_cast<double>(f.num_blocks_swapped_in),
+       0},
+      {"swap_mib", "swap traffic, both ways (MiB)",
+       static_cast<double>(f.num_swap_bytes) / (1 << 20), 1},
+      {"prefix_cache_evictions", "prefix-cache blocks evicted",
+       static_cast<double>(f.num_prefix_cache_evictions), 0},
       {"block_copies", "block copies (CoW / contiguous fork)",
        static_cast<double>(f.num_block_copies), 0},
       {"prefix_hit_rate", "prefix-cache hit rate (blocks)", f.prefix_cache_hit_rate, 4},
@@ -428,15 +470,18 @@ int run_bench(BenchOptions& o) {
     figs.push_back(figures(runs.back(), o.block_size, n));
   }
 
-  std::printf("workload  %s\nmodel     %s (context %d)\nKV budget %lld MiB, block size %d\n\n",
-              description.c_str(), model_name.c_str(), o.workload.context,
-              static_cast<long long>(o.kv_cache_mb), o.block_size);
+  std::printf(
+      "workload  %s\nmodel     %s (context %d)\nKV budget %lld MiB, block size %d\n"
+      "preempt   by %s\n\n",
+      description.c_str(), model_name.c_str(), o.workload.context,
+      static_cast<long long>(o.kv_cache_mb), o.block_size, o.preemption_mode.c_str());
   print_table(runs, figs);
 
   if (!o.json_path.empty()) {
     nlohmann::ordered_json j;
     j["model"] = model_name;
     j["device"] = o.device;
+    j["preemption_mode"] = o.preemption_mode;
     j["workload"] = o.workload.name;
     j["description"] = description;
     j["context"] = o.workload.context;
@@ -571,6 +616,13 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--threads", o->num_threads, "CPU threads (0 = all cores)")
       ->capture_default_str();
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Turn the prefix cache off");
+  cmd->add_option("--preemption-mode", o->preemption_mode,
+                  "recompute, swap (to host memory) or auto (by the estimated cost)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"recompute", "swap", "auto"}));
+  cmd->add_option("--swap-space-mb", o->swap_space_mb,
+                  "Host swap space of swap and auto, MiB (default: the engine's)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->add_option("--json", o->json_path, "Write the figures as JSON to FILE");
   cmd->add_option("--markdown", o->markdown_path, "Write the figures as a markdown table");
   cmd->add_option("--timeline", o->timeline_path,

@@ -42,7 +42,8 @@ fi
 cd "$here"
 cargo --version
 cargo build --workspace --all-targets
-cargo test --workspace -- --nocapture
+# The async tests also cover the `futures` feature (futures::Stream).
+cargo test --workspace --features pvllm/futures -- --nocapture
 
 echo "rust: building the examples"
 cargo build --manifest-path "$examples/Cargo.toml"

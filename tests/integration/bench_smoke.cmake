@@ -62,3 +62,37 @@ endif()
 if(NOT paged_util GREATER contig_util)
   message(FATAL_ERROR "paged utilization ${paged_util} not above contiguous ${contig_util}")
 endif()
+
+# Preemption by swap: on 16 requests in the same 1 MiB some sequences are
+# preempted, every one by swap, their blocks come back, and the engine's
+# own timing and step times are reported.
+execute_process(
+  COMMAND "${PVLLM}" bench --model "${WORK}/model" --workload chat --num-requests 16 --rate 4
+          --kv-cache-mb 1 --threads 1 --kv-allocator paged --preemption-mode swap --quiet
+          --json "${WORK}/swap.json"
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "pvllm bench --preemption-mode swap exited ${rc}\n${out}\n${err}")
+endif()
+file(READ "${WORK}/swap.json" json)
+foreach(key preemptions preemptions_by_swap preemptions_by_recompute blocks_swapped_out
+            blocks_swapped_in swap_mib step_time_p50_ms step_time_max_ms engine_ttft_p50_ms
+            engine_queued_p99_ms prefix_cache_evictions)
+  string(JSON ${key} ERROR_VARIABLE missing GET "${json}" runs 0 ${key})
+  if(missing)
+    message(FATAL_ERROR "the swap run has no ${key}: ${missing}")
+  endif()
+endforeach()
+if(preemptions EQUAL 0 OR NOT preemptions_by_swap EQUAL preemptions
+   OR NOT preemptions_by_recompute EQUAL 0)
+  message(FATAL_ERROR "preemptions ${preemptions}, by swap ${preemptions_by_swap}, by "
+                      "recompute ${preemptions_by_recompute}")
+endif()
+if(blocks_swapped_out EQUAL 0 OR NOT blocks_swapped_in EQUAL blocks_swapped_out)
+  message(FATAL_ERROR "blocks swapped out ${blocks_swapped_out}, in ${blocks_swapped_in}")
+endif()
+if(NOT step_time_p50_ms GREATER 0 OR step_time_p50_ms GREATER step_time_max_ms
+   OR NOT engine_ttft_p50_ms GREATER 0)
+  message(FATAL_ERROR "step time p50 ${step_time_p50_ms} max ${step_time_max_ms}, engine "
+                      "TTFT p50 ${engine_ttft_p50_ms}")
+endif()

@@ -28,6 +28,8 @@ int main(void) {
   FIELD(pvllm_engine_params, gpu_memory_utilization);
   FIELD(pvllm_engine_params, dtype);
   FIELD(pvllm_engine_params, enable_cuda_graphs);
+  FIELD(pvllm_engine_params, swap_space_bytes);
+  FIELD(pvllm_engine_params, preemption_mode);
 
   SIZE(pvllm_sampling_params);
   FIELD(pvllm_sampling_params, struct_size);
@@ -48,6 +50,10 @@ int main(void) {
   FIELD(pvllm_sampling_params, has_seed);
   FIELD(pvllm_sampling_params, seed);
   FIELD(pvllm_sampling_params, n);
+  FIELD(pvllm_sampling_params, prompt_logprobs);
+  FIELD(pvllm_sampling_params, beam_width);
+  FIELD(pvllm_sampling_params, length_penalty);
+  FIELD(pvllm_sampling_params, early_stopping);
 
   SIZE(pvllm_chat_template_params);
   FIELD(pvllm_chat_template_params, struct_size);
@@ -65,6 +71,8 @@ int main(void) {
   FIELD(pvllm_request, sampling);
   FIELD(pvllm_request, priority);
   FIELD(pvllm_request, delivery);
+  FIELD(pvllm_request, on_output);
+  FIELD(pvllm_request, on_output_user_data);
 
   SIZE(pvllm_logprob);
   FIELD(pvllm_logprob, token_id);
@@ -89,6 +97,17 @@ int main(void) {
   FIELD(pvllm_output, error_message);
   FIELD(pvllm_output, request_finished);
   FIELD(pvllm_output, sequence);
+  FIELD(pvllm_output, time_queued);
+  FIELD(pvllm_output, time_to_first_token);
+  FIELD(pvllm_output, time_per_output_token);
+  FIELD(pvllm_output, e2e_latency);
+  FIELD(pvllm_output, num_prompt_tokens);
+  FIELD(pvllm_output, num_prefill_tokens);
+  FIELD(pvllm_output, num_cached_prompt_tokens);
+  FIELD(pvllm_output, num_generated_tokens);
+  FIELD(pvllm_output, prompt_logprobs);
+  FIELD(pvllm_output, num_prompt_logprobs);
+  FIELD(pvllm_output, score);
 
   SIZE(pvllm_stats);
   FIELD(pvllm_stats, struct_size);
@@ -114,6 +133,14 @@ int main(void) {
   FIELD(pvllm_stats, num_seqs_queued_for_memory);
   FIELD(pvllm_stats, num_block_copies);
   FIELD(pvllm_stats, backend);
+  FIELD(pvllm_stats, num_prefix_cache_evictions);
+  FIELD(pvllm_stats, step_time_p50_ms);
+  FIELD(pvllm_stats, step_time_p99_ms);
+  FIELD(pvllm_stats, step_time_max_ms);
+  FIELD(pvllm_stats, num_preemptions_by_swap);
+  FIELD(pvllm_stats, num_blocks_swapped_out);
+  FIELD(pvllm_stats, num_blocks_swapped_in);
+  FIELD(pvllm_stats, num_swap_bytes);
 
   SIZE(pvllm_model_config);
   FIELD(pvllm_model_config, struct_size);
@@ -158,5 +185,6 @@ int main(void) {
   FIELD(pvllm_memory_estimate, kv_bytes_total);
   FIELD(pvllm_memory_estimate, max_tokens_in_cache);
   FIELD(pvllm_memory_estimate, activation_bytes);
+  FIELD(pvllm_memory_estimate, swap_bytes);
   return 0;
 }

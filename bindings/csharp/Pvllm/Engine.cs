@@ -1,4 +1,5 @@
 using System;
+using System.Collections.Concurrent;
 using System.Collections.Generic;
 using System.Runtime.ExceptionServices;
 using System.Runtime.InteropServices;
@@ -102,6 +103,11 @@ namespace Pvllm
         public void Dispose()
         {
             handle.Dispose();
+            // The library calls no handler any more: free what they held.
+            foreach (HandlerState state in liveHandlers.Keys)
+            {
+                if (HandlerDone(state)) state.Handle.Free();
+            }
         }
 
         public bool IsDisposed => handle.IsClosed;
@@ -137,6 +143,100 @@ namespace Pvllm
         /// <summary>Queues a text prompt (BOS prepended) and returns its id.</summary>
         public ulong Submit(string prompt, SamplingParams sampling = null)
             => Submit(new Request(prompt, sampling));
+
+        /// <summary>
+        /// Submits `request` now with an on_output handler and returns its outputs
+        /// as an asynchronous stream (see AsyncOutputStream): <c>await foreach</c>
+        /// on C# 8 and later. Thread-safe; a bad request throws PvllmException
+        /// here. Since 0.5.
+        /// </summary>
+        public AsyncOutputStream StreamAsync(Request request) => StreamAsync(request, CancellationToken.None);
+
+        /// <summary>
+        /// As StreamAsync(request), the stream bound to `cancellationToken`:
+        /// <c>await foreach (Output o in engine.StreamAsync(request, token))</c>
+        /// aborts the request once the token is cancelled, and the loop throws
+        /// OperationCanceledException. Since 0.5.
+        /// </summary>
+        public AsyncOutputStream StreamAsync(Request request, CancellationToken cancellationToken)
+        {
+            if (request == null) throw new ArgumentNullException(nameof(request));
+            ThrowIfDisposed();
+            var state = new HandlerState { Owner = this };
+            state.Handle = GCHandle.Alloc(state);
+            try
+            {
+                using (var scope = new NativeScope())
+                {
+                    NativeMethods.pvllm_request r = request.ToNative(scope, Delivery.PerRequest);
+                    r.on_output = HandlerState.CallbackPointer;
+                    r.on_output_user_data = GCHandle.ToIntPtr(state.Handle);
+                    liveHandlers[state] = true;
+                    ulong id;
+                    IntPtr error;
+                    PvllmException.Check(NativeMethods.pvllm_submit(handle, ref r, out id, out error), error);
+                    state.RequestId = id;
+                }
+            }
+            catch
+            {
+                bool unused;
+                liveHandlers.TryRemove(state, out unused);
+                state.Handle.Free();
+                throw;
+            }
+            return new AsyncOutputStream(this, state, cancellationToken);
+        }
+
+        // The handlers the library may still call; their GCHandles are freed
+        // with their last output, or here when the engine goes first.
+        private readonly ConcurrentDictionary<HandlerState, bool> liveHandlers =
+            new ConcurrentDictionary<HandlerState, bool>();
+
+        internal bool HandlerDone(HandlerState state)
+        {
+            bool unused;
+            return liveHandlers.TryRemove(state, out unused);
+        }
+
+        // An awaiting AsyncOutputEnumerator with nothing queued: step, or wait
+        // for the thread that is stepping.
+        internal void StepForHandler(HandlerState state)
+        {
+            if (!state.Outputs.IsEmpty) return;
+            if (!Monitor.TryEnter(stepLock))
+            {
+                state.Arrived.Wait(StreamWaitMs);
+                return;
+            }
+            try
+            {
+                ThrowIfDisposed();
+                StepLocked();
+            }
+            catch (PvllmException)
+            {
+                // The failed requests end with FinishReason.Error outputs.
+            }
+            finally
+            {
+                Monitor.Exit(stepLock);
+            }
+        }
+
+        internal void AbortQuietly(ulong requestId)
+        {
+            try
+            {
+                Abort(requestId);
+            }
+            catch (PvllmException e) when (e.Status == PvllmStatus.NotFound)
+            {
+            }
+            catch (ObjectDisposedException)
+            {
+            }
+        }
 
         /// <summary>
         /// Aborts a request in any state; its samples end with FinishReason.Abort.
@@ -520,6 +620,9 @@ namespace Pvllm
             var logprobs = new List<TokenLogprobs>[numSamples];
             var reasons = new FinishReason[numSamples];
             var errors = new string[numSamples];
+            var scores = new double[numSamples];
+            IReadOnlyList<TokenLogprobs> promptLogprobs = null;
+            RequestMetrics metrics = null;
             ulong requestId = 0;
             for (int i = 0; i < numSamples; i++)
             {
@@ -533,6 +636,9 @@ namespace Pvllm
                 tokens[i].AddRange(o.TokenIds);
                 texts[i].Append(o.Text);
                 if (o.Logprobs != null) (logprobs[i] ?? (logprobs[i] = new List<TokenLogprobs>())).AddRange(o.Logprobs);
+                if (o.PromptLogprobs != null) promptLogprobs = o.PromptLogprobs;
+                if (o.Metrics != null) metrics = o.Metrics;
+                if (o.Score != 0) scores[i] = o.Score;
                 if (o.IsFinished)
                 {
                     reasons[i] = o.FinishReason;
@@ -542,9 +648,10 @@ namespace Pvllm
             var samples = new Sample[numSamples];
             for (int i = 0; i < numSamples; i++)
             {
-                samples[i] = new Sample(i, tokens[i], texts[i].ToString(), reasons[i], logprobs[i], errors[i] ?? "");
+                samples[i] = new Sample(i, tokens[i], texts[i].ToString(), reasons[i], logprobs[i], errors[i] ?? "",
+                                        scores[i]);
             }
-            return new Generation(requestId, samples);
+            return new Generation(requestId, samples, promptLogprobs, metrics);
         }
     }
 }

@@ -24,6 +24,20 @@ namespace Pvllm
     }
 
     /// <summary>
+    /// pvllm_preemption_mode: how a running sequence makes room when the KV pool
+    /// runs dry. Every mode gives the same tokens. Since 0.5.
+    /// </summary>
+    public enum PreemptionMode
+    {
+        /// <summary>Free its blocks; compute its tokens again later.</summary>
+        Recompute = 0,
+        /// <summary>Copy its K/V to the host swap space and back.</summary>
+        Swap = 1,
+        /// <summary>Per victim, whichever the backend estimates cheaper.</summary>
+        Auto = 2,
+    }
+
+    /// <summary>
     /// pvllm_engine_params. A new instance holds the library's defaults
     /// (pvllm_engine_params_init); only ModelPath is required.
     /// </summary>
@@ -49,6 +63,8 @@ namespace Pvllm
             GpuMemoryUtilization = p.gpu_memory_utilization;
             Dtype = (Dtype)p.dtype;
             EnableCudaGraphs = p.enable_cuda_graphs != 0;
+            SwapSpaceBytes = p.swap_space_bytes;
+            PreemptionMode = (PreemptionMode)p.preemption_mode;
         }
 
         /// <summary>A Hugging Face folder or a llama2.c .bin with a tokenizer.model beside it.</summary>
@@ -84,6 +100,10 @@ namespace Pvllm
         public Dtype Dtype { get; set; }
         /// <summary>CUDA only: replay CUDA graphs for pure-decode steps; default true.</summary>
         public bool EnableCudaGraphs { get; set; }
+        /// <summary>How a running sequence makes room; default Recompute. Since 0.5.</summary>
+        public PreemptionMode PreemptionMode { get; set; }
+        /// <summary>The host swap space of Swap and Auto in bytes; 0 = as many blocks as the KV pool. Since 0.5.</summary>
+        public long SwapSpaceBytes { get; set; }
         /// <summary>
         /// Called while the engine loads, on the thread inside Engine.Create, with
         /// a fraction in [0, 1] and a short stage description. An exception it
@@ -110,6 +130,8 @@ namespace Pvllm
             p.gpu_memory_utilization = GpuMemoryUtilization;
             p.dtype = (int)Dtype;
             p.enable_cuda_graphs = EnableCudaGraphs ? (byte)1 : (byte)0;
+            p.swap_space_bytes = SwapSpaceBytes;
+            p.preemption_mode = (int)PreemptionMode;
             return p;
         }
     }

@@ -21,11 +21,13 @@ namespace Pvllm
         // PVLLM_ABI_VERSION this binding was written against.
         internal const uint AbiVersion = 1;
 
-        // The oldest library release this binding calls into (0.4.0:
-        // pvllm_output.sequence, read as part of the whole struct; 0.3.0
-        // brought pvllm_apply_chat_template; 0.2.0 the per-request calls and
-        // pvllm_output.request_finished), as PVLLM_VERSION_NUMBER counts.
-        internal const uint MinVersionNumber = 400;
+        // The oldest library release this binding calls into (0.5.0:
+        // pvllm_output's timing, prompt logprobs and score, read as part of
+        // the whole struct, and on_output handlers; 0.4.0 brought
+        // pvllm_output.sequence; 0.3.0 pvllm_apply_chat_template; 0.2.0 the
+        // per-request calls and pvllm_output.request_finished), as
+        // PVLLM_VERSION_NUMBER counts.
+        internal const uint MinVersionNumber = 500;
 
         // ---- Versions -----------------------------------------------------
 
@@ -93,6 +95,8 @@ namespace Pvllm
             public float gpu_memory_utilization;  // float, (0, 1]
             public int dtype;                     // pvllm_dtype
             public byte enable_cuda_graphs;       // uint8_t boolean
+            public long swap_space_bytes;         // int64_t (since 0.5)
+            public int preemption_mode;           // pvllm_preemption_mode (since 0.5)
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
@@ -130,6 +134,10 @@ namespace Pvllm
             public byte has_seed;                 // uint8_t boolean
             public ulong seed;
             public int n;
+            public long prompt_logprobs;          // int64_t (since 0.5)
+            public int beam_width;                // since 0.5
+            public float length_penalty;          // since 0.5
+            public int early_stopping;            // pvllm_early_stopping (since 0.5)
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
@@ -145,7 +153,14 @@ namespace Pvllm
             public IntPtr sampling;               // const pvllm_sampling_params*
             public int priority;
             public long delivery;                 // int64_t, a pvllm_delivery (since 0.2)
+            public IntPtr on_output;              // pvllm_output_callback or NULL (since 0.5)
+            public IntPtr on_output_user_data;    // void* (since 0.5)
         }
+
+        // typedef void (*pvllm_output_callback)(const pvllm_output* output, void* user_data);
+        // output: const pvllm_output*, valid during the call; userData: void*. Since 0.5.
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void pvllm_output_callback(IntPtr output, IntPtr userData);
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern void pvllm_request_init(IntPtr request, UIntPtr structSize); // (pvllm_request*, size_t); see NativeStruct.Init
@@ -201,6 +216,18 @@ namespace Pvllm
             public IntPtr error_message;          // const char*
             public byte request_finished;         // uint8_t boolean (since 0.2)
             public ulong sequence;                // uint64_t (since 0.4)
+            // Since 0.5: on the request's last event, its timing (seconds) and counts.
+            public double time_queued;
+            public double time_to_first_token;
+            public double time_per_output_token;
+            public double e2e_latency;
+            public long num_prompt_tokens;
+            public long num_prefill_tokens;
+            public long num_cached_prompt_tokens;
+            public long num_generated_tokens;
+            public IntPtr prompt_logprobs;        // const pvllm_token_logprobs* [num_prompt_logprobs] or NULL
+            public UIntPtr num_prompt_logprobs;   // size_t
+            public double score;
         }
 
         // engine: pvllm_engine*; outBatch: pvllm_output_batch**; error: pvllm_error**
@@ -259,6 +286,15 @@ namespace Pvllm
             public long num_seqs_queued_for_memory;
             public long num_block_copies;
             public fixed byte backend[32];        // char[32], NUL-terminated (since 0.4)
+            // Since 0.5.
+            public long num_prefix_cache_evictions;
+            public float step_time_p50_ms;
+            public float step_time_p99_ms;
+            public float step_time_max_ms;
+            public long num_preemptions_by_swap;
+            public long num_blocks_swapped_out;
+            public long num_blocks_swapped_in;
+            public long num_swap_bytes;
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
@@ -392,6 +428,7 @@ namespace Pvllm
             public ulong kv_bytes_total;
             public long max_tokens_in_cache;
             public ulong activation_bytes;        // since 0.4
+            public ulong swap_bytes;              // since 0.5
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]

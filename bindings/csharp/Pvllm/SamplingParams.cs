@@ -24,6 +24,10 @@ namespace Pvllm
             Logprobs = p.logprobs;
             Seed = p.has_seed != 0 ? p.seed : (ulong?)null;
             N = p.n;
+            PromptLogprobs = checked((int)p.prompt_logprobs);
+            BeamWidth = p.beam_width;
+            LengthPenalty = p.length_penalty;
+            EarlyStopping = (EarlyStopping)p.early_stopping;
         }
 
         /// <summary>Greedy decoding (temperature 0) of at most `maxTokens` tokens.</summary>
@@ -56,6 +60,22 @@ namespace Pvllm
         public ulong? Seed { get; set; }
         /// <summary>Parallel samples, 1..max_num_seqs; default 1.</summary>
         public int N { get; set; }
+        /// <summary>
+        /// -1 none (default); 0 each prompt token's logprob (all but the first);
+        /// k &lt;= 20: plus the top k. They come with the request's first output
+        /// (Output.PromptLogprobs). Since 0.5.
+        /// </summary>
+        public int PromptLogprobs { get; set; }
+        /// <summary>
+        /// Beam search with this many beams (1..10; 0 = off, the default): the
+        /// best N hypotheses come back as samples, best first, each in one output
+        /// with its Score. Temperature must be 0 and the other shaping off. Since 0.5.
+        /// </summary>
+        public int BeamWidth { get; set; }
+        /// <summary>A hypothesis scores its logprob sum / length^LengthPenalty; default 1.</summary>
+        public float LengthPenalty { get; set; }
+        /// <summary>When beam search stops; default Heuristic.</summary>
+        public EarlyStopping EarlyStopping { get; set; }
 
         /// <summary>The C struct; its pointers live in `scope`.</summary>
         internal NativeMethods.pvllm_sampling_params ToNative(NativeScope scope)
@@ -78,8 +98,23 @@ namespace Pvllm
             p.has_seed = Seed.HasValue ? (byte)1 : (byte)0;
             p.seed = Seed ?? 0;
             p.n = N;
+            p.prompt_logprobs = PromptLogprobs;
+            p.beam_width = BeamWidth;
+            p.length_penalty = LengthPenalty;
+            p.early_stopping = (int)EarlyStopping;
             return p;
         }
+    }
+
+    /// <summary>pvllm_early_stopping: when beam search stops, as Hugging Face's False, True and "never".</summary>
+    public enum EarlyStopping
+    {
+        /// <summary>When no live beam can beat the worst finished hypothesis at the current length.</summary>
+        Heuristic = 0,
+        /// <summary>As soon as beam_width hypotheses are finished.</summary>
+        True = 1,
+        /// <summary>As Heuristic, over the longest length a beam may reach (length_penalty &gt; 0).</summary>
+        Never = 2,
     }
 
     /// <summary>

@@ -29,6 +29,14 @@ namespace Pvllm
             NumKvSlotsReserved = s.num_kv_slots_reserved;
             NumSeqsQueuedForMemory = s.num_seqs_queued_for_memory;
             NumBlockCopies = s.num_block_copies;
+            NumPrefixCacheEvictions = s.num_prefix_cache_evictions;
+            StepTimeP50Ms = s.step_time_p50_ms;
+            StepTimeP99Ms = s.step_time_p99_ms;
+            StepTimeMaxMs = s.step_time_max_ms;
+            NumPreemptionsBySwap = s.num_preemptions_by_swap;
+            NumBlocksSwappedOut = s.num_blocks_swapped_out;
+            NumBlocksSwappedIn = s.num_blocks_swapped_in;
+            NumSwapBytes = s.num_swap_bytes;
         }
 
         /// <summary>Sequences in the running set.</summary>
@@ -68,6 +76,18 @@ namespace Pvllm
         public long NumBlockCopies { get; }
         /// <summary>The backend serving the engine: "cuda", or "cpu (avx2)" and the like (since 0.4).</summary>
         public string Backend { get; }
+        /// <summary>Cached prefix blocks reclaimed for new use (since 0.5).</summary>
+        public long NumPrefixCacheEvictions { get; }
+        /// <summary>Wall time of the steps that ran a batch, over the latest 1024 (since 0.5).</summary>
+        public float StepTimeP50Ms { get; }
+        public float StepTimeP99Ms { get; }
+        public float StepTimeMaxMs { get; }
+        /// <summary>Preemptions that swapped (NumPreemptions counts both kinds; since 0.5).</summary>
+        public long NumPreemptionsBySwap { get; }
+        public long NumBlocksSwappedOut { get; }
+        public long NumBlocksSwappedIn { get; }
+        /// <summary>Bytes moved to and from the swap space (since 0.5).</summary>
+        public long NumSwapBytes { get; }
     }
 
     /// <summary>pvllm_memory_estimate: what Engine.Create would need.</summary>
@@ -81,6 +101,7 @@ namespace Pvllm
             KvBytesTotal = e.kv_bytes_total;
             MaxTokensInCache = e.max_tokens_in_cache;
             ActivationBytes = e.activation_bytes;
+            SwapBytes = e.swap_bytes;
         }
 
         /// <summary>Weights as stored.</summary>
@@ -94,5 +115,7 @@ namespace Pvllm
         public long MaxTokensInCache { get; }
         /// <summary>On the CPU: the activation buffers at their largest (since 0.4).</summary>
         public ulong ActivationBytes { get; }
+        /// <summary>On the CPU: the host swap space of PreemptionMode Swap or Auto (since 0.5).</summary>
+        public ulong SwapBytes { get; }
     }
 }

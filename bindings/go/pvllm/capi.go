@@ -166,6 +166,8 @@ func cEngineParams(cfg *Config, p *C.pvllm_engine_params) (free func()) {
 	if cfg.DisableCUDAGraphs {
 		p.enable_cuda_graphs = 0
 	}
+	p.preemption_mode = C.int32_t(cfg.PreemptionMode)
+	p.swap_space_bytes = C.int64_t(cfg.SwapSpaceBytes)
 	return func() {
 		for _, s := range strs {
 			C.free(unsafe.Pointer(s))
@@ -217,6 +219,7 @@ func estimateMemory(cfg *Config) (MemoryEstimate, error) {
 		NumBlocks:        int(est.num_blocks),
 		KVBytesTotal:     uint64(est.kv_bytes_total),
 		MaxTokensInCache: int64(est.max_tokens_in_cache),
+		SwapBytes:        uint64(est.swap_bytes),
 	}, nil
 }
 
@@ -286,6 +289,10 @@ func defaultSamplingParams() SamplingParams {
 		IgnoreEOS:         c.ignore_eos != 0,
 		Logprobs:          int(c.logprobs),
 		N:                 int(c.n),
+		PromptLogprobs:    int(c.prompt_logprobs),
+		BeamWidth:         int(c.beam_width),
+		LengthPenalty:     float32(c.length_penalty),
+		EarlyStopping:     EarlyStopping(c.early_stopping),
 	}
 }
 
@@ -298,7 +305,8 @@ func submit(h *C.pvllm_engine, req *Request) (uint64, error) {
 	ints := []struct {
 		name string
 		v    int
-	}{{"top_k", sp.TopK}, {"max_tokens", sp.MaxTokens}, {"logprobs", sp.Logprobs}, {"n", sp.N}}
+	}{{"top_k", sp.TopK}, {"max_tokens", sp.MaxTokens}, {"logprobs", sp.Logprobs}, {"n", sp.N},
+		{"prompt_logprobs", sp.PromptLogprobs}, {"beam_width", sp.BeamWidth}}
 	for _, f := range ints {
 		if int(int32(f.v)) != f.v {
 			return 0, &Error{Status: StatusInvalidArgument,
@@ -318,6 +326,10 @@ func submit(h *C.pvllm_engine, req *Request) (uint64, error) {
 	c.ignore_eos = cBool(sp.IgnoreEOS)
 	c.logprobs = C.int32_t(sp.Logprobs)
 	c.n = C.int32_t(sp.N)
+	c.prompt_logprobs = C.int64_t(sp.PromptLogprobs)
+	c.beam_width = C.int32_t(sp.BeamWidth)
+	c.length_penalty = C.float(sp.LengthPenalty)
+	c.early_stopping = C.int32_t(sp.EarlyStopping)
 	if sp.Seed != nil {
 		c.has_seed = 1
 		c.seed = C.uint64_t(*sp.Seed)
@@ -423,24 +435,30 @@ func pollRequest(h *C.pvllm_engine, id uint64) ([]Output, error) {
 		}
 		out.Text = C.GoStringN(o.text, C.int(o.text_len))
 		out.RequestFinished = o.request_finished != 0
-		// The last field of pvllm_output (since 0.4): there when the
-		// library filled the whole struct this package knows.
-		if uintptr(o.struct_size) >= unsafe.Sizeof(*o) {
+		// Fields appended since 0.1 are read only when the library that
+		// made the event filled them (its struct_size covers them).
+		has := func(offset, size uintptr) bool { return uintptr(o.struct_size) >= offset+size }
+		if has(unsafe.Offsetof(o.sequence), unsafe.Sizeof(o.sequence)) {
 			out.Sequence = uint64(o.sequence)
 		}
 		if o.logprobs != nil && o.num_token_ids > 0 {
-			src := unsafe.Slice(o.logprobs, int(o.num_token_ids))
-			out.Logprobs = make([]TokenLogprobs, len(src))
-			for j := range src {
-				lp := &out.Logprobs[j]
-				lp.TokenID = int32(src[j].token_id)
-				lp.Logprob = float32(src[j].logprob)
-				if src[j].num_top > 0 {
-					top := unsafe.Slice(src[j].top, int(src[j].num_top))
-					lp.Top = make([]Logprob, len(top))
-					for k := range top {
-						lp.Top[k] = Logprob{TokenID: int32(top[k].token_id), Logprob: float32(top[k].logprob)}
-					}
+			out.Logprobs = copyLogprobs(o.logprobs, int(o.num_token_ids))
+		}
+		if has(unsafe.Offsetof(o.score), unsafe.Sizeof(o.score)) {
+			if o.prompt_logprobs != nil && o.num_prompt_logprobs > 0 {
+				out.PromptLogprobs = copyLogprobs(o.prompt_logprobs, int(o.num_prompt_logprobs))
+			}
+			out.Score = float64(o.score)
+			if out.RequestFinished {
+				out.Metrics = &RequestMetrics{
+					TimeQueued:            float64(o.time_queued),
+					TimeToFirstToken:      float64(o.time_to_first_token),
+					TimePerOutputToken:    float64(o.time_per_output_token),
+					E2ELatency:            float64(o.e2e_latency),
+					NumPromptTokens:       int64(o.num_prompt_tokens),
+					NumPrefillTokens:      int64(o.num_prefill_tokens),
+					NumCachedPromptTokens: int64(o.num_cached_prompt_tokens),
+					NumGeneratedTokens:    int64(o.num_generated_tokens),
 				}
 			}
 		}
@@ -449,6 +467,25 @@ func pollRequest(h *C.pvllm_engine, id uint64) ([]Output, error) {
 		}
 	}
 	return outs, nil
+}
+
+// copyLogprobs copies n C token logprobs into Go memory.
+func copyLogprobs(p *C.pvllm_token_logprobs, n int) []TokenLogprobs {
+	src := unsafe.Slice(p, n)
+	out := make([]TokenLogprobs, n)
+	for j := range src {
+		lp := &out[j]
+		lp.TokenID = int32(src[j].token_id)
+		lp.Logprob = float32(src[j].logprob)
+		if src[j].num_top > 0 {
+			top := unsafe.Slice(src[j].top, int(src[j].num_top))
+			lp.Top = make([]Logprob, len(top))
+			for k := range top {
+				lp.Top[k] = Logprob{TokenID: int32(top[k].token_id), Logprob: float32(top[k].logprob)}
+			}
+		}
+	}
+	return out
 }
 
 func getStats(h *C.pvllm_engine) (Stats, error) {
@@ -476,6 +513,14 @@ func getStats(h *C.pvllm_engine) (Stats, error) {
 		NumCachedPromptTokens:    int64(s.num_cached_prompt_tokens),
 		NumSteps:                 int64(s.num_steps),
 		NumRequestsFinished:      int64(s.num_requests_finished),
+		NumPrefixCacheEvictions:  int64(s.num_prefix_cache_evictions),
+		StepTimeP50Ms:            float32(s.step_time_p50_ms),
+		StepTimeP99Ms:            float32(s.step_time_p99_ms),
+		StepTimeMaxMs:            float32(s.step_time_max_ms),
+		NumPreemptionsBySwap:     int64(s.num_preemptions_by_swap),
+		NumBlocksSwappedOut:      int64(s.num_blocks_swapped_out),
+		NumBlocksSwappedIn:       int64(s.num_blocks_swapped_in),
+		NumSwapBytes:             int64(s.num_swap_bytes),
 	}, nil
 }
 

@@ -730,3 +730,147 @@ func TestStories260KGreedy(t *testing.T) {
 		})
 	}
 }
+
+// libpvllm 0.5: what a request's last event says of it, prompt logprobs,
+// beam search, and preemption by swap, through the package.
+func TestRequestMetricsPromptLogprobsAndBeams(t *testing.T) {
+	eng := newEngine(t)
+	ctx := testContext(t)
+	p := exactly(6)
+	p.PromptLogprobs = 2
+	prompt := []int32{1, 40, 41, 42, 43, 44, 45}
+	st, err := eng.Submit(ctx, pvllm.Request{PromptTokens: prompt, Params: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.PromptLogprobs) != len(prompt)-1 {
+		t.Fatalf("%d prompt logprobs for a %d-token prompt", len(res.PromptLogprobs), len(prompt))
+	}
+	for i, lp := range res.PromptLogprobs {
+		if lp.TokenID != prompt[i+1] || lp.Logprob > 0 || len(lp.Top) != 2 {
+			t.Errorf("prompt logprob %d: %+v", i, lp)
+		}
+	}
+	m := res.Metrics
+	if m == nil || m.NumPromptTokens != int64(len(prompt)) || m.NumGeneratedTokens != 6 ||
+		m.TimeToFirstToken <= 0 || m.E2ELatency < m.TimeToFirstToken {
+		t.Errorf("metrics %+v", m)
+	}
+
+	beams := pvllm.GreedySamplingParams(8)
+	beams.BeamWidth = 3
+	beams.N = 2
+	beams.EarlyStopping = pvllm.EarlyStoppingNever
+	st, err = eng.Submit(ctx, pvllm.Request{PromptTokens: prompt, Params: beams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = st.Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Samples) != 2 || res.Samples[0].Score >= 0 || res.Samples[0].Score < res.Samples[1].Score ||
+		len(res.Samples[0].TokenIDs) == 0 {
+		t.Errorf("beam samples %+v", res.Samples)
+	}
+	beams.Temperature = 0.5
+	if _, err := eng.Submit(ctx, pvllm.Request{PromptTokens: prompt, Params: beams}); !errors.Is(err, pvllm.StatusInvalidArgument) {
+		t.Errorf("beam search with temperature: %v, want INVALID_ARGUMENT", err)
+	}
+	stats, _ := eng.Stats()
+	if stats.StepTimeP50Ms <= 0 || stats.StepTimeMaxMs < stats.StepTimeP50Ms {
+		t.Errorf("step times %+v", stats)
+	}
+}
+
+func TestPreemptionBySwap(t *testing.T) {
+	cfg := pvllm.Config{ModelPath: tinyModel(t, "--max-position", "96"), NumThreads: 1,
+		BlockSize: 8, NumKVBlocks: 14, PreemptionMode: pvllm.PreemptionSwap}
+	est, err := pvllm.EstimateMemory(cfg)
+	if err != nil || est.SwapBytes != 14*est.KVBytesPerBlock {
+		t.Fatalf("estimate %+v, %v", est, err)
+	}
+	eng, err := pvllm.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	var streams []*pvllm.Stream
+	for r := 0; r < 5; r++ {
+		prompt := []int32{1}
+		for i := 1; i < 10+3*r; i++ {
+			prompt = append(prompt, int32(3+(i*7)%200))
+		}
+		st, err := eng.Submit(testContext(t), pvllm.Request{PromptTokens: prompt, Params: exactly(40)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, st)
+	}
+	for _, st := range streams {
+		if res, err := st.Collect(); err != nil || len(res.Samples[0].TokenIDs) != 40 {
+			t.Fatalf("%v, %+v", err, res)
+		}
+	}
+	s, _ := eng.Stats()
+	if s.NumPreemptionsBySwap == 0 || s.NumBlocksSwappedIn != s.NumBlocksSwappedOut ||
+		s.NumSwapBytes != (s.NumBlocksSwappedOut+s.NumBlocksSwappedIn)*int64(est.KVBytesPerBlock) {
+		t.Errorf("swap stats %+v", s)
+	}
+}
+
+// A stop string made of a multi-byte character and its neighbours, from a
+// generation that streams such characters: the text ends right before it,
+// and no event showed any of it first.
+func TestMultiByteStopStringsEndTheStreamBeforeThem(t *testing.T) {
+	eng := newEngine(t)
+	var tried []string
+	for _, prompt := range []string{"Once upon a time", "The café", "She said 你好", "A naïve dog", "Tom"} {
+		whole, err := eng.Generate(testContext(t), prompt, exactly(48))
+		if err != nil {
+			t.Fatal(err)
+		}
+		full := whole.Text()
+		// A multi-byte character in the second half (so text streamed
+		// before it), after an ASCII one, with the character after it.
+		runes := []rune(full)
+		starts := make([]int, 0, len(runes)+1)
+		for i := range full {
+			starts = append(starts, i)
+		}
+		starts = append(starts, len(full))
+		pick := -1
+		for i := len(runes) / 2; i >= 1 && i+1 < len(runes); i++ {
+			if runes[i] > 0x7F && runes[i-1] <= 0x7F {
+				pick = i
+				break
+			}
+		}
+		if pick < 0 {
+			tried = append(tried, full)
+			continue
+		}
+		stop := full[starts[pick-1]:starts[pick+2]]
+		cut := strings.Index(full, stop)
+		p := exactly(48)
+		p.Stop = []string{stop}
+		st, err := eng.Submit(testContext(t), pvllm.Request{Prompt: prompt, Params: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := st.Collect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := res.Samples[0]
+		if s.FinishReason != pvllm.FinishStop || s.Text != full[:cut] || s.Text == "" {
+			t.Fatalf("stop %q: finish %v, text %q, want %q", stop, s.FinishReason, s.Text, full[:cut])
+		}
+		return
+	}
+	t.Fatalf("no greedy text held a multi-byte character: %q", tried)
+}

@@ -170,12 +170,15 @@ type Sample struct {
 	FinishReason FinishReason
 	Logprobs     []TokenLogprobs // nil unless requested
 	Err          error           // set with FinishError (or ErrClosed)
+	Score        float64         // beam search: the hypothesis' score
 }
 
 // Result is a finished request: one Sample per sample index.
 type Result struct {
-	RequestID uint64
-	Samples   []Sample
+	RequestID      uint64
+	Samples        []Sample
+	PromptLogprobs []TokenLogprobs // when the request asked for them
+	Metrics        *RequestMetrics // from its last event (libpvllm 0.5)
 }
 
 // Text returns the first sample's text.
@@ -200,6 +203,15 @@ func (s *Stream) Collect() (*Result, error) {
 		texts[o.Index].WriteString(o.Text)
 		smp.TokenIDs = append(smp.TokenIDs, o.TokenIDs...)
 		smp.Logprobs = append(smp.Logprobs, o.Logprobs...)
+		if o.PromptLogprobs != nil {
+			res.PromptLogprobs = o.PromptLogprobs
+		}
+		if o.Metrics != nil {
+			res.Metrics = o.Metrics
+		}
+		if o.Score != 0 {
+			smp.Score = o.Score
+		}
 		if o.FinishReason != FinishNone {
 			smp.FinishReason = o.FinishReason
 			smp.Err = o.Err

@@ -27,6 +27,13 @@ type Config struct {
 	DType                DType   // weights, activations and K/V (default DTypeAuto)
 	DisableCUDAGraphs    bool    // decode steps replay CUDA graphs unless this is set
 
+	// Preemption (libpvllm 0.5): how a running sequence makes room when the
+	// KV pool runs dry (default PreemptionRecompute), and the host swap
+	// space of PreemptionSwap and PreemptionAuto in bytes (0 = as many
+	// blocks as the KV pool).
+	PreemptionMode PreemptionMode
+	SwapSpaceBytes int64
+
 	// Progress, when set, is called while New loads the model, on the
 	// goroutine that called New. fraction is in [0, 1].
 	Progress func(fraction float32, stage string)
@@ -46,6 +53,16 @@ const (
 	// KVAllocatorContiguous reserves the whole context per sequence up
 	// front: the baseline for memory measurements.
 	KVAllocatorContiguous KVAllocator = 1
+)
+
+// PreemptionMode mirrors pvllm_preemption_mode (libpvllm 0.5). Every mode
+// gives the same tokens; they differ in what a preemption costs.
+type PreemptionMode int32
+
+const (
+	PreemptionRecompute PreemptionMode = 0 // free the blocks, compute the tokens again later
+	PreemptionSwap      PreemptionMode = 1 // copy the K/V to the host swap space and back
+	PreemptionAuto      PreemptionMode = 2 // per victim, whichever the backend estimates cheaper
 )
 
 // DType mirrors pvllm_dtype: the GPU's weight, activation and K/V type.
@@ -76,7 +93,28 @@ type SamplingParams struct {
 	Logprobs          int     // -1 none; 0 the chosen token; k: plus the top k (<= 20)
 	Seed              *uint64 // nil = a random seed
 	N                 int     // parallel samples
+
+	// libpvllm 0.5. PromptLogprobs: -1 none; 0 each prompt token's logprob
+	// (all but the first); k <= 20: plus the top k. They come with the
+	// request's first event (Output.PromptLogprobs).
+	PromptLogprobs int
+	// Beam search with BeamWidth beams (1..10; 0 = off): the best N
+	// hypotheses come back as samples, best first, each in one event with
+	// its Score. Temperature must be 0 and the other shaping off.
+	BeamWidth     int
+	LengthPenalty float32 // a hypothesis scores its logprob sum / length^LengthPenalty (default 1)
+	EarlyStopping EarlyStopping
 }
+
+// EarlyStopping mirrors pvllm_early_stopping: when beam search stops, as
+// Hugging Face's early_stopping False, True and "never".
+type EarlyStopping int32
+
+const (
+	EarlyStoppingHeuristic EarlyStopping = 0
+	EarlyStoppingTrue      EarlyStopping = 1
+	EarlyStoppingNever     EarlyStopping = 2
+)
 
 // DefaultSamplingParams returns the library's defaults
 // (pvllm_sampling_params_init): temperature 1, top_p 1, max_tokens 16, n 1,
@@ -166,6 +204,27 @@ type Output struct {
 	// events that several goroutines took by it restores that order. 0 with
 	// a library older than 0.4.
 	Sequence uint64
+	// On the request's first event when it asked for prompt logprobs: entry
+	// i for prompt token i + 1 (libpvllm 0.5).
+	PromptLogprobs []TokenLogprobs
+	// Beam search: the hypothesis' score; 0 otherwise (libpvllm 0.5).
+	Score float64
+	// On the request's last event (RequestFinished): its timing and token
+	// counts; nil on the others and with a library older than 0.5.
+	Metrics *RequestMetrics
+}
+
+// RequestMetrics is a request's timing, in seconds from its submission,
+// and its token counts (libpvllm 0.5).
+type RequestMetrics struct {
+	TimeQueued            float64 // to the first step that ran any of its tokens
+	TimeToFirstToken      float64 // to the end of the step of its first token; 0 if none
+	TimePerOutputToken    float64 // mean gap between its token steps after the first
+	E2ELatency            float64 // to the end of its last step
+	NumPromptTokens       int64
+	NumPrefillTokens      int64 // prompt tokens computed, recomputation included
+	NumCachedPromptTokens int64 // prompt tokens the prefix cache spared
+	NumGeneratedTokens    int64 // over all its samples
 }
 
 // Stats is a snapshot of the engine's counters (pvllm_stats).
@@ -187,6 +246,15 @@ type Stats struct {
 	NumCachedPromptTokens    int64
 	NumSteps                 int64
 	NumRequestsFinished      int64
+	// libpvllm 0.5 (0 with an older library).
+	NumPrefixCacheEvictions int64
+	StepTimeP50Ms           float32 // over the latest 1024 steps that ran a batch
+	StepTimeP99Ms           float32
+	StepTimeMaxMs           float32
+	NumPreemptionsBySwap    int64
+	NumBlocksSwappedOut     int64
+	NumBlocksSwappedIn      int64
+	NumSwapBytes            int64 // moved both ways
 }
 
 // MemoryEstimate is what New(cfg) would need (pvllm_estimate_memory).
@@ -196,6 +264,7 @@ type MemoryEstimate struct {
 	NumBlocks        int
 	KVBytesTotal     uint64
 	MaxTokensInCache int64
+	SwapBytes        uint64 // the host swap space on the CPU (libpvllm 0.5)
 }
 
 // EstimateMemory reads the model's config and tensor table, loads nothing,

@@ -121,7 +121,13 @@ fn build_bundled() -> Result<String, String> {
         vendored
     } else {
         let checkout = manifest.join("..").join("..").join("..");
-        if !checkout.join("capi").join("include").join("pvllm").join("pvllm.h").exists() {
+        if !checkout
+            .join("capi")
+            .join("include")
+            .join("pvllm")
+            .join("pvllm.h")
+            .exists()
+        {
             return Err(format!(
                 "no sources: neither {} nor a pvllm checkout around {}",
                 vendored.display(),
@@ -130,7 +136,10 @@ fn build_bundled() -> Result<String, String> {
         }
         checkout
     };
-    println!("cargo:rerun-if-changed={}", source.join("CMakeLists.txt").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        source.join("CMakeLists.txt").display()
+    );
     let out = std::path::PathBuf::from(env::var("OUT_DIR").map_err(|e| e.to_string())?);
     let build = out.join("pvllm-build");
     let prefix = out.join("pvllm-install");

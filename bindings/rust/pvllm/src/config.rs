@@ -38,6 +38,21 @@ pub struct EngineConfig {
     gpu_memory_utilization_bits: Option<u32>,
     dtype: Option<Dtype>,
     enable_cuda_graphs: Option<bool>,
+    preemption_mode: Option<PreemptionMode>,
+    swap_space_bytes: Option<u64>,
+}
+
+/// How a running sequence makes room when the KV pool runs dry
+/// (`pvllm_preemption_mode`, libpvllm 0.5). Every mode gives the same
+/// tokens; they differ in what a preemption costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PreemptionMode {
+    /// Free its blocks; compute its tokens again when it comes back.
+    Recompute,
+    /// Copy its K/V to the host swap space and back.
+    Swap,
+    /// Per victim, whichever the backend estimates cheaper.
+    Auto,
 }
 
 /// Weight, activation and K/V dtype on a GPU (`pvllm_dtype`); the CPU
@@ -83,6 +98,8 @@ impl EngineConfig {
             gpu_memory_utilization_bits: None,
             dtype: None,
             enable_cuda_graphs: None,
+            preemption_mode: None,
+            swap_space_bytes: None,
         }
     }
 
@@ -188,6 +205,21 @@ impl EngineConfig {
         self
     }
 
+    /// How running sequences are preempted (default
+    /// [`PreemptionMode::Recompute`]; libpvllm 0.5).
+    pub fn preemption_mode(mut self, mode: PreemptionMode) -> Self {
+        self.preemption_mode = Some(mode);
+        self
+    }
+
+    /// The host swap space of [`PreemptionMode::Swap`] and
+    /// [`PreemptionMode::Auto`], in bytes (default 0: as many blocks as the
+    /// KV pool; libpvllm 0.5).
+    pub fn swap_space_bytes(mut self, bytes: u64) -> Self {
+        self.swap_space_bytes = Some(bytes);
+        self
+    }
+
     /// The C parameter struct, with the strings it points into.
     pub(crate) fn to_raw(&self) -> Result<RawEngineParams> {
         let model_path = path_to_cstring(&self.model_path)?;
@@ -259,6 +291,17 @@ impl EngineConfig {
         if let Some(v) = self.enable_cuda_graphs {
             raw.enable_cuda_graphs = u8::from(v);
         }
+        if let Some(mode) = self.preemption_mode {
+            raw.preemption_mode = match mode {
+                PreemptionMode::Recompute => sys::pvllm_preemption_mode_PVLLM_PREEMPTION_RECOMPUTE,
+                PreemptionMode::Swap => sys::pvllm_preemption_mode_PVLLM_PREEMPTION_SWAP,
+                PreemptionMode::Auto => sys::pvllm_preemption_mode_PVLLM_PREEMPTION_AUTO,
+            } as i32;
+        }
+        if let Some(bytes) = self.swap_space_bytes {
+            raw.swap_space_bytes =
+                i64::try_from(bytes).map_err(|_| range_error("swap_space_bytes", bytes))?;
+        }
         Ok(RawEngineParams {
             raw,
             _model_path: model_path,
@@ -291,6 +334,9 @@ pub struct MemoryEstimate {
     pub kv_bytes_total: u64,
     /// `num_blocks * block_size`.
     pub max_tokens_in_cache: i64,
+    /// On the CPU: the host swap space of [`PreemptionMode::Swap`] or
+    /// [`PreemptionMode::Auto`] (libpvllm 0.5).
+    pub swap_bytes: u64,
 }
 
 /// Estimates the memory [`Engine::new`](crate::Engine::new) would need for
@@ -314,6 +360,7 @@ pub fn estimate_memory(config: &EngineConfig) -> Result<MemoryEstimate> {
         num_blocks: raw.num_blocks,
         kv_bytes_total: raw.kv_bytes_total,
         max_tokens_in_cache: raw.max_tokens_in_cache,
+        swap_bytes: raw.swap_bytes,
     })
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use pvllm_sys as sys;
 
+use crate::async_stream::AsyncState;
 use crate::config::{nul_error, EngineConfig};
 use crate::error::{check, read_text, Error, Result, Status};
 use crate::output::{Completion, FinishReason, Output, RequestId, TokenLogprobs};
@@ -25,6 +26,7 @@ use crate::stream::OutputStream;
 /// frees everything; pending outputs are dropped.
 pub struct Engine {
     handle: NonNull<sys::pvllm_engine>,
+    async_state: AsyncState,
 }
 
 // SAFETY (Send): the engine is a heap object with no tie to the thread that
@@ -111,6 +113,24 @@ pub struct Stats {
     pub num_seqs_queued_for_memory: i64,
     /// Blocks copied (copy-on-write, and contiguous-mode forks).
     pub num_block_copies: i64,
+    /// Cached prefix blocks reclaimed for new use (0 before 0.5).
+    pub num_prefix_cache_evictions: i64,
+    /// Wall time of the steps that ran a batch, over the latest 1024 of
+    /// them, in milliseconds: median (0 before the first, or before 0.5).
+    pub step_time_p50_ms: f32,
+    /// Their 99th percentile.
+    pub step_time_p99_ms: f32,
+    /// Their maximum.
+    pub step_time_max_ms: f32,
+    /// Preemptions that swapped the victim's K/V to the host
+    /// ([`num_preemptions`](Self::num_preemptions) counts both kinds).
+    pub num_preemptions_by_swap: i64,
+    /// Blocks copied to the swap space.
+    pub num_blocks_swapped_out: i64,
+    /// Blocks copied back.
+    pub num_blocks_swapped_in: i64,
+    /// Bytes moved both ways.
+    pub num_swap_bytes: i64,
 }
 
 /// The closure of [`Engine::with_progress`] and a panic it raised, if any
@@ -212,7 +232,10 @@ impl Engine {
         // SAFETY: params and the strings it points to live across the call.
         check(|err| unsafe { sys::pvllm_engine_create(&params.raw, &mut handle, err) })?;
         NonNull::new(handle)
-            .map(|handle| Engine { handle })
+            .map(|handle| Engine {
+                handle,
+                async_state: AsyncState::default(),
+            })
             .ok_or_else(|| {
                 Error::new(
                     Status::Internal,
@@ -223,6 +246,10 @@ impl Engine {
 
     pub(crate) fn raw(&self) -> *mut sys::pvllm_engine {
         self.handle.as_ptr()
+    }
+
+    pub(crate) fn async_state(&self) -> &AsyncState {
+        &self.async_state
     }
 
     /// Queues a request; its outputs come through [`poll`](Self::poll) (or
@@ -243,6 +270,29 @@ impl Engine {
     /// [`poll`](Self::poll), so an engine-wide poller elsewhere cannot take
     /// them from the request's own consumer.
     pub fn submit_with(&self, request: &Request, delivery: Delivery) -> Result<RequestId> {
+        self.submit_raw(request, |raw| raw.delivery = delivery.to_raw())
+    }
+
+    /// Submits a request whose events go to `handler(event, user_data)`
+    /// (pvllm_request.on_output); `user_data` must stay valid until the
+    /// handler has seen the last event or the engine is gone.
+    pub(crate) fn submit_handled(
+        &self,
+        request: &Request,
+        handler: unsafe extern "C" fn(*const sys::pvllm_output, *mut c_void),
+        user_data: *mut c_void,
+    ) -> Result<RequestId> {
+        self.submit_raw(request, |raw| {
+            raw.on_output = Some(handler);
+            raw.on_output_user_data = user_data;
+        })
+    }
+
+    fn submit_raw(
+        &self,
+        request: &Request,
+        route: impl FnOnce(&mut sys::pvllm_request),
+    ) -> Result<RequestId> {
         let sampling = request.sampling.to_raw()?;
         let text;
         // SAFETY: pvllm_request_init fills every field.
@@ -267,7 +317,7 @@ impl Engine {
         }
         raw.sampling = &sampling.raw;
         raw.priority = request.priority;
-        raw.delivery = delivery.to_raw();
+        route(&mut raw);
         let mut id = 0u64;
         // SAFETY: every pointer in `raw` outlives the call; the library
         // copies what it keeps.
@@ -285,7 +335,9 @@ impl Engine {
     pub fn step(&self) -> Result<usize> {
         let mut unfinished: i32 = 0;
         // SAFETY: a live handle and a valid out-pointer.
-        check(|err| unsafe { sys::pvllm_step(self.raw(), &mut unfinished, err) })?;
+        self.async_state.stepping(|| {
+            check(|err| unsafe { sys::pvllm_step(self.raw(), &mut unfinished, err) })
+        })?;
         Ok(unfinished.max(0) as usize)
     }
 
@@ -396,6 +448,14 @@ impl Engine {
             num_kv_slots_reserved: s.num_kv_slots_reserved,
             num_seqs_queued_for_memory: s.num_seqs_queued_for_memory,
             num_block_copies: s.num_block_copies,
+            num_prefix_cache_evictions: s.num_prefix_cache_evictions,
+            step_time_p50_ms: s.step_time_p50_ms,
+            step_time_p99_ms: s.step_time_p99_ms,
+            step_time_max_ms: s.step_time_max_ms,
+            num_preemptions_by_swap: s.num_preemptions_by_swap,
+            num_blocks_swapped_out: s.num_blocks_swapped_out,
+            num_blocks_swapped_in: s.num_blocks_swapped_in,
+            num_swap_bytes: s.num_swap_bytes,
         })
     }
 
@@ -489,6 +549,8 @@ impl Engine {
         let mut stream = self.stream(std::slice::from_ref(&request))?;
         let id = stream.request_ids()[0];
         let mut samples: Vec<Option<Completion>> = Vec::new();
+        let mut prompt_logprobs = None;
+        let mut metrics = None;
         for event in &mut stream {
             let event = event?;
             let index = event.sample_index as usize;
@@ -502,6 +564,9 @@ impl Engine {
                 finish_reason: FinishReason::Unknown(0),
                 logprobs: None,
                 error_message: None,
+                score: 0.0,
+                prompt_logprobs: None,
+                metrics: None,
             });
             sample.token_ids.extend_from_slice(&event.token_ids);
             sample.text.push_str(&event.text);
@@ -511,10 +576,21 @@ impl Engine {
                     .get_or_insert_with(Vec::<TokenLogprobs>::new)
                     .extend(logprobs);
             }
+            if event.prompt_logprobs.is_some() {
+                prompt_logprobs = event.prompt_logprobs;
+            }
+            if event.metrics.is_some() {
+                metrics = event.metrics;
+            }
             if let Some(reason) = event.finish_reason {
                 sample.finish_reason = reason;
                 sample.error_message = event.error_message;
+                sample.score = event.score;
             }
+        }
+        for sample in samples.iter_mut().flatten() {
+            sample.prompt_logprobs = prompt_logprobs.clone();
+            sample.metrics = metrics;
         }
         if !stream.is_finished() || samples.iter().any(|s| s.is_none()) {
             return Err(Error::new(

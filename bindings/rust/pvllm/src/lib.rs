@@ -62,6 +62,7 @@
 //! set `LD_LIBRARY_PATH`).
 #![warn(missing_docs)]
 
+mod async_stream;
 mod chat;
 mod config;
 mod engine;
@@ -70,12 +71,17 @@ mod output;
 mod request;
 mod stream;
 
+pub use async_stream::{AsyncOutputStream, Next};
 pub use chat::ChatTemplateOptions;
-pub use config::{estimate_memory, Dtype, EngineConfig, KvAllocator, MemoryEstimate};
+pub use config::{
+    estimate_memory, Dtype, EngineConfig, KvAllocator, MemoryEstimate, PreemptionMode,
+};
 pub use engine::{abi_version, version, version_number, Engine, Stats};
 pub use error::{Error, Result, Status};
-pub use output::{Completion, FinishReason, Logprob, Output, RequestId, TokenLogprobs};
-pub use request::{Delivery, Prompt, Request, SamplingParams, TokenId};
+pub use output::{
+    Completion, FinishReason, Logprob, Output, RequestId, RequestMetrics, TokenLogprobs,
+};
+pub use request::{Delivery, EarlyStopping, Prompt, Request, SamplingParams, TokenId};
 pub use stream::OutputStream;
 
 /// The ABI version this crate was generated against (`PVLLM_ABI_VERSION`).

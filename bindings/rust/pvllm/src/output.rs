@@ -9,6 +9,16 @@ use pvllm_sys as sys;
 
 use crate::request::TokenId;
 
+/// Whether a `pvllm_output` of `size` bytes holds `field`
+/// (PVLLM_STRUCT_HAS): the library fills only the fields its caller's
+/// struct_size covers, and an older library knows fewer.
+macro_rules! has_field {
+    ($size:expr, $field:ident) => {
+        // SAFETY: addr_of! computes the field's address without reading it.
+        $size >= field_end(|base| unsafe { std::ptr::addr_of!((*base).$field) })
+    };
+}
+
 /// A request's id, unique within its engine (never 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RequestId(pub(crate) u64);
@@ -133,6 +143,39 @@ pub struct Output {
     /// several threads took by it restores that order. 0 with a library
     /// older than 0.4, which does not number events.
     pub sequence: u64,
+    /// On the request's first event when it asked for prompt
+    /// log-probabilities ([`SamplingParams::prompt_logprobs`](crate::SamplingParams::prompt_logprobs)):
+    /// entry `i` for prompt token `i + 1`. `None` otherwise.
+    pub prompt_logprobs: Option<Vec<TokenLogprobs>>,
+    /// Beam search: the hypothesis' score (summed log-probability over
+    /// `length^length_penalty`); 0 otherwise.
+    pub score: f64,
+    /// On the request's last event: its timing and token counts. `None` on
+    /// other events and with a library older than 0.5.
+    pub metrics: Option<RequestMetrics>,
+}
+
+/// A request's timing, in seconds from its submission, and its token
+/// counts, carried by its last event.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RequestMetrics {
+    /// Until the first step that ran any of its tokens.
+    pub time_queued: f64,
+    /// Until the end of the step that made its first token; 0 if none.
+    pub time_to_first_token: f64,
+    /// Mean gap between its token-making steps after the first; 0 with
+    /// fewer than two.
+    pub time_per_output_token: f64,
+    /// Until the end of its last step.
+    pub e2e_latency: f64,
+    /// Tokens in its prompt.
+    pub num_prompt_tokens: i64,
+    /// Prompt tokens computed, recomputation after preemption included.
+    pub num_prefill_tokens: i64,
+    /// Prompt tokens the prefix cache spared.
+    pub num_cached_prompt_tokens: i64,
+    /// Tokens generated over all its samples.
+    pub num_generated_tokens: i64,
 }
 
 impl Output {
@@ -150,27 +193,8 @@ impl Output {
         let token_ids = slice_or_empty(raw.token_ids, raw.num_token_ids).to_vec();
         let text = String::from_utf8_lossy(slice_or_empty(raw.text as *const u8, raw.text_len))
             .into_owned();
-        let logprobs = if raw.logprobs.is_null() {
-            None
-        } else {
-            let entries = slice_or_empty(raw.logprobs, raw.num_token_ids);
-            Some(
-                entries
-                    .iter()
-                    .map(|e| TokenLogprobs {
-                        token_id: e.token_id,
-                        logprob: e.logprob,
-                        top: slice_or_empty(e.top, e.num_top)
-                            .iter()
-                            .map(|l| Logprob {
-                                token_id: l.token_id,
-                                logprob: l.logprob,
-                            })
-                            .collect(),
-                    })
-                    .collect(),
-            )
-        };
+        let logprobs = copy_logprobs(raw.logprobs, raw.num_token_ids);
+        let size = raw.struct_size as usize;
         let finish_reason = FinishReason::from_raw(raw.finish_reason);
         let error_message =
             if finish_reason == Some(FinishReason::Error) && !raw.error_message.is_null() {
@@ -193,15 +217,71 @@ impl Output {
             // Engine::new refuses a library older than 0.2, so the field is
             // there (struct_size covers it).
             request_finished: raw.request_finished != 0,
-            // The last field of pvllm_output (since 0.4): there when the
-            // library filled the whole struct this crate knows.
-            sequence: if raw.struct_size as usize >= std::mem::size_of::<sys::pvllm_output>() {
+            // Since 0.4; the library fills the fields its struct_size covers.
+            sequence: if has_field!(size, sequence) {
                 raw.sequence
             } else {
                 0
             },
+            prompt_logprobs: if has_field!(size, num_prompt_logprobs) {
+                copy_logprobs(raw.prompt_logprobs, raw.num_prompt_logprobs)
+            } else {
+                None
+            },
+            score: if has_field!(size, score) {
+                raw.score
+            } else {
+                0.0
+            },
+            metrics: if has_field!(size, num_generated_tokens) && raw.request_finished != 0 {
+                Some(RequestMetrics {
+                    time_queued: raw.time_queued,
+                    time_to_first_token: raw.time_to_first_token,
+                    time_per_output_token: raw.time_per_output_token,
+                    e2e_latency: raw.e2e_latency,
+                    num_prompt_tokens: raw.num_prompt_tokens,
+                    num_prefill_tokens: raw.num_prefill_tokens,
+                    num_cached_prompt_tokens: raw.num_cached_prompt_tokens,
+                    num_generated_tokens: raw.num_generated_tokens,
+                })
+            } else {
+                None
+            },
         }
     }
+}
+
+/// The end of a field of `pvllm_output`: its offset plus its size.
+fn field_end<T>(field: fn(*const sys::pvllm_output) -> *const T) -> usize {
+    let probe = std::mem::MaybeUninit::<sys::pvllm_output>::uninit();
+    let base = probe.as_ptr();
+    field(base) as usize - base as usize + std::mem::size_of::<T>()
+}
+
+/// Copies a C array of per-token log-probabilities; `None` for NULL.
+unsafe fn copy_logprobs(
+    data: *const sys::pvllm_token_logprobs,
+    len: usize,
+) -> Option<Vec<TokenLogprobs>> {
+    if data.is_null() {
+        return None;
+    }
+    Some(
+        slice_or_empty(data, len)
+            .iter()
+            .map(|e| TokenLogprobs {
+                token_id: e.token_id,
+                logprob: e.logprob,
+                top: slice_or_empty(e.top, e.num_top)
+                    .iter()
+                    .map(|l| Logprob {
+                        token_id: l.token_id,
+                        logprob: l.logprob,
+                    })
+                    .collect(),
+            })
+            .collect(),
+    )
 }
 
 /// A slice over a C array; empty for NULL.
@@ -229,4 +309,11 @@ pub struct Completion {
     pub logprobs: Option<Vec<TokenLogprobs>>,
     /// The engine's message when `finish_reason` is `Error`.
     pub error_message: Option<String>,
+    /// Beam search: the hypothesis' score; 0 otherwise.
+    pub score: f64,
+    /// The request's prompt log-probabilities when it asked for them (the
+    /// same for every sample).
+    pub prompt_logprobs: Option<Vec<TokenLogprobs>>,
+    /// The request's timing and token counts (the same for every sample).
+    pub metrics: Option<RequestMetrics>,
 }

@@ -56,6 +56,20 @@ pub struct SamplingParams {
     pub seed: Option<u64>,
     /// Parallel samples of the same prompt.
     pub n: u32,
+    /// Prompt logprobs (libpvllm 0.5): `Some(0)` each prompt token's
+    /// logprob (all but the first), `Some(k)` plus the top k (k <= 20). They
+    /// come with the request's first event
+    /// ([`Output::prompt_logprobs`](crate::Output::prompt_logprobs)).
+    pub prompt_logprobs: Option<u32>,
+    /// Beam search with this many beams (1..10; 0 = off, libpvllm 0.5): the
+    /// best `n` hypotheses come back as samples, best first, each in one
+    /// event with its [`score`](crate::Output::score). Temperature must be 0
+    /// and the other shaping off.
+    pub beam_width: u32,
+    /// A hypothesis scores its logprob sum / length^length_penalty.
+    pub length_penalty: f32,
+    /// When beam search stops.
+    pub early_stopping: EarlyStopping,
 }
 
 impl Default for SamplingParams {
@@ -80,7 +94,43 @@ impl Default for SamplingParams {
                 None
             },
             n: raw.n.max(1) as u32,
+            prompt_logprobs: u32::try_from(raw.prompt_logprobs).ok(),
+            beam_width: raw.beam_width.max(0) as u32,
+            length_penalty: raw.length_penalty,
+            early_stopping: EarlyStopping::from_raw(raw.early_stopping),
         }
+    }
+}
+
+/// When beam search stops (`pvllm_early_stopping`), as Hugging Face's
+/// `early_stopping` False, True and "never".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum EarlyStopping {
+    /// When no live beam can beat the worst finished hypothesis at the
+    /// current length.
+    #[default]
+    Heuristic,
+    /// As soon as `beam_width` hypotheses are finished.
+    True,
+    /// As `Heuristic`, over the longest length a beam may reach.
+    Never,
+}
+
+impl EarlyStopping {
+    fn from_raw(raw: i32) -> EarlyStopping {
+        match raw as u32 {
+            sys::pvllm_early_stopping_PVLLM_EARLY_STOPPING_TRUE => EarlyStopping::True,
+            sys::pvllm_early_stopping_PVLLM_EARLY_STOPPING_NEVER => EarlyStopping::Never,
+            _ => EarlyStopping::Heuristic,
+        }
+    }
+
+    fn to_raw(self) -> i32 {
+        (match self {
+            EarlyStopping::Heuristic => sys::pvllm_early_stopping_PVLLM_EARLY_STOPPING_HEURISTIC,
+            EarlyStopping::True => sys::pvllm_early_stopping_PVLLM_EARLY_STOPPING_TRUE,
+            EarlyStopping::Never => sys::pvllm_early_stopping_PVLLM_EARLY_STOPPING_NEVER,
+        }) as i32
     }
 }
 
@@ -131,6 +181,13 @@ impl SamplingParams {
         raw.has_seed = u8::from(self.seed.is_some());
         raw.seed = self.seed.unwrap_or(0);
         raw.n = to_i32("n", self.n)?;
+        raw.prompt_logprobs = match self.prompt_logprobs {
+            Some(k) => i64::from(k),
+            None => -1,
+        };
+        raw.beam_width = to_i32("beam_width", self.beam_width)?;
+        raw.length_penalty = self.length_penalty;
+        raw.early_stopping = self.early_stopping.to_raw();
         Ok(RawSampling {
             raw,
             _stop_token_ids: stop_token_ids,
