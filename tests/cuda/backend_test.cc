@@ -325,6 +325,62 @@ TEST_F(BackendTest, CopiedBlocksDecodeLikeTheOriginal) {
   EXPECT_TRUE(std::equal(both.begin(), both.begin() + vocab(), both.begin() + vocab()));
 }
 
+// Preemption by swap: a sequence's blocks go to the pinned swap space, the
+// pool blocks are overwritten by another sequence, and the blocks come back
+// into other pool blocks; its next decode step is bit-identical to the
+// same step on a copy that never left the device.
+TEST_F(BackendTest, SwappedBlocksComeBackBitForBit) {
+  PVLLM_CUDA_DEVICE_OR_SKIP();
+  ASSERT_NE(model_, nullptr);
+  auto gpu = make_cuda(/*graphs=*/false);
+  ASSERT_TRUE(gpu);
+  int32_t num_swap = 0;
+  Status s = gpu->reserve_swap_space(int64_t{1} << 20, &num_swap);
+  ASSERT_TRUE(s.ok()) << s.message();
+  Seq a{prompt(40, 11, vocab())};
+  BatchMetadata md = make_batch({&a}, {40});
+  const std::vector<float> first = run(gpu.get(), md);
+  ASSERT_GE(num_swap, static_cast<int32_t>(a.blocks.size()));
+  // A copy that stays on the device, for the reference step.
+  Seq stay = a;
+  stay.blocks.clear();
+  std::vector<BlockCopy> copies, out, in;
+  for (int32_t blk : a.blocks) {
+    stay.blocks.push_back(next_block_++);
+    copies.push_back({blk, stay.blocks.back()});
+  }
+  ASSERT_TRUE(gpu->copy_blocks(copies).ok());
+  for (size_t i = 0; i < a.blocks.size(); ++i) {
+    out.push_back({a.blocks[i], static_cast<int32_t>(num_swap - 1 - i)});  // reversed slots
+  }
+  s = gpu->swap_blocks(out, SwapDirection::kOut);
+  ASSERT_TRUE(s.ok()) << s.message();
+  // Another sequence overwrites the freed blocks.
+  Seq other{prompt(40, 12, vocab())};
+  other.blocks = a.blocks;
+  BatchMetadata md_other = make_batch({&other}, {40});
+  run(gpu.get(), md_other);
+  // Back, into fresh blocks.
+  Seq back = a;
+  back.blocks.clear();
+  for (size_t i = 0; i < a.blocks.size(); ++i) {
+    back.blocks.push_back(next_block_++);
+    in.push_back({static_cast<int32_t>(num_swap - 1 - i), back.blocks.back()});
+  }
+  s = gpu->swap_blocks(in, SwapDirection::kIn);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const int32_t next = top(first, 0).first;
+  stay.tokens.push_back(next);
+  back.tokens.push_back(next);
+  md = make_batch({&stay, &back}, {1, 1});
+  const std::vector<float> both = run(gpu.get(), md);
+  EXPECT_TRUE(std::equal(both.begin(), both.begin() + vocab(), both.begin() + vocab()))
+      << "the swapped blocks did not come back as they left";
+  // A slot or block out of range is refused.
+  s = gpu->swap_blocks({{0, num_swap}}, SwapDirection::kOut);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+}
+
 TEST_F(BackendTest, BadTokenIdIsAnErrorNotACrash) {
   PVLLM_CUDA_DEVICE_OR_SKIP();
   ASSERT_NE(model_, nullptr);

@@ -10,15 +10,25 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "tests/integration/engine_harness.h"
+#include "tests/util/shared_paths.h"
 
 namespace pvllm::testing {
 namespace {
 
-const std::string kModel = std::string(PVLLM_REPO_MODELS) + "/stories260K/stories260K.bin";
+// The real stories260K: the repository's models/ ($PVLLM_REPO_MODELS, which
+// ctest sets), else the shared material's ($PVLLM_SHARED_DIR/models, as in
+// the GPU bundle); "" when neither is set.
+std::string repo_model() {
+  const char* repo = std::getenv("PVLLM_REPO_MODELS");
+  if (repo != nullptr && *repo != '\0') return std::string(repo) + "/stories260K/stories260K.bin";
+  const std::string shared = shared_dir();
+  return shared.empty() ? "" : shared + "/models/stories260K/stories260K.bin";
+}
 
 struct Hyp {
   std::vector<int32_t> tokens;
@@ -31,7 +41,7 @@ class BeamSearchTest : public ::testing::Test {
  protected:
   static EngineConfig config() {
     EngineConfig c;
-    c.model_path = kModel;
+    c.model_path = repo_model();
     c.device = "cpu";
     c.num_threads = 1;
     c.block_size = 16;
@@ -39,6 +49,8 @@ class BeamSearchTest : public ::testing::Test {
   }
 
   void SetUp() override {
+    ASSERT_FALSE(config().model_path.empty())
+        << "set $PVLLM_REPO_MODELS to the repository's models/ folder (ctest sets it)";
     EngineConfig c = config();
     c.enable_prefix_caching = false;  // every distribution computed from scratch
     reference_ = make_engine(c);
