@@ -162,15 +162,9 @@ class BeamSearchTest : public ::testing::Test {
   std::vector<Output> run_beams(Engine* engine, const SamplingParams& p, int32_t* peak_blocks) {
     uint64_t id = 0;
     EXPECT_TRUE(engine->submit_tokens(prompt_, p, 0, &id).ok());
-    std::vector<Output> events;
     *peak_blocks = 0;
-    for (int i = 0; i < 10000 && engine->has_unfinished(); ++i) {
-      EXPECT_TRUE(engine->step().ok());
-      *peak_blocks = std::max(*peak_blocks, engine->stats().num_blocks_used);
-      engine->poll(&events);
-    }
-    engine->poll(&events);
-    return events;
+    return run_events(
+        engine, [&] { *peak_blocks = std::max(*peak_blocks, engine->stats().num_blocks_used); });
   }
 
   void expect_equal(const std::vector<Output>& events, const std::vector<Hyp>& want, int32_t n,

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -40,6 +41,24 @@ inline void collect(Engine* engine, Outputs* outputs) {
       ++s.num_finish_events;
     }
   }
+}
+
+// Steps until nothing is unfinished (bounded), returning every event in the
+// order made; `after_step`, when given, runs after each step.
+inline std::vector<Output> run_events(Engine* engine,
+                                      const std::function<void()>& after_step = nullptr,
+                                      int max_steps = 10000) {
+  std::vector<Output> events;
+  for (int i = 0; i < max_steps && engine->has_unfinished(); ++i) {
+    Status st = engine->step();
+    EXPECT_TRUE(st.ok()) << st.message();
+    if (after_step) after_step();
+    engine->poll(&events);
+  }
+  engine->poll(&events);
+  EXPECT_FALSE(engine->has_unfinished())
+      << "engine did not finish within " << max_steps << " steps";
+  return events;
 }
 
 // Steps until nothing is unfinished (bounded), collecting outputs.

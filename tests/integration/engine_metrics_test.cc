@@ -29,17 +29,6 @@ class EngineMetricsTest : public ::testing::Test {
     return c;
   }
 
-  // Steps to the end; returns every event, in order.
-  static std::vector<Output> run(Engine* engine) {
-    std::vector<Output> events;
-    for (int i = 0; i < 10000 && engine->has_unfinished(); ++i) {
-      EXPECT_TRUE(engine->step().ok());
-      engine->poll(&events);
-    }
-    engine->poll(&events);
-    return events;
-  }
-
   static std::vector<int32_t> prompt(int32_t length, int32_t salt) {
     std::vector<int32_t> p{1};
     for (int32_t i = 1; i < length; ++i) p.push_back(3 + (i * 7 + salt * 13) % 200);
@@ -59,7 +48,7 @@ TEST_F(EngineMetricsTest, TheLastEventCarriesTheRequestsTimingAndCounts) {
   p.temperature = 0.8f;
   uint64_t id = 0;
   ASSERT_TRUE(engine->submit_tokens(prompt(21, 1), p, 0, &id).ok());
-  const std::vector<Output> events = run(engine.get());
+  const std::vector<Output> events = run_events(engine.get());
   ASSERT_FALSE(events.empty());
   int64_t tokens = 0;
   for (const Output& ev : events) {
@@ -94,11 +83,11 @@ TEST_F(EngineMetricsTest, CachedPrefixAndChunkedPrefillAreCounted) {
   const std::vector<int32_t> shared = prompt(40, 2);
   uint64_t first = 0, second = 0;
   ASSERT_TRUE(engine->submit_tokens(shared, p, 0, &first).ok());
-  std::vector<Output> events = run(engine.get());
+  std::vector<Output> events = run_events(engine.get());
   std::vector<int32_t> longer = shared;
   for (int32_t i = 0; i < 5; ++i) longer.push_back(50 + i);
   ASSERT_TRUE(engine->submit_tokens(longer, p, 0, &second).ok());
-  const std::vector<Output> more = run(engine.get());
+  const std::vector<Output> more = run_events(engine.get());
   events.insert(events.end(), more.begin(), more.end());
   std::map<uint64_t, RequestMetrics> last;
   for (const Output& ev : events) {
@@ -125,7 +114,7 @@ TEST_F(EngineMetricsTest, StatsGiveStepTimesAndEvictions) {
   for (int32_t r = 0; r < 6; ++r) {
     uint64_t id = 0;
     ASSERT_TRUE(engine->submit_tokens(prompt(60, 10 + r), p, 0, &id).ok());
-    run(engine.get());
+    run_events(engine.get());
   }
   const EngineStats s = engine->stats();
   EXPECT_GT(s.step_time_p50_ms, 0.0f);

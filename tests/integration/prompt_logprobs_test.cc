@@ -115,17 +115,6 @@ class PromptLogprobsTest : public ::testing::Test {
     }
   }
 
-  // Runs requests to the end; returns every event.
-  static std::vector<Output> run(Engine* engine) {
-    std::vector<Output> events;
-    for (int i = 0; i < 10000 && engine->has_unfinished(); ++i) {
-      EXPECT_TRUE(engine->step().ok());
-      engine->poll(&events);
-    }
-    engine->poll(&events);
-    return events;
-  }
-
   // The prompt logprobs a request's events carry: exactly one event has
   // them (the request's first), or none.
   static std::vector<OutputLogprobs> prompt_logprobs_of(const std::vector<Output>& events,
@@ -170,13 +159,13 @@ TEST_F(PromptLogprobsTest, ChunkedPromptMatchesOneForwardPass) {
   p.ignore_eos = true;
   uint64_t plain = 0, asked = 0;
   ASSERT_TRUE(engine->submit_tokens(prompt(), p, 0, &plain).ok());
-  const std::vector<Output> plain_events = run(engine.get());
+  const std::vector<Output> plain_events = run_events(engine.get());
   bool first = false;
   EXPECT_TRUE(prompt_logprobs_of(plain_events, plain, &first).empty());
   // Now the prompt is in the prefix cache; asking computes it whole anyway.
   p.prompt_logprobs = 3;
   ASSERT_TRUE(engine->submit_tokens(prompt(), p, 0, &asked).ok());
-  const std::vector<Output> events = run(engine.get());
+  const std::vector<Output> events = run_events(engine.get());
   expect_matches(prompt_logprobs_of(events, asked, &first), want, "after a warm cache");
   EXPECT_TRUE(first) << "the prompt logprobs come with the request's first event";
   EXPECT_EQ(tokens_of(events, asked, 0), tokens_of(plain_events, plain, 0))
@@ -185,7 +174,8 @@ TEST_F(PromptLogprobsTest, ChunkedPromptMatchesOneForwardPass) {
   p.prompt_logprobs = 0;
   uint64_t bare = 0;
   ASSERT_TRUE(engine->submit_tokens(prompt(), p, 0, &bare).ok());
-  const std::vector<OutputLogprobs> got = prompt_logprobs_of(run(engine.get()), bare, &first);
+  const std::vector<OutputLogprobs> got =
+      prompt_logprobs_of(run_events(engine.get()), bare, &first);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_TRUE(got[i].top.empty());
@@ -210,7 +200,7 @@ TEST_F(PromptLogprobsTest, NSamplesAndPreemptionKeepThemWhole) {
   uint64_t a = 0, b = 0;
   ASSERT_TRUE(engine->submit_tokens(prompt(), p, 0, &a).ok());
   ASSERT_TRUE(engine->submit_tokens(prompt(), p, 1, &b).ok());
-  const std::vector<Output> events = run(engine.get());
+  const std::vector<Output> events = run_events(engine.get());
   EXPECT_GT(engine->stats().num_preemptions, 0) << "the pool was meant to force a preemption";
   bool first = false;
   expect_matches(prompt_logprobs_of(events, a, &first), want, "request a");
@@ -220,7 +210,7 @@ TEST_F(PromptLogprobsTest, NSamplesAndPreemptionKeepThemWhole) {
   p.prompt_logprobs = -1;
   uint64_t ref = 0;
   ASSERT_TRUE(calm->submit_tokens(prompt(), p, 0, &ref).ok());
-  const std::vector<Output> ref_events = run(calm.get());
+  const std::vector<Output> ref_events = run_events(calm.get());
   for (int32_t s = 0; s < 2; ++s) {
     EXPECT_EQ(tokens_of(events, a, s), tokens_of(ref_events, ref, s)) << "sample " << s;
     EXPECT_EQ(tokens_of(events, b, s), tokens_of(ref_events, ref, s)) << "sample " << s;
@@ -241,7 +231,7 @@ TEST_F(PromptLogprobsTest, OutOfRangeIsRefused) {
   p.prompt_logprobs = 1;
   ASSERT_TRUE(engine->submit_tokens({1}, p, 0, &id).ok());
   bool first = false;
-  EXPECT_TRUE(prompt_logprobs_of(run(engine.get()), id, &first).empty());
+  EXPECT_TRUE(prompt_logprobs_of(run_events(engine.get()), id, &first).empty());
 }
 
 }  // namespace

@@ -97,15 +97,10 @@ class StopStringTest : public ::testing::Test {
     EXPECT_TRUE(engine_->submit_text(kPrompt, p, 0, &id).ok());
     std::vector<std::string> texts;
     *finish = FinishReason::kNone;
-    while (engine_->has_unfinished()) {
-      EXPECT_TRUE(engine_->step().ok());
-      std::vector<Output> events;
-      engine_->poll(&events);
-      for (const Output& ev : events) {
-        EXPECT_TRUE(is_valid_utf8(ev.text)) << "event " << texts.size() << " cuts a character";
-        texts.push_back(ev.text);
-        if (ev.finish_reason != FinishReason::kNone) *finish = ev.finish_reason;
-      }
+    for (const Output& ev : run_events(engine_.get())) {
+      EXPECT_TRUE(is_valid_utf8(ev.text)) << "event " << texts.size() << " cuts a character";
+      texts.push_back(ev.text);
+      if (ev.finish_reason != FinishReason::kNone) *finish = ev.finish_reason;
     }
     return texts;
   }

@@ -83,17 +83,7 @@ type chatChunk struct {
 // template renders the messages; the rest is a completion of that prompt.
 func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
-	b, aerr := readBody(w, r, s.opts.maxBodyBytes(), s.opts.readTimeout)
-	if aerr == nil {
-		aerr = chatFields.check(b)
-	}
-	var g generationRequest
-	if aerr == nil {
-		g, aerr = parseSampling(b)
-	}
-	if aerr == nil {
-		aerr = s.checkModel(g.model)
-	}
+	b, g, aerr := s.readGeneration(w, r, chatFields)
 	budget := 0 // as many as the context holds
 	if aerr == nil {
 		budget, aerr = maxTokens(b, 0, "max_completion_tokens", "max_tokens")
@@ -129,19 +119,8 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.params.MaxTokens = budget
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	c := s.newCall("chat", "chatcmpl", arrival, g)
-	defer s.logCall(r, c)
-	if aerr = c.submit(ctx, [][]int32{ids}); aerr != nil {
-		s.fail(w, r, aerr)
-		return
-	}
-	if g.stream {
-		c.streamChat(ctx, w)
-		return
-	}
-	c.chatAll(ctx, w)
+	s.serveCall(w, r, s.newCall("chat", "chatcmpl", arrival, g), [][]int32{ids},
+		(*call).streamChat, (*call).chatAll)
 }
 
 // chatLogprobsParams reads logprobs (a boolean) and top_logprobs (the

@@ -53,17 +53,7 @@ type completionResponse struct {
 // completions serves POST /v1/completions.
 func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
-	b, aerr := readBody(w, r, s.opts.maxBodyBytes(), s.opts.readTimeout)
-	if aerr == nil {
-		aerr = completionsFields.check(b)
-	}
-	var g generationRequest
-	if aerr == nil {
-		g, aerr = parseSampling(b)
-	}
-	if aerr == nil {
-		aerr = s.checkModel(g.model)
-	}
+	b, g, aerr := s.readGeneration(w, r, completionsFields)
 	budget := 16 // OpenAI's default for completions
 	if aerr == nil {
 		budget, aerr = maxTokens(b, budget, "max_tokens")
@@ -101,19 +91,8 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.params.MaxTokens = budget
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	c := s.newCall("completions", "cmpl", arrival, g)
-	defer s.logCall(r, c)
-	if aerr = c.submit(ctx, ids); aerr != nil {
-		s.fail(w, r, aerr)
-		return
-	}
-	if g.stream {
-		c.streamCompletion(ctx, w)
-		return
-	}
-	c.completeAll(ctx, w)
+	s.serveCall(w, r, s.newCall("completions", "cmpl", arrival, g), ids,
+		(*call).streamCompletion, (*call).completeAll)
 }
 
 // completionsExtras reads the completions-only fields: logprobs (an

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +44,43 @@ type choice struct {
 	err       error
 	// When its first and latest tokens arrived.
 	firstToken, lastToken time.Time
+}
+
+// readGeneration reads what both generation endpoints start with: the body
+// (bounded in size and time), its fields against the endpoint's policy,
+// the shared sampling fields and the model name.
+func (s *server) readGeneration(w http.ResponseWriter, r *http.Request, fields fieldPolicy) (body, generationRequest, *apiError) {
+	var g generationRequest
+	b, aerr := readBody(w, r, s.opts.maxBodyBytes(), s.opts.readTimeout)
+	if aerr == nil {
+		aerr = fields.check(b)
+	}
+	if aerr == nil {
+		g, aerr = parseSampling(b)
+	}
+	if aerr == nil {
+		aerr = s.checkModel(g.model)
+	}
+	return b, g, aerr
+}
+
+// serveCall runs an admitted, checked call to its end: submits its
+// prompts, then streams its events or answers once with all of them. The
+// request's context (the client going away) aborts what was submitted.
+func (s *server) serveCall(w http.ResponseWriter, r *http.Request, c *call, prompts [][]int32,
+	stream, all func(*call, context.Context, http.ResponseWriter)) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer s.logCall(r, c)
+	if aerr := c.submit(ctx, prompts); aerr != nil {
+		s.fail(w, r, aerr)
+		return
+	}
+	if c.req.stream {
+		stream(c, ctx, w)
+		return
+	}
+	all(c, ctx, w)
 }
 
 func (s *server) newCall(endpoint, idPrefix string, arrival time.Time, g generationRequest) *call {

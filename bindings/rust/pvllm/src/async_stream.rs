@@ -238,3 +238,58 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::lock;
+    use crate::{Engine, EngineConfig, Request, SamplingParams};
+
+    fn engine() -> Engine {
+        let config = EngineConfig::random_weights("tiny")
+            .num_threads(1)
+            .kv_cache_bytes(8 << 20);
+        Engine::new(&config).expect("a random-weights engine")
+    }
+
+    fn request(max_tokens: u32) -> Request {
+        Request::tokens(vec![1, 5, 6, 7]).with_sampling(SamplingParams {
+            ignore_eos: true,
+            ..SamplingParams::greedy(max_tokens)
+        })
+    }
+
+    /// A handler whose request is unfinished lives as long as the engine
+    /// (the library may still call it), and goes with it.
+    #[test]
+    fn an_unfinished_handler_is_freed_with_the_engine() {
+        let engine = engine();
+        let mut stream = engine.stream_async(&request(50)).unwrap();
+        let first = futures_executor::block_on(stream.next()).unwrap().unwrap();
+        assert!(!first.request_finished);
+        let handler = Arc::downgrade(&stream.shared);
+        drop(stream);
+        assert!(
+            handler.upgrade().is_some(),
+            "freed while the library may call it"
+        );
+        drop(engine);
+        assert!(handler.upgrade().is_none(), "the engine did not free it");
+    }
+
+    /// A finished request's handler is let go at the next registration.
+    #[test]
+    fn a_finished_handler_is_let_go() {
+        let engine = engine();
+        let mut stream = engine.stream_async(&request(3)).unwrap();
+        while let Some(event) = futures_executor::block_on(stream.next()) {
+            event.unwrap();
+        }
+        let handler = Arc::downgrade(&stream.shared);
+        drop(stream);
+        let _next = engine.stream_async(&request(1)).unwrap();
+        assert!(handler.upgrade().is_none(), "a finished handler was kept");
+        assert_eq!(lock(&engine.async_state().live).len(), 1);
+    }
+}

@@ -195,22 +195,6 @@ fn dropping_an_async_stream_aborts_its_request() {
     assert_eq!(tokens(&events).len(), 4);
 }
 
-/// An engine dropped while a handler's request is unfinished frees it
-/// (nothing more calls it); run under a leak checker this also shows no
-/// leak.
-#[test]
-fn an_engine_dropped_with_an_unfinished_async_request() {
-    let model = TinyModel::new();
-    let engine = model.engine();
-    {
-        let mut stream = engine
-            .stream_async(&Request::text("Once upon a time").with_sampling(greedy(50)))
-            .unwrap();
-        assert!(block_on(stream.next()).is_some());
-    }
-    drop(engine);
-}
-
 /// With the `futures` feature: a `futures::Stream`, read by the futures
 /// crate's own executor.
 #[cfg(feature = "futures")]
