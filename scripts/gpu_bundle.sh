@@ -19,6 +19,7 @@
 #   shared/   models/{stories260K,stories260K-hf,llama2-tokenizer} and golden/
 #             from ${PVLLM_SHARED_DIR:-../shared} (left out, with a note, when
 #             that folder is absent)
+#   repo-models/  the repository's models/stories260K ($PVLLM_REPO_MODELS there)
 #   scripts/  hf_compare.py, bench_vs_transformers.py, sdpa_reference.py,
 #             arch_goldens.py (scripts/hf_reference/; step 8 makes its tiny
 #             models with bin/pvllm_make_tiny_model)
@@ -126,6 +127,11 @@ while read -r name arrow path _; do
 done < <(LD_LIBRARY_PATH="$build/capi" ldd "$bundle/bin/pvllm")
 [ -f "$bundle/fallback-lib/libstdc++.so.6" ] ||
   { echo "gpu_bundle: ldd does not name libstdc++.so.6 for pvllm" >&2; exit 1; }
+
+# The repository's own stories260K (always there: engine_test's tests that
+# must never skip read it through $PVLLM_REPO_MODELS, which gpu_check.sh sets).
+mkdir -p "$bundle/repo-models"
+cp -r --no-preserve=mode models/stories260K "$bundle/repo-models/"
 
 # The real models and goldens.
 shared="${PVLLM_SHARED_DIR:-../shared}"

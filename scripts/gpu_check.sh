@@ -195,6 +195,7 @@ loader_path="$lib"
 for d in "${cublas_dirs[@]}"; do loader_path+=":$d"; done
 export LD_LIBRARY_PATH="$loader_path"
 export PVLLM_CUDA_BACKEND="$lib/libpvllm_cuda.so"
+export PVLLM_REPO_MODELS="$bundle/repo-models"
 if [ -d "$bundle/shared" ]; then
   export PVLLM_SHARED_DIR="$bundle/shared"
 else
