@@ -268,7 +268,11 @@ std::span<const AppendedField> appended_fields<pvllm_sampling_params>() {
       PVLLM_APPENDED(pvllm_sampling_params, prompt_logprobs),
       PVLLM_APPENDED(pvllm_sampling_params, beam_width),
       PVLLM_APPENDED(pvllm_sampling_params, length_penalty),
-      PVLLM_APPENDED(pvllm_sampling_params, early_stopping)};
+      PVLLM_APPENDED(pvllm_sampling_params, early_stopping),
+      PVLLM_APPENDED(pvllm_sampling_params, constraint_kind),
+      PVLLM_APPENDED(pvllm_sampling_params, constraint),
+      PVLLM_APPENDED(pvllm_sampling_params, choices),
+      PVLLM_APPENDED(pvllm_sampling_params, num_choices)};
   return kFields;
 }
 template <>
@@ -413,6 +417,10 @@ pvllm_sampling_params default_sampling_params() {
   p.beam_width = d.beam_width;
   p.length_penalty = d.length_penalty;
   p.early_stopping = static_cast<int32_t>(d.early_stopping);
+  p.constraint_kind = PVLLM_CONSTRAINT_NONE;
+  p.constraint = nullptr;
+  p.choices = nullptr;
+  p.num_choices = 0;
   return p;
 }
 
@@ -480,6 +488,45 @@ Status to_engine_config(const pvllm_engine_params* in, pvllm::EngineConfig* conf
   return config->validate();
 }
 
+// pvllm_sampling_params' constraint fields (since 0.6) as a ConstraintSpec.
+Status to_constraint(const pvllm_sampling_params& in, pvllm::structured::ConstraintSpec* out) {
+  using pvllm::structured::ConstraintKind;
+  switch (in.constraint_kind) {
+    case PVLLM_CONSTRAINT_NONE:
+      return Status::Ok();
+    case PVLLM_CONSTRAINT_JSON_SCHEMA:
+    case PVLLM_CONSTRAINT_GRAMMAR:
+    case PVLLM_CONSTRAINT_REGEX:
+      if (in.constraint == nullptr) {
+        return invalid("request->sampling->constraint is NULL; constraint_kind " +
+                       std::to_string(in.constraint_kind) + " needs its text");
+      }
+      out->text = in.constraint;
+      break;
+    case PVLLM_CONSTRAINT_JSON_OBJECT:
+      break;
+    case PVLLM_CONSTRAINT_CHOICE:
+      if (in.num_choices > 0 && in.choices == nullptr) {
+        return invalid("request->sampling->choices is NULL but num_choices is " +
+                       std::to_string(in.num_choices));
+      }
+      for (size_t i = 0; i < in.num_choices; ++i) {
+        if (in.choices[i] == nullptr) {
+          return invalid("request->sampling->choices[" + std::to_string(i) + "] is NULL");
+        }
+        out->choices.emplace_back(in.choices[i]);
+      }
+      break;
+    default:
+      return invalid(
+          "request->sampling->constraint_kind must be a pvllm_constraint_kind (0-5), "
+          "got " +
+          std::to_string(in.constraint_kind));
+  }
+  out->kind = static_cast<ConstraintKind>(in.constraint_kind);
+  return Status::Ok();
+}
+
 Status to_sampling_params(const pvllm_sampling_params* caller, pvllm::SamplingParams* out) {
   PVLLM_RETURN_IF_ERROR(check_struct_size(caller, "request->sampling"));
   const pvllm_sampling_params params = read_struct(caller, default_sampling_params());
@@ -524,7 +571,7 @@ Status to_sampling_params(const pvllm_sampling_params* caller, pvllm::SamplingPa
   out->beam_width = in->beam_width;
   out->length_penalty = in->length_penalty;
   out->early_stopping = static_cast<pvllm::EarlyStopping>(in->early_stopping);
-  return Status::Ok();
+  return to_constraint(*in, &out->constraint);
 }
 
 Status to_delivery(int64_t value, pvllm::Delivery* out) {

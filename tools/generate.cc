@@ -34,6 +34,12 @@ struct GenerateOptions {
   pvllm_engine_params engine;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
+  // Structured output: at most one of these.
+  std::string json_schema_file;
+  bool json_object = false;
+  std::string grammar_file;
+  std::string regex;
+  std::vector<std::string> choices;
   bool ignore_eos = false;
   uint64_t seed = 0;
   CLI::Option* seed_option = nullptr;
@@ -203,6 +209,43 @@ class Generator {
     return 0;
   }
 
+  // --json-schema, --json-object, --grammar, --regex or --choice: the
+  // sampling params' constraint (files read here; `choices` keeps the
+  // pointers alive).
+  int set_constraint(pvllm_sampling_params* sampling, std::vector<const char*>* choices) {
+    int given = !o_.json_schema_file.empty() + o_.json_object + !o_.grammar_file.empty() +
+                !o_.regex.empty() + !o_.choices.empty();
+    if (given > 1) {
+      std::fprintf(stderr,
+                   "pvllm: give at most one of --json-schema, --json-object, --grammar, --regex "
+                   "and --choice\n");
+      return 2;
+    }
+    const std::string& file = !o_.json_schema_file.empty() ? o_.json_schema_file : o_.grammar_file;
+    if (!file.empty()) {
+      std::ifstream in(file, std::ios::binary);
+      if (!in) {
+        std::fprintf(stderr, "pvllm: cannot read %s\n", file.c_str());
+        return 1;
+      }
+      constraint_text_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      sampling->constraint_kind =
+          o_.json_schema_file.empty() ? PVLLM_CONSTRAINT_GRAMMAR : PVLLM_CONSTRAINT_JSON_SCHEMA;
+      sampling->constraint = constraint_text_.c_str();
+    } else if (o_.json_object) {
+      sampling->constraint_kind = PVLLM_CONSTRAINT_JSON_OBJECT;
+    } else if (!o_.regex.empty()) {
+      sampling->constraint_kind = PVLLM_CONSTRAINT_REGEX;
+      sampling->constraint = o_.regex.c_str();
+    } else if (!o_.choices.empty()) {
+      for (const std::string& c : o_.choices) choices->push_back(c.c_str());
+      sampling->constraint_kind = PVLLM_CONSTRAINT_CHOICE;
+      sampling->choices = choices->data();
+      sampling->num_choices = choices->size();
+    }
+    return 0;
+  }
+
   int submit_all() {
     pvllm_sampling_params sampling = o_.sampling;
     sampling.ignore_eos = o_.ignore_eos ? 1 : 0;
@@ -214,6 +257,8 @@ class Generator {
     sampling.num_stop = stop.size();
     sampling.stop_token_ids = o_.stop_token_ids.empty() ? nullptr : o_.stop_token_ids.data();
     sampling.num_stop_token_ids = o_.stop_token_ids.size();
+    std::vector<const char*> choices;
+    if (int rc = set_constraint(&sampling, &choices); rc != 0) return rc;
     const size_t num_samples = sampling.n > 0 ? static_cast<size_t>(sampling.n) : 1;
 
     for (size_t i = 0; i < prompts_.size(); ++i) {
@@ -367,6 +412,7 @@ class Generator {
   std::unordered_map<uint64_t, RequestState> requests_;
   size_t num_samples_left_ = 0;
   bool streaming_ = false;
+  std::string constraint_text_;  // --json-schema's or --grammar's file
   bool stderr_is_tty_ = false;
   bool any_sample_failed_ = false;
 };
@@ -469,6 +515,20 @@ void add_generate_command(CLI::App& app, int* exit_code) {
                   "A token id that ends generation, besides EOS; repeatable")
       ->allow_extra_args(false)
       ->group(sampling_group);
+  const std::string structured = "Structured output (at most one)";
+  sub->add_option("--json-schema", o->json_schema_file,
+                  "A JSON schema file: the output is compact JSON that validates against it")
+      ->group(structured);
+  sub->add_flag("--json-object", o->json_object, "The output is a JSON object (compact)")
+      ->group(structured);
+  sub->add_option("--grammar", o->grammar_file,
+                  "A GBNF grammar file (rules `name ::= ...`, starting at `root`)")
+      ->group(structured);
+  sub->add_option("--regex", o->regex, "A regular expression the whole output matches")
+      ->group(structured);
+  sub->add_option("--choice", o->choices, "The output is one of these strings; repeatable")
+      ->allow_extra_args(false)
+      ->group(structured);
   sub->add_flag("--ignore-eos", o->ignore_eos,
                 "Keep generating past EOS until --max-tokens (useful for benchmarks)")
       ->group(sampling_group);

@@ -82,6 +82,10 @@ class Backend {
     return Unsupported(name() + " cannot swap K/V blocks to the host");
   }
   virtual PreemptionCosts preemption_costs() const { return {}; }
+  // Whether forward_sample honours SampleRow::allowed (structured output).
+  // Otherwise the engine runs constrained sequences through forward() and
+  // draws their tokens on the host.
+  virtual bool draws_with_masks() const { return false; }
   virtual int32_t num_blocks() const = 0;
   virtual int32_t block_size() const = 0;
 };

@@ -250,6 +250,7 @@ Status Engine::submit_tokens(std::vector<int32_t> prompt_ids, const SamplingPara
   req->prompt_ids = std::move(prompt_ids);
   req->params = params;
   req->priority = priority;
+  PVLLM_RETURN_IF_ERROR(compile_constraint(params, req.get()));
   if (!params.ignore_eos) {
     req->stop_ids.push_back(mc.eos_token_id);
     req->stop_ids.insert(req->stop_ids.end(), mc.extra_stop_token_ids.begin(),

@@ -38,6 +38,9 @@
 namespace pvllm {
 
 class CreateProgress;  // core/engine/create_progress.h
+namespace structured {
+class ConstraintCompiler;  // core/structured/constraint.h
+}
 
 enum class FinishReason : int32_t {
   kNone = 0,    // still running
@@ -121,6 +124,10 @@ struct EngineStats {
   int64_t num_blocks_swapped_in = 0;
   int64_t num_swap_bytes = 0;              // moved both ways
   int64_t num_prefix_cache_evictions = 0;  // cached blocks reclaimed for new use
+  // Structured output: the draws given a mask and the host time spent
+  // making those masks (cache lookups, trie walks on a miss, copies).
+  int64_t num_constrained_draws = 0;
+  double constraint_mask_ms = 0.0;
   // Wall time of the steps that ran a batch, over the last kStepWindow of
   // them (ms); 0 before the first.
   float step_time_p50_ms = 0.0f;
@@ -236,7 +243,14 @@ class Engine {
   void end_beam_search(Request* req, FinishReason reason, const std::string& error,
                        std::vector<Output>* events);
   bool draws_all_samples(const Sequence& seq) const;
-  void plan_draws(std::span<const ScheduledSeq> seqs, std::vector<SampleRow>* rows) const;
+  void plan_draws(std::span<const ScheduledSeq> seqs, std::vector<SampleRow>* rows);
+  // Structured output (constraints.cc).
+  Status compile_constraint(const SamplingParams& params, Request* req);
+  void start_matcher(const Request& req, SampleState* state) const;
+  std::span<const uint64_t> draw_mask(const Request& req, const SampleState& state);
+  bool constrained(const Sequence& seq) const;
+  void forward_and_sample_on_host(std::span<const ScheduledSeq> seqs,
+                                  std::span<SeqOutcome> outcomes);
   void fork_samples(Sequence* parent, std::vector<Sequence*>* children);
   void append_token(Sequence* seq, const SampleResult& r, std::vector<Output>* events);
   void note_token(Request* req);
@@ -259,6 +273,9 @@ class Engine {
   int32_t max_model_len_ = 0;
   size_t model_weight_bytes_ = 0;  // as the memory plan counts them
   int32_t max_token_bytes_ = 1;    // the longest decoded token, for submit_text's early check
+  // Compiles and caches output constraints (built at the first one).
+  std::mutex constraints_mu_;
+  std::unique_ptr<structured::ConstraintCompiler> constraints_;
 
   // Only step() touches these.
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;
@@ -266,6 +283,8 @@ class Engine {
   BatchMetadata metadata_;
   std::vector<SampleRow> sample_rows_;
   std::vector<SampleResult> sample_results_;
+  // This step's structured-output masks, one per constrained draw.
+  std::vector<std::vector<uint64_t>> draw_masks_;
   uint64_t next_seq_id_ = 1;
   std::vector<uint64_t> finished_requests_;  // this step's
   std::vector<Sequence*> swap_failures_;     // this step's: swapped out, K/V lost

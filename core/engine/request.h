@@ -13,6 +13,7 @@
 #include "core/sample/beam_search.h"
 #include "core/sample/sampling_params.h"
 #include "core/sched/sequence.h"
+#include "core/structured/constraint.h"
 #include "core/tokenizer/tokenizer.h"
 
 namespace pvllm {
@@ -25,6 +26,9 @@ struct Engine::SampleState {
   std::string text;          // all text produced so far
   size_t num_text_sent = 0;  // bytes of `text` already in events
   bool finished = false;
+  // Structured output: where this sample's text is in the request's
+  // constraint (null without one).
+  std::unique_ptr<structured::TokenMatcher> matcher;
 
   SampleState(const Tokenizer* tok, int32_t last_prompt_token) : detok(tok, last_prompt_token) {}
 };
@@ -39,6 +43,7 @@ struct Engine::Request {
   std::vector<int32_t> stop_ids;  // tokens that end generation
   size_t max_stop_len = 0;        // longest stop string, in bytes
   bool forked = false;            // the n samples exist
+  std::shared_ptr<const structured::CompiledConstraint> constraint;  // null: none
   std::vector<std::unique_ptr<SampleState>> samples;
   int32_t num_finished = 0;
   uint64_t next_event_sequence = 0;  // Output::sequence of its next event

@@ -46,8 +46,9 @@ bool Engine::draws_all_samples(const Sequence& seq) const {
 
 // The draws of `seqs`, in batch order: n for a request's first token, one for
 // every other sequence that samples. A sequence's draws read its logits row.
-void Engine::plan_draws(std::span<const ScheduledSeq> seqs, std::vector<SampleRow>* rows) const {
+void Engine::plan_draws(std::span<const ScheduledSeq> seqs, std::vector<SampleRow>* rows) {
   rows->clear();
+  draw_masks_.clear();
   int32_t logits_index = 0;
   for (const ScheduledSeq& s : seqs) {
     if (!s.samples_next_token) continue;
@@ -64,6 +65,8 @@ void Engine::plan_draws(std::span<const ScheduledSeq> seqs, std::vector<SampleRo
       r.step = seq.num_generated_tokens();
       r.prompt_ids = tokens.first(seq.num_prompt_tokens);
       r.output_ids = tokens.subspan(seq.num_prompt_tokens);
+      // The n first draws of a request all start where its first sample is.
+      if (req.constraint) r.allowed = draw_mask(req, *req.samples.at(all ? 0 : seq.sample_index));
       rows->push_back(r);
     }
     ++logits_index;
@@ -113,6 +116,7 @@ void Engine::fork_samples(Sequence* parent, std::vector<Sequence*>* children) {
     child->sample_index = k;
     auto state = std::make_unique<SampleState>(tokenizer_.get(), last_prompt_token(req));
     state->seq = child;
+    start_matcher(req, state.get());
     req.samples.push_back(std::move(state));
     children->push_back(child);
   }
@@ -131,6 +135,14 @@ void Engine::append_token(Sequence* seq, const SampleResult& r, std::vector<Outp
 
   const bool stop_token =
       std::find(req.stop_ids.begin(), req.stop_ids.end(), r.token_id) != req.stop_ids.end();
+  if (state.matcher && !stop_token && !state.matcher->accept(r.token_id)) {
+    finish_sequence(seq, FinishReason::kError, nullptr,
+                    r.token_id < 0 ? "no token of the vocabulary continues the output constraint"
+                                   : "token " + std::to_string(r.token_id) +
+                                         " does not continue the output constraint",
+                    events);
+    return;
+  }
   FinishReason finish = FinishReason::kNone;
   if (stop_token) {
     finish = FinishReason::kStop;  // the stop token itself is not reported
@@ -150,6 +162,10 @@ void Engine::append_token(Sequence* seq, const SampleResult& r, std::vector<Outp
         state.text.resize(at);
         finish = FinishReason::kStop;
       }
+    }
+    // A constraint that nothing may follow ends the text.
+    if (finish == FinishReason::kNone && state.matcher && state.matcher->must_end()) {
+      finish = FinishReason::kStop;
     }
     if (finish == FinishReason::kNone) {
       if (seq->num_generated_tokens() >= req.params.max_tokens ||

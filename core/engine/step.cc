@@ -58,6 +58,7 @@ void Engine::take_new_requests(StepResult* step) {
     } else {
       auto state = std::make_unique<SampleState>(tokenizer_.get(), last_prompt_token(*req));
       state->seq = seq.get();
+      start_matcher(*req, state.get());
       req->samples.push_back(std::move(state));
     }
     if (req->params.prompt_logprobs >= 0) {
@@ -139,13 +140,23 @@ std::vector<Engine::SeqOutcome> Engine::run_batch(const ScheduledBatch& batch) {
 // full-logits path (prompt_logprobs.cc); the rest of the batch runs as one.
 void Engine::forward_and_sample(std::span<const ScheduledSeq> seqs,
                                 std::span<SeqOutcome> outcomes) {
-  std::vector<size_t> plain;
+  std::vector<size_t> plain, on_host;
+  const bool host_masks = !backend_->draws_with_masks();
   for (size_t i = 0; i < seqs.size(); ++i) {
     if (needs_prompt_logits(seqs[i])) {
       forward_with_prompt_logprobs(seqs[i], &outcomes[i]);
+    } else if (host_masks && seqs[i].samples_next_token && constrained(*seqs[i].seq)) {
+      on_host.push_back(i);
     } else {
       plain.push_back(i);
     }
+  }
+  if (!on_host.empty()) {
+    std::vector<ScheduledSeq> host;
+    std::vector<SeqOutcome> host_outcomes(on_host.size());
+    for (size_t i : on_host) host.push_back(seqs[i]);
+    forward_and_sample_on_host(host, host_outcomes);
+    for (size_t k = 0; k < on_host.size(); ++k) outcomes[on_host[k]] = std::move(host_outcomes[k]);
   }
   if (plain.size() == seqs.size()) {
     forward_and_sample_plain(seqs, outcomes);

@@ -285,6 +285,31 @@ int32_t draw(std::span<const float> x, const SamplingParams& params, double u) {
   return 0;
 }
 
+// The structured-output mask: -inf for every token it does not allow.
+void apply_mask(std::span<const uint64_t> allowed, std::vector<float>& x) {
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  const size_t n = x.size();
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const uint64_t bits = w < allowed.size() ? allowed[w] : 0;
+    if (bits == ~uint64_t{0}) continue;
+    const size_t end = std::min(n, w * 64 + 64);
+    for (size_t i = w * 64; i < end; ++i) {
+      if (((bits >> (i & 63)) & 1) == 0) x[i] = minus_inf;
+    }
+  }
+}
+
+int32_t first_allowed_token(std::span<const uint64_t> allowed, int32_t vocab_size) {
+  for (size_t w = 0; w < allowed.size() && w * 64 < static_cast<size_t>(vocab_size); ++w) {
+    if (allowed[w] != 0) {
+      const auto id =
+          static_cast<int32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(allowed[w])));
+      return id < vocab_size ? id : -1;
+    }
+  }
+  return -1;
+}
+
 }  // namespace
 
 float sampler_uniform(uint64_t seed, int32_t sample_index, int32_t step) {
@@ -294,10 +319,19 @@ float sampler_uniform(uint64_t seed, int32_t sample_index, int32_t step) {
 
 SampleResult sample_token(std::span<const float> logits, const SamplingParams& params,
                           std::span<const int32_t> prompt_ids, std::span<const int32_t> output_ids,
-                          uint64_t seed, int32_t sample_index, int32_t step) {
+                          uint64_t seed, int32_t sample_index, int32_t step,
+                          std::span<const uint64_t> allowed) {
   SampleResult result;
   if (logits.empty()) return result;
-  const bool shaped = has_penalties(params) || params.temperature != 0.0f;
+  int32_t first_allowed = -1;
+  if (!allowed.empty()) {
+    first_allowed = first_allowed_token(allowed, static_cast<int32_t>(logits.size()));
+    if (first_allowed < 0) {
+      result.token_id = -1;
+      return result;
+    }
+  }
+  const bool shaped = has_penalties(params) || params.temperature != 0.0f || !allowed.empty();
   if (!shaped) {
     // Plain greedy: read the row in place, no copy.
     result.token_id = argmax_sanitized(logits);
@@ -306,6 +340,7 @@ SampleResult sample_token(std::span<const float> logits, const SamplingParams& p
     std::vector<float>& x = scratch().x;
     x.resize(logits.size());
     for (size_t i = 0; i < logits.size(); ++i) x[i] = sanitized(logits[i]);
+    if (!allowed.empty()) apply_mask(allowed, x);
     apply_penalties(x, params, prompt_ids, output_ids);
     if (params.temperature == 0.0f) {
       result.token_id = argmax_sanitized(x);
@@ -318,6 +353,8 @@ SampleResult sample_token(std::span<const float> logits, const SamplingParams& p
       result.token_id = draw(x, params, u);
     }
   }
+  // Every allowed logit -inf (or NaN): the first allowed token.
+  if (!allowed.empty() && !token_allowed(allowed, result.token_id)) result.token_id = first_allowed;
   if (params.logprobs >= 0) {
     // Log-softmax of the raw logits, only when asked.
     std::vector<float>& raw = scratch().raw;
@@ -342,7 +379,7 @@ SampleResult sample_row(const float* logits, int32_t vocab_size, const SampleRow
   const std::span<const float> x(logits + static_cast<size_t>(row.logits_index) * vocab_size,
                                  static_cast<size_t>(vocab_size));
   return sample_token(x, *row.params, row.prompt_ids, row.output_ids, row.seed, row.sample_index,
-                      row.step);
+                      row.step, row.allowed);
 }
 
 Status validate_sample_rows(std::span<const SampleRow> rows, int32_t num_logits) {

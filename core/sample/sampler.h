@@ -39,6 +39,9 @@ struct SampleRow {
   int32_t step = 0;                     // tokens this sample has generated so far
   std::span<const int32_t> prompt_ids;  // for the penalties
   std::span<const int32_t> output_ids;
+  // Structured output: when not empty, only the tokens whose bit is set
+  // (bit i of word i / 64; ids past the mask excluded) may be drawn.
+  std::span<const uint64_t> allowed;
 };
 
 // InvalidArgument naming the row when one has no params or reads a logits
@@ -55,9 +58,18 @@ float sampler_uniform(uint64_t seed, int32_t sample_index, int32_t step);
 // only when params.logprobs >= 0.
 // Order: penalties, temperature, top-k, top-p, min-p, then the draw; with
 // temperature 0 the result is the argmax after penalties (lowest id on ties).
+// `allowed` (SampleRow::allowed) masks the logits first; the logprobs stay
+// those of the raw logits. With a mask that allows nothing the token is -1.
 SampleResult sample_token(std::span<const float> logits, const SamplingParams& params,
                           std::span<const int32_t> prompt_ids, std::span<const int32_t> output_ids,
-                          uint64_t seed, int32_t sample_index, int32_t step);
+                          uint64_t seed, int32_t sample_index, int32_t step,
+                          std::span<const uint64_t> allowed = {});
+
+// Whether bit `id` of `allowed` is set (false past its end).
+inline bool token_allowed(std::span<const uint64_t> allowed, int32_t id) {
+  const auto word = static_cast<size_t>(id) >> 6;
+  return id >= 0 && word < allowed.size() && ((allowed[word] >> (id & 63)) & 1) != 0;
+}
 
 // The logprob of `token_id` under `logits` ([vocab_size], raw) and the
 // num_top best alternatives (best first), as sample_token reports them for a

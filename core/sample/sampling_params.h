@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/base/status.h"
+#include "core/structured/constraint_spec.h"
 
 namespace pvllm {
 
@@ -41,6 +42,10 @@ struct SamplingParams {
   int32_t beam_width = 0;
   float length_penalty = 1.0f;  // a hypothesis' score: logprob sum / length^length_penalty
   EarlyStopping early_stopping = EarlyStopping::kHeuristic;
+  // Structured output (core/structured): the text must match this. The
+  // engine compiles it at submit and masks each draw to the tokens that
+  // can continue it.
+  structured::ConstraintSpec constraint;
 
   Status validate(int32_t vocab_size) const;
 

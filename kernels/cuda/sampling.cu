@@ -283,7 +283,15 @@ __device__ double raw_log_sum_exp(const float* raw, int32_t vocab, float max_raw
 // (the _rn intrinsics keep the compiler from fusing them).
 __device__ void build_penalized(const DeviceSamplingParams& p, int64_t r, const float* raw,
                                 float* out) {
-  for (int32_t i = threadIdx.x; i < p.vocab; i += blockDim.x) out[i] = sanitize(raw[i]);
+  const int32_t mask_at = p.allowed_offset != nullptr ? p.allowed_offset[r] : -1;
+  if (mask_at >= 0) {
+    const uint64_t* allowed = p.allowed + mask_at;
+    for (int32_t i = threadIdx.x; i < p.vocab; i += blockDim.x) {
+      out[i] = ((allowed[i >> 6] >> (i & 63)) & 1) != 0 ? sanitize(raw[i]) : -INFINITY;
+    }
+  } else {
+    for (int32_t i = threadIdx.x; i < p.vocab; i += blockDim.x) out[i] = sanitize(raw[i]);
+  }
   __syncthreads();  // the entries below read values other threads wrote
   const float rep = p.repetition_penalty[r];
   const float presence = p.presence_penalty[r];
@@ -419,8 +427,11 @@ int pvllm_cuda_sample(const DeviceSamplingParams& params, void* stream) {
       p.num_logprobs != nullptr || p.logprob_offsets != nullptr || p.logprobs_out != nullptr;
   const bool all_logprob =
       p.num_logprobs != nullptr && p.logprob_offsets != nullptr && p.logprobs_out != nullptr;
+  // A mask lives in a penalty slot.
+  const bool mask_ok = (p.allowed == nullptr) == (p.allowed_offset == nullptr) &&
+                       (p.allowed == nullptr || all_penalty);
   const bool valid =
-      p.logits != nullptr && p.temperature != nullptr && p.top_k != nullptr && p.top_p != nullptr &&
+      mask_ok && p.logits != nullptr && p.temperature != nullptr && p.top_k != nullptr && p.top_p != nullptr &&
       p.min_p != nullptr && p.seed != nullptr && p.sample_index != nullptr && p.step != nullptr &&
       p.token_ids != nullptr && any_penalty == all_penalty && any_logprob == all_logprob &&
       p.num_rows >= 0 && p.vocab > 0 && p.vocab <= kMaxVocab && p.num_penalty_slots >= 0 &&

@@ -54,6 +54,13 @@ struct DeviceSamplingParams {
   // are built, or -1 when its penalties change nothing (no entries, or all
   // penalties off): the row is then drawn from its raw logits.
   const int32_t* penalty_slot = nullptr;
+  // Structured output, both nullptr when no row has a mask. allowed_offset[r]:
+  // -1, or the first of the row's (vocab + 63) / 64 words in `allowed`, where
+  // bit i of word w allows token 64 w + i. A masked row always has a penalty
+  // slot: its workspace row gets -inf for every token the mask refuses, and
+  // every later pass reads that row (logprobs stay those of the raw logits).
+  const uint64_t* allowed = nullptr;
+  const int32_t* allowed_offset = nullptr;  // [num_rows]
   // The counter of the draw (core/sample/sampler.cc): the token depends only on
   // (seed, sample_index, step), never on the batch around the row.
   const uint64_t* seed = nullptr;
@@ -83,10 +90,11 @@ size_t pvllm_cuda_sampling_workspace_bytes(int32_t num_penalty_slots, int32_t vo
 
 // Samples every row on `stream` (asynchronous). One CUDA block of 512
 // threads per row; every pass streams the row from global memory (L2):
-//  0. penalized rows: the row's sanitized raw logits are copied to its
-//     workspace slot and the penalties applied there (fp32, rounded step by
-//     step as the host: x > 0 ? x / rep : x * rep, then x - (presence +
-//     count * frequency));
+//  0. penalized (or masked) rows: the row's sanitized raw logits are copied
+//     to its workspace slot, -inf where the structured-output mask refuses
+//     a token, and the penalties applied there (fp32, rounded step by step
+//     as the host: x > 0 ? x / rep : x * rep, then x - (presence + count *
+//     frequency));
 //  1. argmax (lowest id on ties) of the raw logits and, when the row asks
 //     for logprobs, their log-sum-exp in double (as the host);
 //  2. top-k: an exact radix select (8 bits per pass, up to 8 passes, usually

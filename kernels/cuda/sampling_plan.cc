@@ -75,11 +75,20 @@ void SamplingPlan::build(std::span<const SampleRow> rows,
   num_penalty_slots_ = 0;
   num_logprob_entries_ = 0;
   has_logprobs_ = false;
+  has_masks_ = false;
+  num_mask_words_ = 0;
+  const size_t words_per_row = (static_cast<size_t>(vocab) + 63) / 64;
   for (const SampleRow& r : rows) {
     const size_t first = penalty_ids_.size();
     collect_penalty_tokens(r);
     penalty_offsets_.push_back(static_cast<int32_t>(penalty_ids_.size()));
-    penalty_slot_.push_back(penalty_ids_.size() > first ? num_penalty_slots_++ : -1);
+    // A masked row is built in a slot like a penalized one.
+    const bool masked = !r.allowed.empty();
+    penalty_slot_.push_back(penalty_ids_.size() > first || masked ? num_penalty_slots_++ : -1);
+    if (masked) {
+      has_masks_ = true;
+      num_mask_words_ += words_per_row;
+    }
     if (r.params->logprobs >= 0) {
       has_logprobs_ = true;
       num_logprob_entries_ += 1 + std::min(r.params->logprobs, kDeviceMaxTopLogprobs);
@@ -112,7 +121,12 @@ void SamplingPlan::build(std::span<const SampleRow> rows,
     at_.num_logprobs = take<int32_t>(&size, n);
     at_.logprob_offsets = take<int32_t>(&size, n);
   }
+  if (has_masks_) {
+    at_.allowed = take<uint64_t>(&size, num_mask_words_);
+    at_.allowed_offset = take<int32_t>(&size, n);
+  }
   inputs_.resize(size);
+  size_t mask_offset = 0;
 
   int32_t logprob_offset = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -131,6 +145,18 @@ void SamplingPlan::build(std::span<const SampleRow> rows,
       at<float>(inputs_, at_.presence)[i] = p.presence_penalty;
       at<float>(inputs_, at_.frequency)[i] = p.frequency_penalty;
       at<int32_t>(inputs_, at_.penalty_slot)[i] = penalty_slot_[i];
+    }
+    if (has_masks_) {
+      int32_t offset = -1;
+      if (!r.allowed.empty()) {
+        // Words past the row's mask allow nothing (as the host sampler).
+        uint64_t* words = at<uint64_t>(inputs_, at_.allowed) + mask_offset;
+        std::fill(words, words + words_per_row, uint64_t{0});
+        std::copy_n(r.allowed.begin(), std::min(words_per_row, r.allowed.size()), words);
+        offset = static_cast<int32_t>(mask_offset);
+        mask_offset += words_per_row;
+      }
+      at<int32_t>(inputs_, at_.allowed_offset)[i] = offset;
     }
     if (has_logprobs_) {
       const int32_t k = p.logprobs >= 0 ? std::min(p.logprobs, kDeviceMaxTopLogprobs) : -1;
@@ -173,6 +199,10 @@ void SamplingPlan::bind(const void* device_inputs, void* device_outputs, const f
     p->penalty_output_counts = reinterpret_cast<const int32_t*>(in + at_.penalty_counts);
     p->penalty_slot = reinterpret_cast<const int32_t*>(in + at_.penalty_slot);
   }
+  if (has_masks_) {
+    p->allowed = reinterpret_cast<const uint64_t*>(in + at_.allowed);
+    p->allowed_offset = reinterpret_cast<const int32_t*>(in + at_.allowed_offset);
+  }
   if (has_logprobs_) {
     p->num_logprobs = reinterpret_cast<const int32_t*>(in + at_.num_logprobs);
     p->logprob_offsets = reinterpret_cast<const int32_t*>(in + at_.logprob_offsets);
@@ -197,6 +227,17 @@ void SamplingPlan::read_results(std::span<const SampleRow> rows, const void* out
     SampleResult& r = (*out)[i];
     r = SampleResult{};
     r.token_id = ids[i];
+    // As the host sampler: a mask that allows nothing gives -1, one whose
+    // every allowed logit is -inf (the device then picks 0) its first token.
+    if (!rows[i].allowed.empty() && !token_allowed(rows[i].allowed, r.token_id)) {
+      r.token_id = -1;
+      for (int32_t id = 0; id < vocab_; ++id) {
+        if (token_allowed(rows[i].allowed, id)) {
+          r.token_id = id;
+          break;
+        }
+      }
+    }
     const int32_t k = rows[i].params->logprobs;
     if (k < 0) continue;
     const int32_t num_top = std::min({k, kDeviceMaxTopLogprobs, vocab_});

@@ -6,7 +6,8 @@
 //
 // What crosses the bus per step: the inputs (about 60 bytes per row, plus 8
 // bytes per distinct token of the rows whose penalties act) and the outputs
-// (4 bytes per row, plus 8 bytes per logprob asked for).
+// (4 bytes per row, plus 8 bytes per logprob asked for); with structured
+// output, each masked row's (vocab + 63) / 64 mask words.
 #pragma once
 
 #include <cstddef>
@@ -56,6 +57,7 @@ class SamplingPlan {
     size_t repetition = 0, presence = 0, frequency = 0, penalty_offsets = 0, penalty_ids = 0,
            penalty_counts = 0, penalty_slot = 0;
     size_t num_logprobs = 0, logprob_offsets = 0;
+    size_t allowed = 0, allowed_offset = 0;
   };
 
   void collect_penalty_tokens(const SampleRow& row);
@@ -67,6 +69,8 @@ class SamplingPlan {
   int32_t num_logprob_entries_ = 0;
   bool has_penalties_ = false;
   bool has_logprobs_ = false;
+  bool has_masks_ = false;
+  size_t num_mask_words_ = 0;  // over every masked row
   Offsets at_;
   size_t logprobs_at_ = 0;  // byte offset of the logprob pairs in the outputs
   std::vector<unsigned char> inputs_;

@@ -186,6 +186,44 @@ TEST_F(SamplingPlanTest, LogprobsAreLaidOutPerAskingRowAndReadBack) {
   EXPECT_EQ(out[3].top_logprobs[7].token_id, 0);
 }
 
+TEST_F(SamplingPlanTest, MasksGoWithTheirRowsInPenaltySlotsAndUnallowedResultsAreRedone) {
+  const int32_t vocab = 130;                           // three words per mask, the last one partial
+  std::vector<uint64_t> a = {0, uint64_t{1} << 3, 0};  // allows token 67
+  std::vector<uint64_t> b = {0b110, 0, 0};             // allows 1 and 2
+  std::vector<uint64_t> none = {0, 0, 0};
+  SamplingParams plain;
+  add(0, plain).allowed = a;
+  add(0, plain);  // unmasked, no penalties: no slot
+  add(1, plain).allowed = b;
+  add(1, plain).allowed = none;
+  const DeviceSamplingParams p = build({4, 5}, vocab);
+  ASSERT_NE(p.allowed, nullptr);
+  ASSERT_NE(p.penalty_slot, nullptr) << "a masked row is built in a slot";
+  EXPECT_EQ(plan_.num_penalty_slots(), 3);
+  EXPECT_GE(p.penalty_slot[0], 0);
+  EXPECT_EQ(p.penalty_slot[1], -1);
+  EXPECT_EQ(p.allowed_offset[1], -1);
+  for (int32_t r : {0, 2, 3}) {
+    ASSERT_GE(p.allowed_offset[r], 0);
+    for (size_t w = 0; w < 3; ++w) {
+      EXPECT_EQ(p.allowed[p.allowed_offset[r] + w], rows_[r].allowed[w]) << r << " " << w;
+    }
+    EXPECT_EQ(p.penalty_offsets[r], p.penalty_offsets[r + 1]) << "no penalty entries";
+  }
+  // A device answer outside the mask (every allowed logit -inf) becomes the
+  // first allowed token, or -1 when nothing is allowed, as on the host.
+  p.token_ids[0] = 67;
+  p.token_ids[1] = 9;
+  p.token_ids[2] = 0;
+  p.token_ids[3] = 0;
+  std::vector<SampleResult> out;
+  plan_.read_results(rows_, outputs_.data(), &out);
+  EXPECT_EQ(out[0].token_id, 67);
+  EXPECT_EQ(out[1].token_id, 9);
+  EXPECT_EQ(out[2].token_id, 1);
+  EXPECT_EQ(out[3].token_id, -1);
+}
+
 TEST_F(SamplingPlanTest, PlainDecodeStepSendsAFewBytesPerRow) {
   SamplingParams p;
   p.temperature = 0.8f;

@@ -394,6 +394,51 @@ TEST(CudaSampling, PenaltiesMatchHostSampler) {
   EXPECT_EQ(dev[0].top_logprobs[0].token_id, 10) << "top logprobs rank the raw logits";
 }
 
+TEST(CudaSampling, StructuredOutputMasksMatchHostSampler) {
+  PVLLM_CUDA_DEVICE_OR_SKIP();
+  const int32_t vocab = 1000;
+  const size_t words = (vocab + 63) / 64;
+  std::vector<float> logits = random_logits(4, vocab, 77, 2.0f);
+  logits[5] = 20.0f;  // row 0's best token, refused by every mask below
+  std::mt19937 rng(9);
+  auto mask_of = [&](int keep_one_in) {
+    std::vector<uint64_t> m(words, 0);
+    for (int32_t id = 0; id < vocab; ++id) {
+      if (id != 5 && rng() % keep_one_in == 0) m[id >> 6] |= uint64_t{1} << (id & 63);
+    }
+    return m;
+  };
+  std::deque<std::vector<uint64_t>> masks;
+  Rows rows;
+  for (int32_t k = 0; k < 16; ++k) {
+    masks.push_back(mask_of(1 + k % 7));
+    SamplingParams p;
+    p.temperature = k % 4 == 0 ? 0.0f : 0.5f + 0.1f * static_cast<float>(k);
+    p.top_k = k % 3 == 1 ? 20 : 0;
+    p.top_p = k % 5 == 2 ? 0.8f : 1.0f;
+    p.repetition_penalty = k % 6 == 3 ? 1.2f : 1.0f;
+    p.logprobs = k % 2;
+    SampleRow& r = rows.add(k % 4, p, 100 + k, 0, k, {1, 2, 3, 5}, {7, 7});
+    r.allowed = masks.back();
+  }
+  // A mask that allows one token, one that allows nothing (-1, as the
+  // host), and an unmasked row in the same batch.
+  masks.emplace_back(words, 0);
+  masks.back()[999 >> 6] |= uint64_t{1} << (999 & 63);
+  rows.add(0, SamplingParams{}, 1, 0, 0).allowed = masks.back();
+  masks.emplace_back(words, 0);
+  rows.add(1, SamplingParams{}, 1, 0, 0).allowed = masks.back();
+  rows.add(0, SamplingParams{}, 1, 0, 0);
+  expect_matches_host(logits, vocab, rows.rows, false);
+  const std::vector<SampleResult> dev = sample_on_device(logits, vocab, rows.rows);
+  for (size_t r = 0; r < 16; ++r) {
+    EXPECT_TRUE(token_allowed(rows.rows[r].allowed, dev[r].token_id)) << r;
+  }
+  EXPECT_EQ(dev[16].token_id, 999);
+  EXPECT_EQ(dev[17].token_id, -1);
+  EXPECT_EQ(dev[18].token_id, 5) << "the unmasked row keeps its best token";
+}
+
 TEST(CudaSampling, LogprobsOfEveryCountMatchHost) {
   PVLLM_CUDA_DEVICE_OR_SKIP();
   for (int32_t vocab : {5, 17, 32000}) {

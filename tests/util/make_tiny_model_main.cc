@@ -7,12 +7,36 @@
 // (tests/util/tiny_model.h: llama2, llama3, mistral, qwen2, qwen3, ...), and
 // --arch all writes every one into DIR/NAME: the folders the transformers
 // reference (scripts/hf_reference/arch_goldens.py) reads.
+// --tokenizer DIR serves a real tokenizer.json (with the
+// tokenizer_config.json beside it) instead of the tiny sentencepiece one:
+// the vocabulary is then that tokenizer's (scripts/structured_check.sh).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "tests/util/tiny_model.h"
+
+namespace {
+
+// The id of special token `field` ("bos_token", "eos_token") of
+// tokenizer_config.json, looked up in tokenizer.json; null when absent.
+nlohmann::json special_id(const nlohmann::json& tok, const nlohmann::json& config,
+                          const char* field) {
+  if (!config.contains(field) || config[field].is_null()) return nullptr;
+  const nlohmann::json& v = config[field];
+  const std::string name = v.is_string() ? v.get<std::string>() : v.value("content", "");
+  for (const auto& added : tok.value("added_tokens", nlohmann::json::array())) {
+    if (added.value("content", "") == name) return added.at("id");
+  }
+  const nlohmann::json& vocab = tok.at("model").at("vocab");
+  return vocab.contains(name) ? vocab[name] : nlohmann::json(nullptr);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Writes a tiny random-weight Hugging Face model into DIR.", "pvllm_make_tiny_model"};
@@ -46,8 +70,29 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 128));
   app.add_option("--seed", spec.seed, "Weight seed")->capture_default_str();
+  std::string tokenizer;
+  app.add_option("--tokenizer", tokenizer,
+                 "A folder with tokenizer.json (and tokenizer_config.json) to serve instead of "
+                 "the tiny tokenizer; the vocabulary becomes its size");
   CLI11_PARSE(app, argc, argv);
   namespace fs = std::filesystem;
+  if (!tokenizer.empty()) {
+    std::ifstream in(fs::path(tokenizer) / "tokenizer.json");
+    if (!in) {
+      std::fprintf(stderr, "pvllm_make_tiny_model: no tokenizer.json in %s\n", tokenizer.c_str());
+      return 2;
+    }
+    // One past the largest id of the model's vocabulary and added tokens.
+    const nlohmann::json tok = nlohmann::json::parse(in);
+    int64_t size = 0;
+    for (const auto& [piece, id] : tok.at("model").at("vocab").items()) {
+      size = std::max<int64_t>(size, id.get<int64_t>() + 1);
+    }
+    for (const auto& added : tok.value("added_tokens", nlohmann::json::array())) {
+      size = std::max<int64_t>(size, added.at("id").get<int64_t>() + 1);
+    }
+    spec.vocab_size = static_cast<int32_t>(size);
+  }
   if (!arch.empty()) {
     const auto& names = pvllm::testing::tiny_arch_names();
     if (arch != "all" && std::find(names.begin(), names.end(), arch) == names.end()) {
@@ -72,5 +117,21 @@ int main(int argc, char** argv) {
   }
   fs::create_directories(dir);
   std::printf("%s\n", pvllm::testing::write_tiny_hf_model(dir, spec).c_str());
+  if (!tokenizer.empty()) {
+    fs::remove(fs::path(dir) / "tokenizer.model");
+    std::ifstream tok_in(fs::path(tokenizer) / "tokenizer.json");
+    std::ifstream config_in(fs::path(tokenizer) / "tokenizer_config.json");
+    const nlohmann::json tok = nlohmann::json::parse(tok_in);
+    const nlohmann::json config =
+        config_in ? nlohmann::json::parse(config_in) : nlohmann::json::object();
+    pvllm::testing::edit_hf_config(dir, {{"bos_token_id", special_id(tok, config, "bos_token")},
+                                         {"eos_token_id", special_id(tok, config, "eos_token")}});
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
+      if (fs::exists(fs::path(tokenizer) / name)) {
+        fs::copy_file(fs::path(tokenizer) / name, fs::path(dir) / name,
+                      fs::copy_options::overwrite_existing);
+      }
+    }
+  }
   return 0;
 }

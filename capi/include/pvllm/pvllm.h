@@ -371,7 +371,41 @@ typedef struct pvllm_sampling_params {
   float length_penalty; /* default 1 */
   /* When beam search stops, a pvllm_early_stopping; default HEURISTIC. */
   int32_t early_stopping;
+  /* Since 0.6. Structured output: a pvllm_constraint_kind (default NONE).
+   * The generated text then matches the constraint: each draw is limited to
+   * the tokens that can continue it, and end-of-sequence tokens are allowed
+   * only once the text is complete; a constraint nothing may follow ends the
+   * sample (PVLLM_FINISH_STOP). A text cut short by max_tokens or a stop
+   * string is a prefix of a match. The constraint is compiled at
+   * pvllm_submit (cached by its text): a malformed one is
+   * PVLLM_STATUS_INVALID_ARGUMENT naming where it goes wrong, one that uses
+   * something pvllm does not implement PVLLM_STATUS_UNSUPPORTED naming it.
+   * It needs the model's tokenizer and cannot be combined with beam search.
+   * Logprobs stay those of the unconstrained distribution. */
+  int32_t constraint_kind;
+  /* The JSON schema (JSON_SCHEMA), GBNF grammar (GRAMMAR) or regular
+   * expression (REGEX) as NUL-terminated UTF-8; unused by the other kinds. */
+  const char* constraint;
+  /* CHOICE: the text is exactly one of these NUL-terminated strings. */
+  const char* const* choices;
+  size_t num_choices;
 } pvllm_sampling_params;
+
+/* Values of pvllm_sampling_params.constraint_kind (since 0.6). */
+typedef enum pvllm_constraint_kind {
+  PVLLM_CONSTRAINT_NONE = 0,
+  /* Compact JSON that validates against the schema: types, properties and
+   * required, enum and const, arrays with items and min/max items, nested
+   * objects, anyOf, $ref into $defs, string lengths and the formats date,
+   * time, date-time and uuid, additionalProperties (docs/api.md lists the
+   * rest and what is refused). */
+  PVLLM_CONSTRAINT_JSON_SCHEMA = 1,
+  PVLLM_CONSTRAINT_JSON_OBJECT = 2, /* any JSON object, compact */
+  /* A GBNF grammar (rules `name ::= ...`, output starts at `root`). */
+  PVLLM_CONSTRAINT_GRAMMAR = 3,
+  PVLLM_CONSTRAINT_REGEX = 4,  /* a regular expression the whole text matches */
+  PVLLM_CONSTRAINT_CHOICE = 5  /* one of `choices` */
+} pvllm_constraint_kind;
 
 /* Values of pvllm_sampling_params.early_stopping (since 0.5), as Hugging
  * Face's early_stopping False, True and "never". Each needs beam_width

@@ -1,0 +1,30 @@
+// What a request asks its output text to match: the part of the sampling
+// params that the structured-output library (constraint.h) compiles. A
+// plain struct, so that the sampling params can hold one without linking
+// the library.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pvllm::structured {
+
+enum class ConstraintKind : int32_t {
+  kNone = 0,
+  kJsonSchema = 1,  // text: the schema
+  kJsonObject = 2,  // any JSON object; text unused
+  kGrammar = 3,     // text: GBNF (grammar.h)
+  kRegex = 4,       // text: the pattern, matched in full
+  kChoice = 5,      // choices: the output is exactly one of them
+};
+
+struct ConstraintSpec {
+  ConstraintKind kind = ConstraintKind::kNone;
+  std::string text;
+  std::vector<std::string> choices;
+
+  bool active() const { return kind != ConstraintKind::kNone; }
+};
+
+}  // namespace pvllm::structured

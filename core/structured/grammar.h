@@ -1,0 +1,73 @@
+// A context-free grammar over Unicode code points, the form every output
+// constraint (JSON schema, regex, choices, GBNF text) is compiled into.
+//
+// GBNF, the text form (as llama.cpp's grammars write it):
+//   root    ::= object                 # a rule; `root` is where output starts
+//   object  ::= "{" ( pair ( "," pair )* )? "}"
+//   name    ::= [a-zA-Z_] [a-zA-Z0-9_]{0,31}
+// Rule names: [a-zA-Z_][a-zA-Z0-9_-]*. A definition runs until the next
+// `name ::=`. Terms: "literal" (UTF-8; escapes \" \\ \/ \n \r \t \xHH
+// \uHHHH \UHHHHHHHH), [class] and [^class] (ranges a-z; the same escapes
+// plus \] \[ \- \^), `.` (any code point), a rule name, ( group ).
+// Postfix * + ? {m} {m,} {m,n} (n <= 10000). `|` separates alternatives;
+// # starts a comment to the end of the line.
+//
+// Left recursion (a rule reaching itself before consuming a character,
+// through rules that can be empty too) is refused: the matcher expands
+// rules eagerly and would not end.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/base/status.h"
+
+namespace pvllm::structured {
+
+struct CharRange {
+  uint32_t lo = 0;  // inclusive
+  uint32_t hi = 0;  // inclusive
+};
+
+struct Element {
+  enum Kind : uint8_t { kEnd, kChars, kRule };
+  Kind kind = kEnd;
+  uint32_t value = 0;  // kChars: index into Grammar::char_sets; kRule: rule index
+};
+
+// A set of code points: sorted, disjoint, non-adjacent ranges, and a
+// bitmap of its ASCII part for the common case.
+struct CharSet {
+  std::vector<CharRange> ranges;
+  uint64_t ascii[2] = {0, 0};
+  bool contains(uint32_t c) const;
+  // Whether some code point in [lo, hi] is in the set.
+  bool intersects(uint32_t lo, uint32_t hi) const;
+};
+
+struct Grammar {
+  std::vector<Element> elements;             // alternatives, each ended by kEnd
+  std::vector<std::vector<uint32_t>> rules;  // per rule: each alternative's first element
+  std::vector<CharSet> char_sets;
+  std::vector<std::string> rule_names;
+  uint32_t root = 0;
+};
+
+// Parses GBNF text. Errors are InvalidArgument naming the line, column and
+// byte offset ("grammar: line 2, column 7 (byte 19): expected '::='");
+// an undefined rule, a missing root, left recursion and a grammar larger
+// than the limits below name the rule.
+Status parse_gbnf(std::string_view text, Grammar* out);
+
+// Whether the whole of `text` (UTF-8) is a sentence of the grammar's root.
+// Invalid UTF-8 is not.
+bool grammar_accepts(const Grammar& grammar, std::string_view text);
+
+// Limits that keep a hostile constraint from exhausting memory at compile
+// time.
+inline constexpr size_t kMaxGrammarElements = 1 << 20;
+inline constexpr uint32_t kMaxRepetition = 10000;
+
+}  // namespace pvllm::structured

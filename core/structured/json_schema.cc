@@ -1,0 +1,880 @@
+// JSON schema -> GBNF. Each schema that is more than a bare reference
+// becomes a rule named after its path ("root-address-city"); definitions
+// reached through $ref become "def-NAME" rules, generated once from a work
+// list, so recursive schemas refer to themselves instead of expanding.
+// The grammar matches compact JSON only: no whitespace between tokens.
+#include "core/structured/json_schema.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/structured/grammar.h"
+
+namespace pvllm::structured {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr int kMaxDepth = 128;
+constexpr size_t kMaxNameBase = 48;
+
+// Primitive rules, emitted only when used. Each lists the primitives its
+// body refers to.
+struct Primitive {
+  const char* name;
+  const char* body;
+  std::vector<const char*> uses;
+};
+
+const std::vector<Primitive>& primitives() {
+  static const std::vector<Primitive> table = {
+      {"json-value",
+       "json-object | json-array | json-string | json-number | \"true\" | \"false\" | \"null\"",
+       {"json-object", "json-array", "json-string", "json-number"}},
+      {"json-object",
+       "\"{\" ( json-string \":\" json-value ( \",\" json-string \":\" json-value )* )? \"}\"",
+       {"json-string", "json-value"}},
+      {"json-array", "\"[\" ( json-value ( \",\" json-value )* )? \"]\"", {"json-value"}},
+      {"json-string", "\"\\\"\" json-char* \"\\\"\"", {"json-char"}},
+      {"json-char",
+       // \\u escapes of UTF-16 surrogates (D800-DFFF) are left out: alone
+       // they are no character, and strict parsers refuse them.
+       "[^\\\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\\\"\\\\/bfnrt] | \"u\" ( [0-9a-cA-CefEF] "
+       "[0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} ) )",
+       {}},
+      {"json-number",
+       // Exponents of two digits keep every number finite in doubles.
+       "json-integer ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?",
+       {"json-integer"}},
+      {"json-integer", "\"-\"? ( \"0\" | [1-9] [0-9]{0,15} )", {}},
+      {"json-boolean", "\"true\" | \"false\"", {}},
+      // Days that exist in their month (RFC 3339 full-date); February stops
+      // at 28, so no leap-year rule is needed.
+      {"json-date",
+       "[0-9]{4} \"-\" ( ( \"01\" | \"03\" | \"05\" | \"07\" | \"08\" | \"10\" | \"12\" ) "
+       "\"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] ) | ( \"04\" | \"06\" | \"09\" | \"11\" ) "
+       "\"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) | \"02-\" ( \"0\" [1-9] | \"1\" [0-9] | "
+       "\"2\" [0-8] ) )",
+       {}},
+      {"json-time",
+       "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,9} )? "
+       "( \"Z\" | [-+] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )",
+       {}},
+      {"json-uuid",
+       "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
+       "[0-9a-fA-F]{12}",
+       {}},
+  };
+  return table;
+}
+
+// Keyword families: a keyword of a type family constrains only instances
+// of that type, so it is ignored when the schema's type excludes it.
+enum Family : uint8_t { kAny, kObject, kArray, kString, kNumber, kAnnotation, kUnknown };
+
+struct KeywordInfo {
+  Family family;
+  bool supported;
+};
+
+const std::map<std::string, KeywordInfo, std::less<>>& keyword_table() {
+  static const std::map<std::string, KeywordInfo, std::less<>> table = {
+      {"type", {kAny, true}},
+      {"enum", {kAny, true}},
+      {"const", {kAny, true}},
+      {"anyOf", {kAny, true}},
+      {"$ref", {kAny, true}},
+      {"properties", {kObject, true}},
+      {"required", {kObject, true}},
+      {"additionalProperties", {kObject, true}},
+      {"patternProperties", {kObject, false}},
+      {"propertyNames", {kObject, false}},
+      {"minProperties", {kObject, false}},
+      {"maxProperties", {kObject, false}},
+      {"dependentRequired", {kObject, false}},
+      {"dependentSchemas", {kObject, false}},
+      {"dependencies", {kObject, false}},
+      {"unevaluatedProperties", {kObject, false}},
+      {"items", {kArray, true}},
+      {"minItems", {kArray, true}},
+      {"maxItems", {kArray, true}},
+      {"prefixItems", {kArray, false}},
+      {"additionalItems", {kArray, false}},
+      {"uniqueItems", {kArray, false}},
+      {"contains", {kArray, false}},
+      {"minContains", {kArray, false}},
+      {"maxContains", {kArray, false}},
+      {"unevaluatedItems", {kArray, false}},
+      {"minLength", {kString, true}},
+      {"maxLength", {kString, true}},
+      {"format", {kString, true}},
+      {"pattern", {kString, false}},
+      {"minimum", {kNumber, false}},
+      {"maximum", {kNumber, false}},
+      {"exclusiveMinimum", {kNumber, false}},
+      {"exclusiveMaximum", {kNumber, false}},
+      {"multipleOf", {kNumber, false}},
+      {"title", {kAnnotation, true}},
+      {"description", {kAnnotation, true}},
+      {"default", {kAnnotation, true}},
+      {"examples", {kAnnotation, true}},
+      {"$schema", {kAnnotation, true}},
+      {"$id", {kAnnotation, true}},
+      {"$comment", {kAnnotation, true}},
+      {"deprecated", {kAnnotation, true}},
+      {"readOnly", {kAnnotation, true}},
+      {"writeOnly", {kAnnotation, true}},
+      {"$defs", {kAnnotation, true}},
+      {"definitions", {kAnnotation, true}},
+  };
+  return table;
+}
+
+KeywordInfo keyword_info(std::string_view key) {
+  const auto& table = keyword_table();
+  auto it = table.find(key);
+  return it == table.end() ? KeywordInfo{kUnknown, false} : it->second;
+}
+
+// The instance types, in the order their alternatives are emitted.
+enum TypeBit : uint8_t {
+  kTObject = 1,
+  kTArray = 2,
+  kTString = 4,
+  kTNumber = 8,
+  kTInteger = 16,
+  kTBoolean = 32,
+  kTNull = 64,
+};
+constexpr uint8_t kAllTypes = 127;
+
+const std::vector<std::pair<std::string_view, uint8_t>>& type_names() {
+  static const std::vector<std::pair<std::string_view, uint8_t>> names = {
+      {"object", kTObject},   {"array", kTArray},     {"string", kTString}, {"number", kTNumber},
+      {"integer", kTInteger}, {"boolean", kTBoolean}, {"null", kTNull},
+  };
+  return names;
+}
+
+uint8_t family_types(Family f) {
+  switch (f) {
+    case kObject:
+      return kTObject;
+    case kArray:
+      return kTArray;
+    case kString:
+      return kTString;
+    case kNumber:
+      return kTNumber | kTInteger;
+    default:
+      return 0;
+  }
+}
+
+// Whether `v` is an instance of one of `types`.
+bool value_has_type(const Json& v, uint8_t types) {
+  if (v.is_object()) return types & kTObject;
+  if (v.is_array()) return types & kTArray;
+  if (v.is_string()) return types & kTString;
+  if (v.is_boolean()) return types & kTBoolean;
+  if (v.is_null()) return types & kTNull;
+  if (types & kTNumber) return true;
+  if (!(types & kTInteger)) return false;
+  if (!v.is_number_float()) return true;
+  double d = v.get<double>();
+  return std::isfinite(d) && std::floor(d) == d;
+}
+
+// Whether `v` nests deeper than `limit` (serializing it recurses).
+bool nests_deeper_than(const Json& v, int limit) {
+  if (!v.is_structured()) return false;
+  if (limit <= 0) return true;
+  for (const auto& child : v) {
+    if (nests_deeper_than(child, limit - 1)) return true;
+  }
+  return false;
+}
+
+// A GBNF "literal" for UTF-8 text.
+std::string gbnf_literal(std::string_view text) {
+  std::string out = "\"";
+  for (char ch : text) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+// A JSON pointer token: ~ -> ~0, / -> ~1.
+std::string pointer_token(std::string_view key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Inverse of pointer_token; false on a stray ~.
+bool unescape_pointer_token(std::string_view token, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < token.size(); ++i) {
+    if (token[i] != '~') {
+      *out += token[i];
+      continue;
+    }
+    if (i + 1 == token.size() || (token[i + 1] != '0' && token[i + 1] != '1')) return false;
+    *out += token[++i] == '0' ? '~' : '/';
+  }
+  return true;
+}
+
+std::string where(const std::string& ptr) { return ptr.empty() ? "the root" : ptr; }
+
+Status unsupported_keyword(std::string_view key, const std::string& ptr,
+                           std::string_view detail = "") {
+  return Unsupported("json schema: unsupported keyword \"" + std::string(key) + "\"" +
+                     std::string(detail) + " at " + where(ptr));
+}
+
+Status bad_keyword(std::string_view key, const std::string& ptr, std::string_view what) {
+  return InvalidArgument("json schema: keyword \"" + std::string(key) + "\" at " + where(ptr) +
+                         ": " + std::string(what));
+}
+
+Status matches_nothing(const std::string& ptr, std::string_view why) {
+  return InvalidArgument("json schema: nothing can match the schema at " + where(ptr) + " (" +
+                         std::string(why) + ")");
+}
+
+// A non-negative integer keyword value, at most kMaxRepetition.
+Status count_keyword(const Json& s, const char* key, const std::string& ptr, uint32_t* out,
+                     bool* present) {
+  *present = s.contains(key);
+  if (!*present) return Status::Ok();
+  const Json& v = s[key];
+  if (!v.is_number()) return bad_keyword(key, ptr, "not a number");
+  double d = v.get<double>();
+  if (!(d >= 0) || std::floor(d) != d) return bad_keyword(key, ptr, "not a non-negative integer");
+  if (d > kMaxRepetition) {
+    return unsupported_keyword(key, ptr, " above " + std::to_string(kMaxRepetition));
+  }
+  *out = static_cast<uint32_t>(d);
+  return Status::Ok();
+}
+
+// `term` repeated lo..hi times (hi < 0: unbounded); "" when it cannot occur.
+std::string repeat(const std::string& term, uint32_t lo, int64_t hi) {
+  if (hi == 0) return "";
+  if (hi < 0) {
+    if (lo == 0) return term + "*";
+    if (lo == 1) return term + "+";
+    return term + "{" + std::to_string(lo) + ",}";
+  }
+  if (lo == 0 && hi == 1) return term + "?";
+  if (lo == 1 && hi == 1) return term;
+  if (lo == hi) return term + "{" + std::to_string(lo) + "}";
+  return term + "{" + std::to_string(lo) + "," + std::to_string(hi) + "}";
+}
+
+bool is_rule_name(std::string_view s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) {
+    return false;
+  }
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+}
+
+std::string sanitize(std::string_view s) {
+  std::string out;
+  for (char c : s.substr(0, kMaxNameBase)) {
+    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+    out += ok ? c : '-';
+  }
+  return out;
+}
+
+std::string join_alternatives(const std::vector<std::string>& alts) {
+  std::string out;
+  for (const auto& a : alts) {
+    if (!out.empty()) out += " | ";
+    out += a;
+  }
+  return out;
+}
+
+// A definition reached through $ref, waiting for its rule body.
+struct PendingDef {
+  const Json* schema;
+  std::string ptr;
+  std::string rule;
+};
+
+class Converter {
+ public:
+  explicit Converter(const Json* root) : root_(root) {}
+
+  Status convert(std::string* gbnf) {
+    rules_.emplace_back("root", "");
+    taken_.insert("root");
+    std::string body;
+    PVLLM_RETURN_IF_ERROR(schema_body(*root_, "", "root", 0, &body));
+    rules_[0].second = body;
+    while (!pending_.empty()) {
+      PendingDef def = pending_.front();
+      pending_.pop_front();
+      PVLLM_RETURN_IF_ERROR(schema_body(*def.schema, def.ptr, def.rule, 1, &body));
+      rules_[rule_index_[def.rule]].second = body;
+    }
+    *gbnf = render();
+    return Status::Ok();
+  }
+
+  // Marks a primitive (and what it uses) for output; returns its name.
+  std::string use(const std::string& name) {
+    if (!used_.insert(name).second) return name;
+    for (const auto& p : primitives()) {
+      if (name != p.name) continue;
+      for (const char* dep : p.uses) use(dep);
+    }
+    return name;
+  }
+
+  std::string render() const {
+    std::string out;
+    for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+    for (const auto& p : primitives()) {
+      if (used_.count(p.name)) out += std::string(p.name) + " ::= " + p.body + "\n";
+    }
+    return out;
+  }
+
+ private:
+  std::string unique_name(const std::string& hint) {
+    std::string base = sanitize(hint);
+    if (taken_.insert(base).second) return base;
+    for (uint32_t& n = next_suffix_[base];;) {
+      std::string name = base + "-" + std::to_string(++n);
+      if (taken_.insert(name).second) return name;
+    }
+  }
+
+  // A rule with `body` (reusing an identical one); returns its name. A
+  // body that is already a single rule name is returned as is.
+  std::string add_rule(const std::string& hint, const std::string& body) {
+    if (is_rule_name(body)) return body;
+    auto it = by_body_.find(body);
+    if (it != by_body_.end()) return it->second;
+    std::string name = unique_name(hint);
+    rule_index_[name] = rules_.size();
+    rules_.emplace_back(name, body);
+    by_body_[body] = name;
+    return name;
+  }
+
+  // A term (rule name) matching `s`.
+  Status schema_term(const Json& s, const std::string& ptr, const std::string& hint, int depth,
+                     std::string* term) {
+    std::string body;
+    PVLLM_RETURN_IF_ERROR(schema_body(s, ptr, hint, depth, &body));
+    *term = add_rule(hint, body);
+    return Status::Ok();
+  }
+
+  Status schema_body(const Json& s, const std::string& ptr, const std::string& hint, int depth,
+                     std::string* body) {
+    if (depth > kMaxDepth) {
+      return Unsupported("json schema: nesting deeper than " + std::to_string(kMaxDepth) + " at " +
+                         where(ptr));
+    }
+    if (s.is_boolean()) {
+      if (!s.get<bool>()) return matches_nothing(ptr, "schema false");
+      *body = use("json-value");
+      return Status::Ok();
+    }
+    if (!s.is_object()) {
+      return InvalidArgument("json schema: the schema at " + where(ptr) +
+                             " is neither an object nor a boolean");
+    }
+    return object_schema_body(s, ptr, hint, depth, body);
+  }
+
+  Status object_schema_body(const Json& s, const std::string& ptr, const std::string& hint,
+                            int depth, std::string* body) {
+    uint8_t inferred = 0;
+    std::vector<std::string> constraining;  // non-annotation keywords
+    for (const auto& [key, value] : s.items()) {
+      KeywordInfo info = keyword_info(key);
+      if (info.family == kUnknown || (info.family == kAny && !info.supported)) {
+        return unsupported_keyword(key, ptr);
+      }
+      if (info.family == kAnnotation) continue;
+      constraining.push_back(key);
+      inferred |= family_types(info.family);
+    }
+    uint8_t types = inferred ? inferred : kAllTypes;
+    if (s.contains("type")) PVLLM_RETURN_IF_ERROR(parse_type(s["type"], ptr, &types));
+    for (const auto& key : constraining) {
+      KeywordInfo info = keyword_info(key);
+      if (!info.supported && (family_types(info.family) & types)) {
+        return unsupported_keyword(key, ptr);
+      }
+    }
+    if (s.contains("$ref")) return ref_body(s, constraining, ptr, body);
+    if (s.contains("anyOf")) return any_of_body(s, constraining, ptr, hint, depth, body);
+    if (s.contains("enum") || s.contains("const"))
+      return enum_body(s, constraining, ptr, types, body);
+    if (!s.contains("type") && !inferred) {
+      *body = use("json-value");
+      return Status::Ok();
+    }
+    return typed_body(s, ptr, hint, depth, types, body);
+  }
+
+  Status parse_type(const Json& t, const std::string& ptr, uint8_t* types) {
+    std::vector<const Json*> names;
+    if (t.is_string()) {
+      names.push_back(&t);
+    } else if (t.is_array() && !t.empty()) {
+      for (const auto& n : t) names.push_back(&n);
+    } else {
+      return bad_keyword("type", ptr, "not a type name or a non-empty array of them");
+    }
+    *types = 0;
+    for (const Json* n : names) {
+      uint8_t bit = 0;
+      for (const auto& [name, b] : type_names()) {
+        if (n->is_string() && n->get_ref<const std::string&>() == name) bit = b;
+      }
+      if (!bit) {
+        std::string what =
+            n->is_string() ? "unknown type " + n->dump() : "a type that is no string";
+        return bad_keyword("type", ptr, what);
+      }
+      *types |= bit;
+    }
+    return Status::Ok();
+  }
+
+  Status ref_body(const Json& s, const std::vector<std::string>& constraining,
+                  const std::string& ptr, std::string* body) {
+    for (const auto& key : constraining) {
+      if (key != "$ref") return unsupported_keyword(key, ptr, " beside \"$ref\"");
+    }
+    const Json& ref = s["$ref"];
+    if (!ref.is_string()) return bad_keyword("$ref", ptr, "not a string");
+    const std::string& target = ref.get_ref<const std::string&>();
+    if (target == "#") {
+      *body = "root";
+      return Status::Ok();
+    }
+    for (std::string_view prefix : {"#/$defs/", "#/definitions/"}) {
+      if (target.compare(0, prefix.size(), prefix) != 0) continue;
+      std::string_view token = std::string_view(target).substr(prefix.size());
+      std::string name;
+      if (token.find('/') != std::string_view::npos || !unescape_pointer_token(token, &name)) {
+        break;
+      }
+      std::string section(prefix.substr(2, prefix.size() - 3));
+      return def_rule(section, name, ptr, body);
+    }
+    return unsupported_keyword("$ref", ptr, " value " + ref.dump());
+  }
+
+  // The rule for root[section][name], queued for generation on first use.
+  Status def_rule(const std::string& section, const std::string& name, const std::string& ptr,
+                  std::string* rule) {
+    std::string def_ptr = "/" + section + "/" + pointer_token(name);
+    auto known = def_rules_.find(def_ptr);
+    if (known != def_rules_.end()) {
+      *rule = known->second;
+      return Status::Ok();
+    }
+    if (!root_->is_object() || !root_->contains(section) || !(*root_)[section].is_object() ||
+        !(*root_)[section].contains(name)) {
+      return bad_keyword("$ref", ptr, "no definition at " + def_ptr);
+    }
+    std::string rule_name = unique_name("def-" + name);
+    def_rules_[def_ptr] = rule_name;
+    rule_index_[rule_name] = rules_.size();
+    rules_.emplace_back(rule_name, "");
+    pending_.push_back({&(*root_)[section][name], def_ptr, rule_name});
+    *rule = rule_name;
+    return Status::Ok();
+  }
+
+  // enum and const: the values allowed, less those of a type `type` rules
+  // out. The values are emitted as they are, so a keyword that could reject
+  // one of them is refused.
+  Status enum_body(const Json& s, const std::vector<std::string>& constraining,
+                   const std::string& ptr, uint8_t types, std::string* body) {
+    for (const auto& key : constraining) {
+      if (family_types(keyword_info(key).family) & types) {
+        return unsupported_keyword(key, ptr,
+                                   s.contains("enum") ? " beside \"enum\"" : " beside \"const\"");
+      }
+    }
+    if (!s.contains("type")) types = kAllTypes;
+    std::vector<const Json*> values;
+    if (s.contains("enum")) {
+      const Json& e = s["enum"];
+      if (!e.is_array()) return bad_keyword("enum", ptr, "not an array");
+      for (const auto& v : e) values.push_back(&v);
+    }
+    // Comparing and serializing values recurse.
+    for (const char* key : {"enum", "const"}) {
+      if (s.contains(key) && nests_deeper_than(s[key], kMaxDepth)) {
+        return unsupported_keyword(key, ptr, " nesting deeper than " + std::to_string(kMaxDepth));
+      }
+    }
+    if (s.contains("const")) {
+      const Json& c = s["const"];
+      if (!s.contains("enum")) {
+        values.push_back(&c);
+      } else {
+        std::erase_if(values, [&](const Json* v) { return *v != c; });
+      }
+    }
+    std::vector<std::string> alts;
+    std::set<std::string> seen;
+    for (const Json* v : values) {
+      if (!value_has_type(*v, types)) continue;
+      std::string text = v->dump();
+      if (seen.insert(text).second) alts.push_back(gbnf_literal(text));
+    }
+    if (alts.empty()) return matches_nothing(ptr, "no enum or const value is allowed");
+    *body = join_alternatives(alts);
+    return Status::Ok();
+  }
+
+  Status any_of_body(const Json& s, const std::vector<std::string>& constraining,
+                     const std::string& ptr, const std::string& hint, int depth,
+                     std::string* body) {
+    for (const auto& key : constraining) {
+      if (key != "anyOf") return unsupported_keyword(key, ptr, " beside \"anyOf\"");
+    }
+    const Json& list = s["anyOf"];
+    if (!list.is_array() || list.empty()) return bad_keyword("anyOf", ptr, "not a non-empty array");
+    std::vector<std::string> alts;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (list[i].is_boolean() && !list[i].get<bool>()) continue;
+      std::string term;
+      std::string index = std::to_string(i);
+      PVLLM_RETURN_IF_ERROR(
+          schema_term(list[i], ptr + "/anyOf/" + index, hint + "-" + index, depth + 1, &term));
+      alts.push_back(term);
+    }
+    if (alts.empty()) return matches_nothing(ptr, "every anyOf alternative is false");
+    *body = join_alternatives(alts);
+    return Status::Ok();
+  }
+
+  Status typed_body(const Json& s, const std::string& ptr, const std::string& hint, int depth,
+                    uint8_t types, std::string* body) {
+    if (types & kTNumber) types &= ~kTInteger;
+    std::vector<std::string> alts;
+    std::string alt;
+    if (types & kTObject) {
+      PVLLM_RETURN_IF_ERROR(object_body(s, ptr, hint, depth, &alt));
+      alts.push_back(alt);
+    }
+    if (types & kTArray) {
+      PVLLM_RETURN_IF_ERROR(array_body(s, ptr, hint, depth, &alt));
+      alts.push_back(alt);
+    }
+    if (types & kTString) {
+      PVLLM_RETURN_IF_ERROR(string_body(s, ptr, &alt));
+      alts.push_back(alt);
+    }
+    if (types & kTNumber) alts.push_back(use("json-number"));
+    if (types & kTInteger) alts.push_back(use("json-integer"));
+    if (types & kTBoolean) alts.push_back(use("json-boolean"));
+    if (types & kTNull) alts.push_back("\"null\"");
+    if (alts.size() == 1) {
+      *body = alts[0];
+      return Status::Ok();
+    }
+    for (auto& a : alts) {
+      if (a.find(" | ") != std::string::npos) a = "( " + a + " )";
+    }
+    *body = join_alternatives(alts);
+    return Status::Ok();
+  }
+
+  // One object member, listed in `properties` or `required`.
+  struct Member {
+    std::string key;
+    std::string value;  // rule name
+    bool required;
+  };
+
+  Status object_body(const Json& s, const std::string& ptr, const std::string& hint, int depth,
+                     std::string* body) {
+    const Json* props = s.contains("properties") ? &s["properties"] : nullptr;
+    if (props && !props->is_object()) return bad_keyword("properties", ptr, "not an object");
+    std::vector<std::string> required;
+    PVLLM_RETURN_IF_ERROR(required_names(s, ptr, &required));
+    std::string extra;  // the rule for values of unlisted members; "" = none allowed
+    PVLLM_RETURN_IF_ERROR(additional_rule(s, ptr, hint, depth, &extra));
+    bool listed = (props && !props->empty()) || !required.empty();
+    if (!listed) {
+      if (extra.empty()) {
+        *body = "\"{}\"";
+      } else if (extra == "json-value") {
+        *body = use("json-object");
+      } else {
+        std::string pair = use("json-string") + " \":\" " + extra;
+        *body = "\"{\" ( " + pair + " ( \",\" " + pair + " )* )? \"}\"";
+      }
+      return Status::Ok();
+    }
+    std::vector<Member> members;
+    PVLLM_RETURN_IF_ERROR(listed_members(props, required, extra, ptr, hint, depth, &members));
+    *body = members_body(members, hint);
+    return Status::Ok();
+  }
+
+  Status required_names(const Json& s, const std::string& ptr, std::vector<std::string>* names) {
+    if (!s.contains("required")) return Status::Ok();
+    const Json& r = s["required"];
+    if (!r.is_array()) return bad_keyword("required", ptr, "not an array");
+    std::set<std::string> seen;
+    for (const auto& n : r) {
+      if (!n.is_string()) return bad_keyword("required", ptr, "holds a non-string");
+      if (seen.insert(n.get<std::string>()).second) names->push_back(n.get<std::string>());
+    }
+    return Status::Ok();
+  }
+
+  Status additional_rule(const Json& s, const std::string& ptr, const std::string& hint, int depth,
+                         std::string* rule) {
+    if (!s.contains("additionalProperties")) {
+      *rule = "json-value";
+      return Status::Ok();
+    }
+    const Json& a = s["additionalProperties"];
+    if (a.is_boolean()) {
+      *rule = a.get<bool>() ? "json-value" : "";
+      return Status::Ok();
+    }
+    return schema_term(a, ptr + "/additionalProperties", hint + "-value", depth + 1, rule);
+  }
+
+  Status listed_members(const Json* props, const std::vector<std::string>& required,
+                        const std::string& extra, const std::string& ptr, const std::string& hint,
+                        int depth, std::vector<Member>* members) {
+    std::set<std::string> required_set(required.begin(), required.end());
+    std::set<std::string> listed;
+    if (props) {
+      for (const auto& [key, sub] : props->items()) {
+        listed.insert(key);
+        bool req = required_set.count(key) > 0;
+        if (sub.is_boolean() && !sub.get<bool>()) {
+          if (req) return matches_nothing(ptr, "required property \"" + key + "\" is false");
+          continue;  // may not appear
+        }
+        std::string value;
+        PVLLM_RETURN_IF_ERROR(schema_term(sub, ptr + "/properties/" + pointer_token(key),
+                                          hint + "-" + key, depth + 1, &value));
+        members->push_back({key, value, req});
+      }
+    }
+    for (const auto& name : required) {
+      if (listed.count(name)) continue;
+      if (extra.empty()) {
+        return matches_nothing(ptr, "required \"" + name + "\" is not an allowed property");
+      }
+      members->push_back({name, use(extra), true});
+    }
+    return Status::Ok();
+  }
+
+  // "{" members "}" with commas right for any subset of optional members:
+  // head_i matches members i.. when none was emitted yet, tail_i when one
+  // was (so each of its members starts with a comma).
+  std::string members_body(const std::vector<Member>& members, const std::string& hint) {
+    bool all_required =
+        std::all_of(members.begin(), members.end(), [](const Member& m) { return m.required; });
+    if (all_required) {
+      std::string body = "\"{\"";
+      for (size_t i = 0; i < members.size(); ++i) {
+        body += " " + member_term(members[i], i > 0);
+      }
+      return body + " \"}\"";
+    }
+    std::string head, tail;  // rules for members i.., "" past the end
+    for (size_t i = members.size(); i-- > 0;) {
+      const Member& m = members[i];
+      std::string rest_tail = tail.empty() ? "" : " " + tail;
+      std::string new_tail, new_head;
+      if (m.required) {
+        new_tail = member_term(m, true) + rest_tail;
+        new_head = member_term(m, false) + rest_tail;
+      } else {
+        new_tail = "( " + member_term(m, true) + " )?" + rest_tail;
+        std::string with = member_term(m, false) + rest_tail;
+        new_head = head.empty() ? "( " + with + " )?" : with + " | " + head;
+      }
+      // tail_0 is never used; head_i only at the start or after an optional member.
+      std::string index = std::to_string(i);
+      if (i > 0) tail = add_rule(hint + "-tail" + index, new_tail);
+      if (i == 0 || !members[i - 1].required) head = add_rule(hint + "-head" + index, new_head);
+    }
+    return "\"{\" " + head + " \"}\"";
+  }
+
+  static std::string member_term(const Member& m, bool comma) {
+    std::string key = (comma ? "," : "") + Json(m.key).dump() + ":";
+    return gbnf_literal(key) + " " + m.value;
+  }
+
+  Status array_body(const Json& s, const std::string& ptr, const std::string& hint, int depth,
+                    std::string* body) {
+    uint32_t lo = 0, hi = 0;
+    bool has_lo = false, has_hi = false;
+    PVLLM_RETURN_IF_ERROR(count_keyword(s, "minItems", ptr, &lo, &has_lo));
+    PVLLM_RETURN_IF_ERROR(count_keyword(s, "maxItems", ptr, &hi, &has_hi));
+    if (has_hi && lo > hi) return matches_nothing(ptr, "minItems is above maxItems");
+    std::string item = "json-value";
+    if (s.contains("items")) {
+      const Json& items = s["items"];
+      if (items.is_array()) return unsupported_keyword("items", ptr, " holding an array");
+      if (items.is_boolean() && !items.get<bool>()) {
+        if (lo > 0) return matches_nothing(ptr, "items is false and minItems is above 0");
+        *body = "\"[]\"";
+        return Status::Ok();
+      }
+      PVLLM_RETURN_IF_ERROR(schema_term(items, ptr + "/items", hint + "-item", depth + 1, &item));
+    }
+    use(item);
+    int64_t max = has_hi ? static_cast<int64_t>(hi) : -1;
+    if (max == 0) {
+      *body = "\"[]\"";
+      return Status::Ok();
+    }
+    std::string more =
+        repeat("( \",\" " + item + " )", lo > 0 ? lo - 1 : 0, max < 0 ? -1 : max - 1);
+    std::string list = item + (more.empty() ? "" : " " + more);
+    *body = lo == 0 ? "\"[\" ( " + list + " )? \"]\"" : "\"[\" " + list + " \"]\"";
+    return Status::Ok();
+  }
+
+  Status string_body(const Json& s, const std::string& ptr, std::string* body) {
+    uint32_t lo = 0, hi = 0;
+    bool has_lo = false, has_hi = false;
+    PVLLM_RETURN_IF_ERROR(count_keyword(s, "minLength", ptr, &lo, &has_lo));
+    PVLLM_RETURN_IF_ERROR(count_keyword(s, "maxLength", ptr, &hi, &has_hi));
+    if (s.contains("format")) {
+      if (has_lo || has_hi) {
+        return unsupported_keyword(has_lo ? "minLength" : "maxLength", ptr, " beside \"format\"");
+      }
+      return format_body(s["format"], ptr, body);
+    }
+    if (has_hi && lo > hi) return matches_nothing(ptr, "minLength is above maxLength");
+    if (!has_lo && !has_hi) {
+      *body = use("json-string");
+      return Status::Ok();
+    }
+    std::string chars = repeat(use("json-char"), lo, has_hi ? static_cast<int64_t>(hi) : -1);
+    *body = "\"\\\"\" " + (chars.empty() ? "" : chars + " ") + "\"\\\"\"";
+    return Status::Ok();
+  }
+
+  Status format_body(const Json& f, const std::string& ptr, std::string* body) {
+    if (!f.is_string()) return bad_keyword("format", ptr, "not a string");
+    const std::string& name = f.get_ref<const std::string&>();
+    std::string inner;
+    if (name == "date") {
+      inner = use("json-date");
+    } else if (name == "time") {
+      inner = use("json-time");
+    } else if (name == "date-time") {
+      inner = use("json-date") + " \"T\" " + use("json-time");
+    } else if (name == "uuid") {
+      inner = use("json-uuid");
+    } else {
+      return unsupported_keyword("format", ptr, " value " + f.dump());
+    }
+    *body = "\"\\\"\" " + inner + " \"\\\"\"";
+    return Status::Ok();
+  }
+
+  const Json* root_;
+  std::vector<std::pair<std::string, std::string>> rules_;  // root first
+  std::unordered_map<std::string, size_t> rule_index_;
+  std::unordered_map<std::string, std::string> by_body_;
+  std::unordered_map<std::string, std::string> def_rules_;  // definition pointer -> rule
+  std::unordered_map<std::string, uint32_t> next_suffix_;
+  std::set<std::string> taken_;
+  std::set<std::string> used_;
+  std::deque<PendingDef> pending_;
+};
+
+// nlohmann's message less its "[json.exception...] parse error at line L,
+// column C: " prefix (its columns count from 1, our offsets from 0).
+std::string parse_error_detail(std::string_view what) {
+  size_t column = what.find("column ");
+  size_t colon = column == std::string_view::npos ? column : what.find(": ", column);
+  return std::string(colon == std::string_view::npos ? what : what.substr(colon + 2));
+}
+
+}  // namespace
+
+Status json_schema_to_gbnf(std::string_view schema_json, std::string* gbnf) {
+  Json schema;
+  try {
+    schema = Json::parse(schema_json.begin(), schema_json.end());
+  } catch (const Json::parse_error& e) {
+    return InvalidArgument("json schema: malformed JSON at byte " +
+                           std::to_string(e.byte > 0 ? e.byte - 1 : 0) + ": " +
+                           parse_error_detail(e.what()));
+  }
+  try {
+    Converter converter(&schema);
+    return converter.convert(gbnf);
+  } catch (const Json::exception& e) {
+    return InvalidArgument(std::string("json schema: ") + e.what());
+  }
+}
+
+std::string json_object_gbnf() {
+  Json any = Json::object();
+  Converter converter(&any);
+  std::string root = converter.use("json-object");
+  return "root ::= " + root + "\n" + converter.render();
+}
+
+}  // namespace pvllm::structured

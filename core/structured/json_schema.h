@@ -1,0 +1,20 @@
+// JSON schema -> GBNF grammar text (grammar.h's dialect) whose root rule
+// matches compact JSON documents that validate against the schema.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/base/status.h"
+
+namespace pvllm::structured {
+
+// `schema_json`: the schema as JSON text. Malformed JSON is InvalidArgument
+// with the byte offset; a keyword or value this converter does not
+// implement is Unsupported, naming it and its JSON pointer.
+Status json_schema_to_gbnf(std::string_view schema_json, std::string* gbnf);
+
+// Any JSON object (response_format "json_object"), compact.
+std::string json_object_gbnf();
+
+}  // namespace pvllm::structured

@@ -1,0 +1,149 @@
+#include "core/structured/matcher.h"
+
+#include <algorithm>
+#include <functional>
+
+namespace pvllm::structured {
+namespace {
+
+void sort_unique(std::vector<int32_t>* v) {
+  std::sort(v->begin(), v->end());
+  v->erase(std::unique(v->begin(), v->end()), v->end());
+}
+
+}  // namespace
+
+int32_t Matcher::intern(uint32_t element, int32_t parent) {
+  uint64_t k = (uint64_t{element} << 32) | static_cast<uint32_t>(parent + 1);
+  auto [it, added] = index_.emplace(k, static_cast<int32_t>(nodes_.size()));
+  if (added) nodes_.push_back({element, parent});
+  return it->second;
+}
+
+void Matcher::expand(int32_t parent, uint32_t pos, std::vector<int32_t>* out) {
+  const Element& e = g_->elements[pos];
+  switch (e.kind) {
+    case Element::kEnd:
+      if (parent == kEmptyStack) {
+        out->push_back(kEmptyStack);
+      } else {
+        Node p = nodes_[parent];
+        expand(p.parent, p.element, out);
+      }
+      return;
+    case Element::kChars:
+      out->push_back(intern(pos, parent));
+      return;
+    case Element::kRule: {
+      // The continuation after the rule; a rule at the end of its
+      // alternative continues with the parent directly (no growth for
+      // right recursion).
+      int32_t cont = g_->elements[pos + 1].kind == Element::kEnd ? parent : intern(pos + 1, parent);
+      for (uint32_t alt : g_->rules[e.value]) expand(cont, alt, out);
+      return;
+    }
+  }
+}
+
+MatchState Matcher::initial() {
+  MatchState s;
+  for (uint32_t alt : g_->rules[g_->root]) expand(kEmptyStack, alt, &s.stacks);
+  sort_unique(&s.stacks);
+  return s;
+}
+
+void Matcher::advance_char(const std::vector<int32_t>& from, uint32_t cp,
+                           std::vector<int32_t>* to) {
+  to->clear();
+  for (int32_t stack : from) {
+    if (stack == kEmptyStack) continue;
+    Node n = nodes_[stack];
+    if (g_->char_sets[g_->elements[n.element].value].contains(cp)) {
+      expand(n.parent, n.element + 1, to);
+    }
+  }
+  sort_unique(to);
+}
+
+bool Matcher::any_intersects(const std::vector<int32_t>& stacks, uint32_t lo, uint32_t hi) const {
+  for (int32_t stack : stacks) {
+    if (stack == kEmptyStack) continue;
+    if (g_->char_sets[g_->elements[nodes_[stack].element].value].intersects(lo, hi)) return true;
+  }
+  return false;
+}
+
+void Matcher::advance(const MatchState& from, uint8_t b, MatchState* to) {
+  to->partial = from.partial;
+  uint32_t cp = 0;
+  switch (to->partial.feed(b, &cp)) {
+    case Utf8Decoder::kInvalid:
+      to->stacks.clear();
+      return;
+    case Utf8Decoder::kNeedMore:
+      if (any_intersects(from.stacks, to->partial.lowest(), to->partial.highest())) {
+        to->stacks = from.stacks;
+      } else {
+        to->stacks.clear();
+      }
+      return;
+    case Utf8Decoder::kChar:
+      advance_char(from.stacks, cp, &to->stacks);
+      return;
+  }
+}
+
+std::string Matcher::key(const MatchState& s) const {
+  std::string k;
+  auto put = [&k](uint32_t v) { k.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(s.partial.value);
+  put((uint32_t{s.partial.need} << 8) | s.partial.length);
+  // Stacks top to bottom, each ended by a marker; the state's order of
+  // stacks follows node ids, so sort the serialized stacks.
+  std::vector<std::string> stacks;
+  for (int32_t stack : s.stacks) {
+    std::string one;
+    for (int32_t n = stack; n != kEmptyStack; n = nodes_[n].parent) {
+      uint32_t e = nodes_[n].element;
+      one.append(reinterpret_cast<const char*>(&e), sizeof e);
+    }
+    stacks.push_back(std::move(one));
+  }
+  std::sort(stacks.begin(), stacks.end());
+  for (const std::string& one : stacks) {
+    put(static_cast<uint32_t>(one.size()));
+    k += one;
+  }
+  return k;
+}
+
+void Matcher::compact(MatchState* s) {
+  std::vector<Node> old = std::move(nodes_);
+  nodes_.clear();
+  index_.clear();
+  std::unordered_map<int32_t, int32_t> renumbered;
+  std::function<int32_t(int32_t)> copy = [&](int32_t n) -> int32_t {
+    if (n == kEmptyStack) return kEmptyStack;
+    auto it = renumbered.find(n);
+    if (it != renumbered.end()) return it->second;
+    int32_t id = intern(old[n].element, copy(old[n].parent));
+    renumbered.emplace(n, id);
+    return id;
+  };
+  for (int32_t& stack : s->stacks) stack = copy(stack);
+  sort_unique(&s->stacks);
+}
+
+bool grammar_accepts(const Grammar& grammar, std::string_view text) {
+  if (grammar.root >= grammar.rules.size()) return false;
+  Matcher m(&grammar);
+  MatchState s = m.initial(), next;
+  for (char c : text) {
+    m.advance(s, static_cast<uint8_t>(c), &next);
+    if (next.dead()) return false;
+    std::swap(s, next);
+  }
+  return m.can_end(s);
+}
+
+}  // namespace pvllm::structured

@@ -1,0 +1,72 @@
+// Matching text against a Grammar one byte at a time, the way a pushdown
+// automaton does: the state is the set of stacks of grammar positions that
+// the text so far can be in, plus a partially read UTF-8 character.
+//
+// Stacks are persistent lists in an arena, hash-consed: a node is (element,
+// parent) and equal stacks are the same node, so a state is a small sorted
+// vector of node ids and comparing states is comparing vectors. The top of
+// every stack in a state is a character-set element; -1 is the empty stack
+// (the root rule is complete).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/structured/grammar.h"
+#include "core/structured/utf8_decoder.h"
+
+namespace pvllm::structured {
+
+inline constexpr int32_t kEmptyStack = -1;
+
+struct MatchState {
+  std::vector<int32_t> stacks;  // sorted, unique; empty = no way on (dead)
+  Utf8Decoder partial;
+
+  bool dead() const { return stacks.empty(); }
+};
+
+class Matcher {
+ public:
+  explicit Matcher(const Grammar* grammar) : g_(grammar) {}
+
+  // The state before any text.
+  MatchState initial();
+  // The state after byte `b`; dead() when no sentence continues this way.
+  void advance(const MatchState& from, uint8_t b, MatchState* to);
+  // Whether the text so far is a whole sentence.
+  bool can_end(const MatchState& s) const {
+    return s.partial.need == 0 && !s.stacks.empty() && s.stacks.front() == kEmptyStack;
+  }
+  // Whether the text so far is a whole sentence and nothing may follow.
+  bool must_end(const MatchState& s) const { return can_end(s) && s.stacks.size() == 1; }
+
+  // A serialization of `s` that does not depend on the arena: equal keys
+  // for equal states in any matcher of the same grammar.
+  std::string key(const MatchState& s) const;
+  // Drops every arena node `s` does not use (renumbering `s`); the arena
+  // otherwise only grows.
+  void compact(MatchState* s);
+  size_t arena_size() const { return nodes_.size(); }
+
+ private:
+  struct Node {
+    uint32_t element;
+    int32_t parent;
+  };
+  int32_t intern(uint32_t element, int32_t parent);
+  // Pushes element `pos` on `parent` and expands until character sets are
+  // on top, appending the resulting stacks to `out`.
+  void expand(int32_t parent, uint32_t pos, std::vector<int32_t>* out);
+  void advance_char(const std::vector<int32_t>& from, uint32_t cp, std::vector<int32_t>* to);
+  bool any_intersects(const std::vector<int32_t>& stacks, uint32_t lo, uint32_t hi) const;
+
+  const Grammar* g_;
+  std::vector<Node> nodes_;
+  std::unordered_map<uint64_t, int32_t> index_;
+};
+
+}  // namespace pvllm::structured

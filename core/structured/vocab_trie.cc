@@ -1,0 +1,52 @@
+#include "core/structured/vocab_trie.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace pvllm::structured {
+
+VocabTrie::VocabTrie(const std::vector<std::string>& token_bytes)
+    : bytes_(token_bytes), vocab_size_(static_cast<int32_t>(token_bytes.size())) {
+  std::vector<int32_t> order(token_bytes.size());
+  std::iota(order.begin(), order.end(), 0);
+  order.erase(std::remove_if(order.begin(), order.end(),
+                             [&](int32_t id) { return token_bytes[id].empty(); }),
+              order.end());
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return token_bytes[a] < token_bytes[b]; });
+  std::vector<uint32_t> path;  // node index per depth - 1
+  std::string_view previous;
+  for (int32_t id : order) {
+    std::string_view b = token_bytes[id];
+    size_t common = 0;
+    while (common < b.size() && common < previous.size() && common < path.size() &&
+           b[common] == previous[common]) {
+      ++common;
+    }
+    while (path.size() > common) {
+      nodes_[path.back()].subtree_end = static_cast<uint32_t>(nodes_.size());
+      path.pop_back();
+    }
+    for (size_t i = common; i < b.size(); ++i) {
+      Node n;
+      n.byte = static_cast<uint8_t>(b[i]);
+      n.depth = static_cast<uint32_t>(i + 1);
+      n.tokens_begin = n.tokens_end = static_cast<uint32_t>(token_ids_.size());
+      path.push_back(static_cast<uint32_t>(nodes_.size()));
+      nodes_.push_back(n);
+    }
+    Node& last = nodes_[path.back()];
+    if (last.tokens_begin == last.tokens_end)
+      last.tokens_begin = static_cast<uint32_t>(token_ids_.size());
+    token_ids_.push_back(id);
+    last.tokens_end = static_cast<uint32_t>(token_ids_.size());
+    max_depth_ = std::max<uint32_t>(max_depth_, static_cast<uint32_t>(b.size()));
+    previous = b;
+  }
+  while (!path.empty()) {
+    nodes_[path.back()].subtree_end = static_cast<uint32_t>(nodes_.size());
+    path.pop_back();
+  }
+}
+
+}  // namespace pvllm::structured

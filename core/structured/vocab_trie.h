@@ -1,0 +1,41 @@
+// The vocabulary as a byte trie in pre-order, for computing which tokens a
+// grammar state allows: one walk visits each shared prefix once and skips
+// a whole subtree as soon as its prefix is refused.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pvllm::structured {
+
+class VocabTrie {
+ public:
+  struct Node {
+    uint8_t byte = 0;
+    uint32_t depth = 0;         // 1 for a token's first byte
+    uint32_t subtree_end = 0;   // the index after this node's subtree
+    uint32_t tokens_begin = 0;  // [begin, end) in token_ids(): tokens ending here
+    uint32_t tokens_end = 0;
+  };
+
+  // token_bytes[id]: the bytes token `id` adds to the text. Tokens with
+  // none (special and control tokens) are not in the trie: no constraint
+  // lets them through (the engine adds end-of-sequence ids itself).
+  explicit VocabTrie(const std::vector<std::string>& token_bytes);
+
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<int32_t>& token_ids() const { return token_ids_; }
+  int32_t vocab_size() const { return vocab_size_; }
+  uint32_t max_depth() const { return max_depth_; }
+  const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<int32_t> token_ids_;
+  std::vector<std::string> bytes_;
+  int32_t vocab_size_ = 0;
+  uint32_t max_depth_ = 0;
+};
+
+}  // namespace pvllm::structured

@@ -1,0 +1,277 @@
+// The grammar core of structured output: GBNF parsing (what it accepts,
+// what it refuses and where), the byte-level matcher (UTF-8 split across
+// bytes, repetition bounds, recursion), the vocabulary trie's token masks
+// against a token-by-token reference, and the token matcher's handling of
+// the detokenizer's stripped leading space.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/structured/constraint.h"
+#include "core/structured/grammar.h"
+#include "core/structured/matcher.h"
+#include "core/structured/token_mask.h"
+#include "core/structured/vocab_trie.h"
+
+namespace pvllm::structured {
+namespace {
+
+Grammar parse(const std::string& text) {
+  Grammar g;
+  Status st = parse_gbnf(text, &g);
+  EXPECT_TRUE(st.ok()) << st.message() << "\n" << text;
+  return g;
+}
+
+TEST(GbnfTest, AcceptsExactlyItsSentences) {
+  const Grammar g = parse(R"(
+    # a key-value list
+    root  ::= "{" ( pair ( "," pair )* )? "}"
+    pair  ::= key ":" value
+    key   ::= [a-z_] [a-z0-9_]{0,7}
+    value ::= [0-9]+ | "\"" [^"\\\n]* "\"" | root
+  )");
+  for (const char* ok :
+       {"{}", "{a:1}", "{a:1,b_2:\"x y\"}", "{deep:{deeper:{x:\"\"}}}", "{abcdefgh:0}"}) {
+    EXPECT_TRUE(grammar_accepts(g, ok)) << ok;
+  }
+  for (const char* bad : {"", "{", "{a:}", "{,}", "{a:1,}", "{abcdefghi:0}", "{1a:2}",
+                          "{a:\"x\ny\"}", "{a:1}}", " {}"}) {
+    EXPECT_FALSE(grammar_accepts(g, bad)) << bad;
+  }
+}
+
+TEST(GbnfTest, RepetitionBoundsAndEscapes) {
+  const Grammar g = parse(R"(root ::= "a"{2,4} "b"{3} "c"{2,} [\x41-\x43] "\u00e9" "\t")");
+  EXPECT_TRUE(grammar_accepts(g, "aabbbccA\xC3\xA9\t"));
+  EXPECT_TRUE(grammar_accepts(g, "aaaabbbccccccC\xC3\xA9\t"));
+  EXPECT_FALSE(grammar_accepts(g, "abbbccA\xC3\xA9\t"));      // one a
+  EXPECT_FALSE(grammar_accepts(g, "aaaaabbbccA\xC3\xA9\t"));  // five
+  EXPECT_FALSE(grammar_accepts(g, "aabbccA\xC3\xA9\t"));      // two b
+  EXPECT_FALSE(grammar_accepts(g, "aabbbcA\xC3\xA9\t"));      // one c
+  EXPECT_FALSE(grammar_accepts(g, "aabbbccD\xC3\xA9\t"));
+}
+
+TEST(GbnfTest, CodePointsNotBytes) {
+  const Grammar g = parse("root ::= [α-ω]+ \"😀\"? .");
+  EXPECT_TRUE(grammar_accepts(g, "αβγ😀x"));
+  EXPECT_TRUE(grammar_accepts(g, "ω中"));
+  EXPECT_FALSE(grammar_accepts(g, "Ωx"));             // capital omega is outside
+  EXPECT_FALSE(grammar_accepts(g, "α\xF0\x9F"));      // a cut emoji is no character
+  EXPECT_FALSE(grammar_accepts(g, "α\xC0\xAF"));      // overlong
+  EXPECT_FALSE(grammar_accepts(g, "α\xED\xA0\x80"));  // surrogate
+}
+
+TEST(GbnfTest, ErrorsSayWhereAndWhat) {
+  struct Case {
+    const char* text;
+    StatusCode code;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {"", StatusCode::kInvalidArgument, "no rules"},
+      {"root = \"a\"", StatusCode::kInvalidArgument, "line 1, column 6 (byte 5): expected '::='"},
+      {"root ::= \"a\"\nx ::= \"unterminated", StatusCode::kInvalidArgument, "line 2, column 7"},
+      {"root ::= (\"a\" | \"b\"", StatusCode::kInvalidArgument, "unclosed '('"},
+      {"root ::= \"a\" )", StatusCode::kInvalidArgument, "unbalanced ')'"},
+      {"root ::= \"\\q\"", StatusCode::kInvalidArgument, "unknown escape"},
+      {"root ::= [z-a]", StatusCode::kInvalidArgument, "range out of order"},
+      {"root ::= []", StatusCode::kInvalidArgument, "empty character class"},
+      {"root ::= * \"a\"", StatusCode::kInvalidArgument, "nothing to repeat"},
+      {"root ::= \"a\"{3,2}", StatusCode::kInvalidArgument, "below its minimum"},
+      {"root ::= \"a\"{10001}", StatusCode::kUnsupported, "above 10000"},
+      {"root ::= item", StatusCode::kInvalidArgument, "'item' is used but not defined"},
+      {"item ::= \"a\"", StatusCode::kInvalidArgument, "no 'root' rule"},
+      {"root ::= \"a\"\nroot ::= \"b\"", StatusCode::kInvalidArgument, "defined twice"},
+      {"root ::= root \"a\" | \"a\"", StatusCode::kUnsupported, "'root' is left-recursive"},
+      {"root ::= x\nx ::= y? x \"a\" | \"b\"\ny ::= \"c\"", StatusCode::kUnsupported,
+       "'x' is left-recursive"},
+      {"root ::= (\"a\"?)*", StatusCode::kUnsupported, "left-recursive"},
+      {"root ::= \"\\xZZ\"", StatusCode::kInvalidArgument, "hex digits"},
+  };
+  for (const Case& c : cases) {
+    Grammar g;
+    Status st = parse_gbnf(c.text, &g);
+    EXPECT_EQ(st.code(), c.code) << c.text << " -> " << st.message();
+    EXPECT_NE(st.message().find(c.needle), std::string::npos) << c.text << " -> " << st.message();
+  }
+}
+
+TEST(GbnfTest, RulesMadeForGroupsNeverCollideWithNamedRules) {
+  const Grammar g = parse("root ::= ( \"a\" )* root-1\nroot-1 ::= \"b\"");
+  EXPECT_TRUE(grammar_accepts(g, "aab"));
+  EXPECT_FALSE(grammar_accepts(g, "aa"));
+}
+
+TEST(MatcherTest, PartialCharactersAreCheckedAgainstWhatTheyCanBecome) {
+  const Grammar g = parse("root ::= [a-z] | \"é\"");
+  Matcher m(&g);
+  MatchState start = m.initial(), s, t;
+  m.advance(start, 0xC3, &s);  // é begins with C3: alive
+  EXPECT_FALSE(s.dead());
+  EXPECT_FALSE(m.can_end(s));
+  m.advance(s, 0xA9, &t);
+  EXPECT_TRUE(m.must_end(t));
+  m.advance(s, 0xA8, &t);  // è: refused
+  EXPECT_TRUE(t.dead());
+  m.advance(start, 0xE4, &s);  // a 3-byte lead: nothing above U+07FF is allowed
+  EXPECT_TRUE(s.dead());
+
+  const Grammar any = parse("root ::= [^a]");
+  Matcher n(&any);
+  start = n.initial();
+  n.advance(start, 0xED, &s);  // U+D000..U+D7FF start with ED 80..9F
+  EXPECT_FALSE(s.dead());
+  n.advance(s, 0xA0, &t);  // ED A0..BF can only become surrogates: no character
+  EXPECT_TRUE(t.dead()) << "a dead end would leave no token to draw later";
+  n.advance(s, 0x9F, &t);
+  EXPECT_FALSE(t.dead());
+}
+
+TEST(MatcherTest, KeysAreEqualForEqualStatesAcrossMatchers) {
+  const Grammar g = parse("root ::= (\"ab\" | \"ac\")+");
+  Matcher a(&g), b(&g);
+  MatchState sa = a.initial(), sb = b.initial(), next;
+  // Different arenas: b interns extra nodes first.
+  b.advance(sb, 'a', &next);
+  for (char c : std::string("abac")) {
+    a.advance(sa, static_cast<uint8_t>(c), &next);
+    sa = next;
+  }
+  sb = b.initial();
+  for (char c : std::string("acab")) {
+    b.advance(sb, static_cast<uint8_t>(c), &next);
+    sb = next;
+  }
+  EXPECT_EQ(a.key(sa), b.key(sb));
+  a.advance(sa, 'a', &next);
+  EXPECT_NE(a.key(next), b.key(sb));
+  // Compacting renumbers the state (older states of this matcher are then
+  // invalid) and keeps its key.
+  const std::string before = a.key(next);
+  const size_t nodes = a.arena_size();
+  a.compact(&next);
+  EXPECT_EQ(a.key(next), before);
+  EXPECT_LT(a.arena_size(), nodes);
+}
+
+// Tokens a state allows, one by one: the reference for the trie's walk.
+std::vector<uint64_t> reference_mask(const Grammar& g, const std::vector<std::string>& tokens,
+                                     const std::string& prefix, int spaces) {
+  std::vector<uint64_t> mask((tokens.size() + 63) / 64, 0);
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    std::string t = tokens[id];
+    if (t.empty()) continue;
+    int strip = spaces;
+    size_t i = 0;
+    while (strip > 0 && i < t.size() && t[i] == ' ') ++i, --strip;
+    Matcher m(&g);
+    MatchState s = m.initial(), next;
+    bool alive = true;
+    for (char c : prefix + t.substr(i)) {
+      m.advance(s, static_cast<uint8_t>(c), &next);
+      if (next.dead()) {
+        alive = false;
+        break;
+      }
+      s = next;
+    }
+    if (alive) mask[id / 64] |= uint64_t{1} << (id % 64);
+  }
+  return mask;
+}
+
+TEST(TokenMaskTest, TrieWalkEqualsTokenByTokenOverRandomVocabularies) {
+  std::mt19937 rng(7);
+  const std::string alphabet[] = {"a", "b", "{",    "}",    "\"", ":",        ",",    " ",
+                                  "1", "é", "\xC3", "\xA9", "中", "\xE4\xB8", "\xAD", "x"};
+  std::vector<std::string> tokens;
+  for (int i = 0; i < 3000; ++i) {
+    std::string t;
+    const int len = 1 + static_cast<int>(rng() % 5);
+    for (int k = 0; k < len; ++k) t += alphabet[rng() % std::size(alphabet)];
+    tokens.push_back(i % 97 == 0 ? std::string() : t);  // some special tokens
+  }
+  tokens.push_back(tokens[10]);  // a duplicate
+  const VocabTrie trie(tokens);
+  const Grammar g = parse(R"(root ::= "{" (kv ("," kv)*)? "}"
+                             kv ::= "\"" [a-zé中]* "\"" ":" ([0-9]+ | root))");
+  for (const std::string& prefix : {"", "{", "{\"a", "{\"é", "{\"\xC3", "{\"ab\":1", "{\"a\":{"}) {
+    for (int spaces : {0, 1}) {
+      Matcher m(&g);
+      MatchState s = m.initial(), next;
+      for (char c : prefix) {
+        m.advance(s, static_cast<uint8_t>(c), &next);
+        ASSERT_FALSE(next.dead()) << prefix;
+        s = next;
+      }
+      std::vector<uint64_t> mask((tokens.size() + 63) / 64, 0);
+      compute_token_mask(&m, s, spaces, trie, mask.data());
+      EXPECT_EQ(mask, reference_mask(g, tokens, prefix, spaces))
+          << "prefix " << prefix << ", spaces " << spaces;
+      int allowed = 0;
+      for (uint64_t w : mask) allowed += __builtin_popcountll(w);
+      EXPECT_GT(allowed, 0) << prefix;
+    }
+  }
+}
+
+TEST(TokenMatcherTest, FollowsTokensAndTheStrippedLeadingSpace) {
+  std::vector<std::string> tokens = {"", "{", " {", "}", "\"a\"", ":1", "{}", " ", "x"};
+  ConstraintCompiler compiler(tokens);
+  ConstraintSpec spec;
+  spec.kind = ConstraintKind::kJsonSchema;
+  spec.text = R"({"type": "object", "properties": {"a": {"type": "integer"}},
+                  "additionalProperties": false})";
+  std::shared_ptr<const CompiledConstraint> c;
+  ASSERT_TRUE(compiler.compile(spec, &c).ok());
+  std::shared_ptr<const CompiledConstraint> again;
+  ASSERT_TRUE(compiler.compile(spec, &again).ok());
+  EXPECT_EQ(c.get(), again.get()) << "compiled once per text";
+
+  auto bit = [](const CompiledConstraint::Mask& m, int id) { return ((*m)[0] >> id) & 1; };
+  TokenMatcher after_bos(c, 1);  // the detokenizer drops the first space
+  CompiledConstraint::Mask m = after_bos.allowed();
+  EXPECT_TRUE(bit(m, 1));
+  EXPECT_TRUE(bit(m, 2)) << "\" {\" writes \"{\" after BOS";
+  EXPECT_TRUE(bit(m, 6));
+  EXPECT_FALSE(bit(m, 0)) << "special tokens never";
+  EXPECT_FALSE(bit(m, 8));
+  TokenMatcher mid_text(c, 0);
+  EXPECT_FALSE(bit(mid_text.allowed(), 2)) << "\" {\" writes a space mid-text";
+
+  EXPECT_TRUE(after_bos.accept(2));
+  EXPECT_FALSE(after_bos.accept(2)) << "no second brace";
+  EXPECT_FALSE(after_bos.can_end());
+  EXPECT_TRUE(after_bos.accept(4));
+  EXPECT_TRUE(after_bos.accept(5));
+  EXPECT_FALSE(after_bos.must_end());
+  EXPECT_TRUE(after_bos.accept(3));
+  EXPECT_TRUE(after_bos.must_end());
+  m = after_bos.allowed();
+  EXPECT_EQ((*m)[0], 0u) << "nothing may follow a complete object";
+}
+
+TEST(ConstraintTest, ChoicesAndKindsRefusedAtCompile) {
+  ConstraintCompiler compiler({"a", "b"});
+  std::shared_ptr<const CompiledConstraint> c;
+  ConstraintSpec spec;
+  spec.kind = ConstraintKind::kChoice;
+  EXPECT_EQ(compiler.compile(spec, &c).code(), StatusCode::kInvalidArgument);
+  spec.choices = {"a", ""};
+  EXPECT_EQ(compiler.compile(spec, &c).code(), StatusCode::kInvalidArgument);
+  spec.choices = {"a", "\xFF"};
+  EXPECT_EQ(compiler.compile(spec, &c).code(), StatusCode::kInvalidArgument);
+  spec.choices = {"say \"hi\"\\", "b\n"};
+  ASSERT_TRUE(compiler.compile(spec, &c).ok());
+  EXPECT_TRUE(grammar_accepts(c->grammar(), "say \"hi\"\\"));
+  EXPECT_TRUE(grammar_accepts(c->grammar(), "b\n"));
+  EXPECT_FALSE(grammar_accepts(c->grammar(), "b"));
+  spec.kind = static_cast<ConstraintKind>(42);
+  EXPECT_EQ(compiler.compile(spec, &c).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pvllm::structured

@@ -1,0 +1,530 @@
+// JSON schema -> GBNF: each schema is converted, the grammar parsed with
+// parse_gbnf, and compact documents checked with grammar_accepts (valid
+// ones accepted, invalid ones refused); then the refusals: unsupported
+// keywords name themselves and their pointer, malformed JSON its offset,
+// hostile sizes and depths are refused.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/structured/grammar.h"
+#include "core/structured/json_schema.h"
+
+namespace pvllm::structured {
+namespace {
+
+// Converts `schema` and parses the grammar; fails the test and returns
+// false when either step fails.
+bool compile(std::string_view schema, Grammar* grammar, std::string* gbnf_out = nullptr) {
+  std::string gbnf;
+  Status st = json_schema_to_gbnf(schema, &gbnf);
+  if (!st.ok()) {
+    ADD_FAILURE() << "conversion failed: " << st.message() << "\nschema: " << schema;
+    return false;
+  }
+  Status parsed = parse_gbnf(gbnf, grammar);
+  if (!parsed.ok()) {
+    ADD_FAILURE() << "parse_gbnf failed: " << parsed.message() << "\ngrammar:\n" << gbnf;
+    return false;
+  }
+  if (gbnf_out) *gbnf_out = gbnf;
+  return true;
+}
+
+void check(std::string_view schema, const std::vector<std::string>& accepted,
+           const std::vector<std::string>& rejected) {
+  Grammar g;
+  std::string gbnf;
+  if (!compile(schema, &g, &gbnf)) return;
+  for (const auto& doc : accepted) {
+    EXPECT_TRUE(grammar_accepts(g, doc))
+        << "should accept " << doc << "\nschema: " << schema << "\ngrammar:\n"
+        << gbnf;
+  }
+  for (const auto& doc : rejected) {
+    EXPECT_FALSE(grammar_accepts(g, doc))
+        << "should reject " << doc << "\nschema: " << schema << "\ngrammar:\n"
+        << gbnf;
+  }
+}
+
+// Expects conversion to fail with `code` and a message holding each of `parts`.
+void expect_refused(std::string_view schema, StatusCode code,
+                    const std::vector<std::string>& parts) {
+  std::string gbnf;
+  Status st = json_schema_to_gbnf(schema, &gbnf);
+  ASSERT_FALSE(st.ok()) << "converted: " << schema << "\ngrammar:\n" << gbnf;
+  EXPECT_EQ(st.code(), code) << st.message();
+  EXPECT_EQ(st.message().rfind("json schema: ", 0), 0u) << st.message();
+  for (const auto& part : parts) {
+    EXPECT_NE(st.message().find(part), std::string::npos)
+        << "message \"" << st.message() << "\" lacks \"" << part << "\"";
+  }
+}
+
+void expect_unsupported(std::string_view schema, const std::string& keyword,
+                        const std::string& pointer) {
+  expect_refused(schema, StatusCode::kUnsupported, {"\"" + keyword + "\"", "at " + pointer});
+}
+
+std::string repeated(std::string_view s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+const std::vector<std::string> kAnyValues = {
+    "1",
+    "-0.5e+10",
+    "\"x\"",
+    "true",
+    "false",
+    "null",
+    "[]",
+    "{}",
+    "{\"a\":[1,{\"b\":null}]}",
+    "[\"\",0,[[]]]",
+};
+const std::vector<std::string> kNotJson = {
+    "", "tru", "01", "{\"a\":1,}", "[1,]", "{ \"a\":1}", "[1, 2]", "{'a':1}", "\"a", "1 ",
+};
+
+// ---- any value ---------------------------------------------------------------
+
+TEST(JsonSchemaTest, TrueAndEmptySchemaAcceptAnyCompactValue) {
+  check("true", kAnyValues, kNotJson);
+  check("{}", kAnyValues, kNotJson);
+  check(R"({"title":"t","description":"d","$schema":"x","$comment":"c","default":1,
+            "examples":[1],"$id":"i","deprecated":false,"readOnly":true,"writeOnly":false})",
+        kAnyValues, kNotJson);
+}
+
+TEST(JsonSchemaTest, FalseSchemaIsRefused) {
+  std::string gbnf;
+  Status st = json_schema_to_gbnf("false", &gbnf);
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kUnsupported);
+}
+
+TEST(JsonSchemaTest, ObjectGrammarAcceptsAnyCompactObject) {
+  Grammar g;
+  Status st = parse_gbnf(json_object_gbnf(), &g);
+  ASSERT_TRUE(st.ok()) << st.message() << "\n" << json_object_gbnf();
+  for (std::string doc : {"{}", "{\"a\":1}", "{\"a\":{\"b\":[1,\"x\",null]},\"c\":true}",
+                          "{\"\\u00e9\":\"\\n\"}", "{\"k\":-1.5E-3}"}) {
+    EXPECT_TRUE(grammar_accepts(g, doc)) << doc;
+  }
+  for (std::string doc : {"[]", "1", "\"a\"", "null", "{ }", "{\"a\": 1}", "{\"a\":1,}", "{a:1}",
+                          "{\"a\"}", "{}{}"}) {
+    EXPECT_FALSE(grammar_accepts(g, doc)) << doc;
+  }
+}
+
+// ---- scalar types ------------------------------------------------------------
+
+TEST(JsonSchemaTest, ScalarTypes) {
+  check(R"({"type":"string"})", {"\"\"", "\"abc\"", "\"é\""}, {"1", "null", "abc", "[\"a\"]"});
+  check(R"({"type":"boolean"})", {"true", "false"}, {"1", "\"true\"", "null", "True"});
+  check(R"({"type":"null"})", {"null"}, {"0", "\"null\"", "{}", "nul"});
+  check(R"({"type":"integer"})", {"0", "-0", "7", "-123", "1234567890123456"},
+        {"1.5", "1e3", "01", "+1", "\"1\"", "-", "12345678901234567"});
+  check(R"({"type":"number"})", {"0", "-0", "1.5", "-0.25", "1e5", "1E+05", "2.5e-3"},
+        {".5", "1.", "+1", "01", "1e", "1e+", "NaN", "\"1\"", "1.5.5", "--1"});
+}
+
+TEST(JsonSchemaTest, TypeArrayIsAlternation) {
+  check(R"({"type":["string","null"]})", {"\"a\"", "null"}, {"1", "true", "{}"});
+  check(R"({"type":["integer","number","boolean"]})", {"1", "1.5", "false"}, {"null", "\"1\""});
+  check(R"({"type":["array","object"],"items":{"type":"integer"},)"
+        R"("properties":{"a":{"type":"null"}}})",
+        {"[1,2]", "[]", "{\"a\":null}", "{}"}, {"[\"x\"]", "{\"a\":1}", "null"});
+}
+
+TEST(JsonSchemaTest, StringEscapes) {
+  check(R"({"type":"string"})",
+        {R"("a\"b")", R"("\\")", R"("\/")", R"("\u00e9\u20AC")", R"("\b\f\n\r\t")", "\"日本\""},
+        {R"("\x")", R"("\u12")", R"("\u12G4")", "\"a\nb\"", "\"a\tb\"", R"("a"b")", R"("\")",
+         "\"abc", R"("\a")"});
+}
+
+TEST(JsonSchemaTest, StringLengthCountsCharactersAndEscapes) {
+  check(R"({"type":"string","minLength":2,"maxLength":4})",
+        {"\"ab\"", "\"abcd\"", R"("a\nb")", R"("\u0041\u0042")", "\"éé\"", "\"日本語\""},
+        {"\"a\"", "\"\"", "\"abcde\"", R"("\n")", "\"é\"", R"("\u0041\u0042\u0043\u0044x")"});
+  check(R"({"type":"string","maxLength":0})", {"\"\""}, {"\"a\"", R"("\n")"});
+  check(R"({"type":"string","minLength":3})", {"\"abc\"", "\"abcdefghij\""}, {"\"ab\""});
+  check(R"({"minLength":1})", {"\"a\""}, {"\"\""});  // a string keyword implies a string
+}
+
+TEST(JsonSchemaTest, KeywordsOfAnotherTypeAreIgnored) {
+  check(R"({"type":"integer","minLength":3,"items":{"type":"string"},"required":["x"]})",
+        {"5", "-12"}, {"\"abc\"", "[\"a\"]"});
+  check(R"({"type":"string","minimum":3,"multipleOf":2,"uniqueItems":true})", {"\"x\""}, {"1"});
+}
+
+// ---- objects -----------------------------------------------------------------
+
+constexpr char kPerson[] = R"({
+  "type":"object",
+  "properties":{"name":{"type":"string"},"age":{"type":"integer"}},
+  "required":["name","age"],
+  "additionalProperties":false})";
+
+TEST(JsonSchemaTest, RequiredPropertiesInSchemaOrder) {
+  check(kPerson, {R"({"name":"Ann","age":30})", R"({"name":"","age":-1})"},
+        {R"({"name":"Ann"})", R"({"age":30})", "{}", R"({"age":30,"name":"Ann"})",
+         R"({"name":"Ann","age":"30"})", R"({"name":"Ann","age":30,"x":1})",
+         R"({"name":"Ann","age":30,})", R"({"name":"Ann", "age":30})",
+         R"({ "name":"Ann","age":30})", R"({"name":"Ann","age":30} )",
+         R"({"name" :"Ann","age":30})", R"({"name":"Ann","age":30,"age":30})", R"(["Ann",30])"});
+}
+
+TEST(JsonSchemaTest, EveryCombinationOfOptionalPropertiesAllOptional) {
+  constexpr char schema[] = R"({"type":"object","properties":{
+      "a":{"type":"integer"},"b":{"type":"string"},"c":{"type":"boolean"}}})";
+  check(schema,
+        {"{}", R"({"a":1})", R"({"b":"x"})", R"({"c":true})", R"({"a":1,"b":"x"})",
+         R"({"a":1,"c":true})", R"({"b":"x","c":true})", R"({"a":1,"b":"x","c":true})"},
+        {R"({,"a":1})", R"({"a":1,})", R"({"a":1,,"c":true})", R"({"b":"x","a":1})",
+         R"({"c":true,"b":"x"})", R"({"a":1"b":"x"})", R"({"a":1,"a":1})", R"({"a":"x"})",
+         R"({"d":1})", R"({"a":1,"b":"x","c":true,})"});
+}
+
+TEST(JsonSchemaTest, EveryCombinationOfOptionalPropertiesAroundRequiredOnes) {
+  // Required in the middle: b must be present; a and c optional.
+  check(R"({"properties":{"a":{"type":"integer"},"b":{"type":"string"},"c":{"type":"null"}},
+            "required":["b"]})",
+        {R"({"b":"x"})", R"({"a":1,"b":"x"})", R"({"b":"x","c":null})",
+         R"({"a":1,"b":"x","c":null})"},
+        {"{}", R"({"a":1})", R"({"c":null})", R"({"a":1,"c":null})", R"({,"b":"x"})",
+         R"({"b":"x",})", R"({"a":1,"b":"x",})"});
+  // Required last and first.
+  check(R"({"properties":{"a":{"type":"integer"},"b":{"type":"integer"},"c":{"type":"integer"}},
+            "required":["c"]})",
+        {R"({"c":3})", R"({"a":1,"c":3})", R"({"b":2,"c":3})", R"({"a":1,"b":2,"c":3})"},
+        {"{}", R"({"a":1,"b":2})", R"({"a":1})", R"({"c":3,"a":1})"});
+  check(R"({"properties":{"a":{"type":"integer"},"b":{"type":"integer"},"c":{"type":"integer"}},
+            "required":["a"]})",
+        {R"({"a":1})", R"({"a":1,"b":2})", R"({"a":1,"c":3})", R"({"a":1,"b":2,"c":3})"},
+        {"{}", R"({"b":2,"c":3})", R"({"b":2})", R"({"a":1,"c":3,"b":2})"});
+}
+
+std::string optional_integers_schema(int count) {
+  std::string props;
+  for (int i = 0; i < count; ++i) {
+    props += (i ? "," : "") + std::string("\"p") + std::to_string(i) + "\":{\"type\":\"integer\"}";
+  }
+  return "{\"type\":\"object\",\"properties\":{" + props + "}}";
+}
+
+TEST(JsonSchemaTest, ManyOptionalPropertiesStayLinear) {
+  std::string small, large;
+  ASSERT_TRUE(json_schema_to_gbnf(optional_integers_schema(250), &small).ok());
+  ASSERT_TRUE(json_schema_to_gbnf(optional_integers_schema(1000), &large).ok());
+  EXPECT_LT(large.size(), 5 * small.size());  // 4x the properties: about 4x the text
+  EXPECT_LT(large.size(), 200u * 1000u);
+  check(optional_integers_schema(500), {"{}", R"({"p0":1,"p250":2,"p499":3})", R"({"p499":0})"},
+        {R"({"p1":1,"p0":1})", R"({"p500":1})", R"({"p0":1,"p0":1})"});
+}
+
+TEST(JsonSchemaTest, AdditionalPropertiesWithoutProperties) {
+  check(R"({"type":"object"})", {"{}", R"({"x":[1]})", R"({"a":1,"b":{"c":null}})"},
+        {"[]", R"({"a":1,})", "{ }"});
+  check(R"({"type":"object","additionalProperties":true})", {"{}", R"({"x":1})"}, {"null"});
+  check(R"({"type":"object","additionalProperties":false})", {"{}"}, {R"({"a":1})"});
+  check(R"({"type":"object","additionalProperties":{"type":"integer"}})",
+        {"{}", R"({"a":1})", R"({"a":1,"b\"c":-2})"},
+        {R"({"a":"x"})", R"({"a":1,"b":null})", R"({"a":1,})", R"({a:1})"});
+}
+
+TEST(JsonSchemaTest, ListedPropertiesWithAdditionalPropertiesAllowed) {
+  // Only listed properties are emitted; documents stay valid.
+  check(R"({"type":"object","properties":{"a":{"type":"integer"}}})", {"{}", R"({"a":1})"},
+        {R"({"a":"x"})"});
+}
+
+TEST(JsonSchemaTest, RequiredNameOutsidePropertiesTakesAnyValue) {
+  check(R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a","z"]})",
+        {R"({"a":1,"z":[1,{"q":null}]})", R"({"a":1,"z":"s"})"},
+        {R"({"a":1})", R"({"z":1})", R"({"a":1,"z":})"});
+  check(R"({"required":["z"],"additionalProperties":{"type":"boolean"}})", {R"({"z":true})"},
+        {R"({"z":1})", "{}"});
+}
+
+TEST(JsonSchemaTest, FalsePropertyMayNotAppear) {
+  check(R"({"properties":{"a":false,"b":{"type":"integer"}}})", {"{}", R"({"b":1})"},
+        {R"({"a":1})", R"({"a":1,"b":1})"});
+}
+
+TEST(JsonSchemaTest, KeysAreEscapedForJsonAndGbnf) {
+  check(R"({"properties":{"we\"ird\\key/é":{"type":"integer"},"tab\tnl\n":{"type":"null"},
+                          "#not a comment":{"type":"boolean"},"":{"type":"integer"}},
+            "required":["we\"ird\\key/é","tab\tnl\n","#not a comment",""]})",
+        {R"({"we\"ird\\key/é":1,"tab\tnl\n":null,"#not a comment":true,"":0})"},
+        {R"({"weird":1,"tab\tnl\n":null,"#not a comment":true,"":0})",
+         "{\"we\\\"ird\\\\key/é\":1,\"tab\tnl\n\":null,\"#not a comment\":true,\"\":0}"});
+}
+
+TEST(JsonSchemaTest, PropertyNamesThatSanitizeAlikeKeepTheirOwnRules) {
+  check(
+      R"({"properties":{"a b":{"type":"integer"},"a-b":{"type":"string"},
+                          "a.b":{"type":"boolean"},"root":{"type":"null"}},
+            "required":["a b","a-b","a.b","root"]})",
+      {R"({"a b":1,"a-b":"s","a.b":true,"root":null})"},
+      {R"({"a b":"s","a-b":"s","a.b":true,"root":null})",
+       R"({"a b":1,"a-b":1,"a.b":true,"root":null})", R"({"a b":1,"a-b":"s","a.b":1,"root":null})",
+       R"({"a b":1,"a-b":"s","a.b":true,"root":1})"});
+}
+
+// ---- arrays ------------------------------------------------------------------
+
+TEST(JsonSchemaTest, ArrayItemsAndBounds) {
+  check(R"({"type":"array"})", {"[]", "[1]", "[1,\"a\",null,[],{}]"}, {"[1,]", "[,1]", "[ ]"});
+  check(R"({"type":"array","items":{"type":"integer"}})", {"[]", "[1]", "[1,2,3]"},
+        {"[1.5]", "[\"a\"]", "[1,,2]", "[1,2,]", "[1, 2]", "{}"});
+  check(R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3})",
+        {"[1,2]", "[1,2,3]"}, {"[]", "[1]", "[1,2,3,4]", "[1,2,]"});
+  check(R"({"type":"array","maxItems":0})", {"[]"}, {"[1]", "[[]]"});
+  check(R"({"type":"array","minItems":0,"maxItems":1})", {"[]", "[{}]"}, {"[1,2]"});
+  check(R"({"type":"array","minItems":0,"maxItems":2,"items":{"type":"null"}})",
+        {"[]", "[null]", "[null,null]"}, {"[null,null,null]"});
+  check(R"({"type":"array","minItems":3,"items":{"type":"boolean"}})",
+        {"[true,true,false]", "[true,true,false,false,true]"}, {"[true,false]", "[]"});
+  check(R"({"type":"array","minItems":1,"maxItems":1,"items":{"type":"integer"}})", {"[7]"},
+        {"[]", "[7,7]"});
+  check(R"({"type":"array","items":false})", {"[]"}, {"[1]"});
+  check(R"({"type":"array","items":true,"maxItems":2})", {"[1,\"x\"]"}, {"[1,2,3]"});
+}
+
+TEST(JsonSchemaTest, RepetitionAtTheLimitCompiles) {
+  check(R"({"type":"array","items":{"type":"integer"},"maxItems":10000})", {"[1,2]"}, {"[1,]"});
+  check(R"({"type":"string","maxLength":10000})", {"\"" + std::string(10000, 'a') + "\""},
+        {"\"" + std::string(10001, 'a') + "\""});
+}
+
+TEST(JsonSchemaTest, NestedObjectsAndArrays) {
+  check(R"({"type":"object","properties":{
+              "user":{"type":"object","properties":{
+                  "name":{"type":"string","maxLength":5},
+                  "tags":{"type":"array","items":{"type":"string"},"maxItems":2}},
+                "required":["name"],"additionalProperties":false},
+              "points":{"type":"array","items":{"type":"array","items":{"type":"number"},
+                                               "minItems":2,"maxItems":2}}},
+            "required":["user"]})",
+        {R"({"user":{"name":"bo"}})", R"({"user":{"name":"bo","tags":["a","b"]},"points":[]})",
+         R"({"user":{"name":"bo","tags":[]},"points":[[1,2.5],[-3,4e2]]})"},
+        {R"({"user":{"name":"bobbie"}})", R"({"user":{"tags":[]}})",
+         R"({"user":{"name":"bo","tags":["a","b","c"]}})", R"({"user":{"name":"bo","x":1}})",
+         R"({"user":{"name":"bo"},"points":[[1]]})", R"({"user":{"name":"bo"},"points":[[1,2,3]]})",
+         R"({"points":[]})"});
+}
+
+// ---- enum, const, anyOf --------------------------------------------------------
+
+TEST(JsonSchemaTest, EnumValuesAnyJson) {
+  check(R"({"enum":["red","gr\"een",1,2.5,null,true,[1,"a"],{"k":{"z":[]}}]})",
+        {R"("red")", R"("gr\"een")", "1", "2.5", "null", "true", R"([1,"a"])", R"({"k":{"z":[]}})"},
+        {R"("blue")", "\"Red\"", "2", "false", "[1]", "[1, \"a\"]", R"({"k":{}})", R"("red" )"});
+}
+
+TEST(JsonSchemaTest, TypeAndEnumHonourBoth) {
+  check(R"({"type":"string","enum":["a","b",1,null]})", {"\"a\"", "\"b\""}, {"1", "null", "\"c\""});
+  check(R"({"type":"integer","enum":[1,2.0,2.5,"3"]})", {"1", "2.0"}, {"2.5", "\"3\"", "3"});
+  expect_refused(R"({"type":"string","enum":[1,2]})", StatusCode::kInvalidArgument, {});
+}
+
+TEST(JsonSchemaTest, Const) {
+  check(R"({"const":{"a":[1,2],"b":"x"}})", {R"({"a":[1,2],"b":"x"})"},
+        {R"({"b":"x","a":[1,2]})", R"({"a":[1,2]})", "null"});
+  check(R"({"properties":{"kind":{"const":"circle"},"r":{"type":"number"}},"required":["kind"]})",
+        {R"({"kind":"circle","r":2})", R"({"kind":"circle"})"}, {R"({"kind":"square"})"});
+  check(R"({"enum":[1,2,3],"const":2})", {"2"}, {"1", "3"});
+  // A keyword of a type the values do not have is ignored.
+  check(R"({"type":"integer","enum":[1,2],"minLength":5})", {"1", "2"}, {"3"});
+}
+
+TEST(JsonSchemaTest, AnyOfIsAlternation) {
+  check(R"({"anyOf":[{"type":"integer"},{"type":"string","maxLength":1},
+                     {"type":"object","properties":{"x":{"type":"null"}},"required":["x"]},false],
+            "description":"annotations may sit beside anyOf"})",
+        {"3", "\"a\"", R"({"x":null})"}, {"\"ab\"", "null", "{}", "1.5"});
+  check(R"({"type":"object","properties":{"v":{"anyOf":[{"type":"string"},{"type":"null"}]}},
+            "required":["v"]})",
+        {R"({"v":"s"})", R"({"v":null})"}, {R"({"v":1})", "{}"});
+}
+
+// ---- $ref ----------------------------------------------------------------------
+
+TEST(JsonSchemaTest, RecursiveLinkedList) {
+  check(R"({"$defs":{"node":{"type":"object",
+              "properties":{"v":{"type":"integer"},
+                            "next":{"anyOf":[{"$ref":"#/$defs/node"},{"type":"null"}]}},
+              "required":["v","next"],"additionalProperties":false}},
+            "$ref":"#/$defs/node"})",
+        {R"({"v":1,"next":null})", R"({"v":1,"next":{"v":2,"next":{"v":3,"next":null}}})"},
+        {R"({"v":1})", R"({"v":1,"next":{"v":2}})", R"({"v":1,"next":{"v":"x","next":null}})",
+         "null"});
+}
+
+TEST(JsonSchemaTest, RecursiveTreeThroughDefinitions) {
+  check(
+      R"({"definitions":{"tree":{"type":"object","properties":{
+                "name":{"type":"string"},
+                "children":{"type":"array","items":{"$ref":"#/definitions/tree"}}},
+              "required":["name"]}},
+            "type":"object","properties":{"root":{"$ref":"#/definitions/tree"}},
+            "required":["root"]})",
+      {R"({"root":{"name":"a"}})",
+       R"({"root":{"name":"a","children":[{"name":"b"},{"name":"c","children":[{"name":"d"}]}]}})"},
+      {R"({"root":{"name":"a","children":[{}]}})", R"({"root":{"children":[]}})",
+       R"({"root":{"name":"a","children":[{"name":1}]}})"});
+}
+
+TEST(JsonSchemaTest, RefToRootAndSharedDefinitions) {
+  check(R"({"type":"object","properties":{"kid":{"$ref":"#"},"n":{"$ref":"#/$defs/n"},
+                                         "m":{"$ref":"#/$defs/n"}},
+            "$defs":{"n":{"type":"integer"},"unused":{"type":"string"}}})",
+        {"{}", R"({"kid":{}})", R"({"kid":{"kid":{"n":1}},"n":2,"m":3})"},
+        {R"({"kid":1})", R"({"n":"x"})", R"({"m":1.5})"});
+  // A name that needs escaping in a JSON pointer and in a rule name.
+  check(R"({"$defs":{"a/b~c d":{"type":"boolean"}},"$ref":"#/$defs/a~1b~0c d"})", {"true"}, {"1"});
+}
+
+// ---- formats ---------------------------------------------------------------------
+
+TEST(JsonSchemaTest, FormatDate) {
+  check(
+      R"({"type":"string","format":"date"})",
+      {R"("2024-01-31")", R"("1999-12-01")", R"("0000-10-10")"},
+      {R"("2024-13-01")", R"("2024-00-10")", R"("2024-01-32")", R"("2024-01-00")", R"("2024-1-01")",
+       R"("24-01-01")", R"("2024/01/01")", "\"2024-01-31T00:00:00Z\"", "2024-01-31"});
+}
+
+TEST(JsonSchemaTest, FormatTime) {
+  check(R"({"type":"string","format":"time"})",
+        {R"("12:34:56Z")", R"("00:00:00.5+05:30")", R"("23:59:59.123456-08:00")"},
+        {R"("24:00:00Z")", R"("12:60:00Z")", R"("12:00:61Z")", R"("12:00Z")", R"("12:00:00.Z")",
+         R"("12:00:00+5:30")", R"("1:00:00Z")"});
+}
+
+TEST(JsonSchemaTest, FormatDateTime) {
+  // Only days that exist in every year: February ends at 28 (no leap-year
+  // rule), April at 30.
+  check(R"({"type":"string","format":"date-time"})",
+        {R"("2024-02-28T12:00:00Z")", R"("2024-01-31T12:00:00.25+01:00")",
+         R"("1999-11-30T23:59:59-05:30")"},
+        {R"("2024-02-28 12:00:00Z")", R"("2024-02-28")", R"("12:00:00Z")",
+         R"("2024-02-28T25:00:00Z")", R"("2024-13-28T12:00:00Z")", R"("2023-02-29T12:00:00Z")",
+         R"("2024-04-31T12:00:00Z")"});
+}
+
+TEST(JsonSchemaTest, FormatUuid) {
+  check(
+      R"({"type":"string","format":"uuid"})",
+      {R"("123e4567-e89b-12d3-a456-426614174000")", R"("ABCDEF01-2345-6789-abcd-ef0123456789")"},
+      {R"("123e4567e89b12d3a456426614174000")", R"("123e4567-e89b-12d3-a456-42661417400")",
+       R"("123e4567-e89b-12d3-a456-4266141740000")", R"("g23e4567-e89b-12d3-a456-426614174000")"});
+}
+
+// ---- refusals ----------------------------------------------------------------------
+
+TEST(JsonSchemaTest, UnsupportedKeywordsNameKeywordAndPointer) {
+  expect_unsupported(R"({"type":"object","properties":{"age":{"type":"integer","minimum":0}}})",
+                     "minimum", "/properties/age");
+  expect_unsupported(R"({"type":"number","maximum":1})", "maximum", "the root");
+  expect_unsupported(R"({"type":"number","exclusiveMinimum":1})", "exclusiveMinimum", "the root");
+  expect_unsupported(R"({"type":"integer","exclusiveMaximum":1})", "exclusiveMaximum", "the root");
+  expect_unsupported(R"({"type":"number","multipleOf":2})", "multipleOf", "the root");
+  expect_unsupported(R"({"minimum":0})", "minimum", "the root");  // implies a number
+  expect_unsupported(R"({"type":"string","pattern":"^a+$"})", "pattern", "the root");
+  expect_unsupported(R"({"type":"array","items":{"type":"string","pattern":"x"}})", "pattern",
+                     "/items");
+  expect_unsupported(R"({"type":"array","prefixItems":[{"type":"string"}]})", "prefixItems",
+                     "the root");
+  expect_unsupported(R"({"type":"array","uniqueItems":true})", "uniqueItems", "the root");
+  expect_unsupported(R"({"type":"array","contains":{"type":"integer"}})", "contains", "the root");
+  expect_unsupported(R"({"type":"array","items":[{"type":"integer"}]})", "items", "the root");
+  expect_unsupported(R"({"oneOf":[{"type":"integer"},{"type":"string"}]})", "oneOf", "the root");
+  expect_unsupported(R"({"properties":{"a":{"allOf":[{"type":"integer"}]}}})", "allOf",
+                     "/properties/a");
+  expect_unsupported(R"({"anyOf":[{"not":{"type":"integer"}}]})", "not", "/anyOf/0");
+  expect_unsupported(R"({"if":{"type":"integer"},"then":{"minimum":1}})", "if", "the root");
+  expect_unsupported(R"({"type":"object","patternProperties":{"^x":{}}})", "patternProperties",
+                     "the root");
+  expect_unsupported(R"({"type":"object","dependentRequired":{"a":["b"]}})", "dependentRequired",
+                     "the root");
+  expect_unsupported(R"({"type":"object","minProperties":1})", "minProperties", "the root");
+  expect_unsupported(R"({"type":"string","format":"email"})", "format", "the root");
+  expect_unsupported(R"({"x-custom":1})", "x-custom", "the root");
+  expect_unsupported(R"({"$ref":"http://example.com/s.json"})", "$ref", "the root");
+  expect_unsupported(R"({"$defs":{"a":{"properties":{"b":{}}}},"$ref":"#/$defs/a/properties/b"})",
+                     "$ref", "the root");
+  expect_unsupported(R"({"$ref":"#/$defs/a","type":"object","$defs":{"a":{}}})", "type",
+                     "the root");
+  expect_unsupported(R"({"type":"object","anyOf":[{"required":["a"]}]})", "type", "the root");
+  expect_unsupported(R"({"enum":[1,"a"],"anyOf":[{"type":"string"}]})", "enum", "the root");
+  expect_unsupported(R"({"enum":["a","abc"],"maxLength":2})", "maxLength", "the root");
+  expect_unsupported(R"({"type":"array","const":[1,2],"maxItems":1})", "maxItems", "the root");
+  expect_unsupported(R"({"$defs":{"d":{"properties":{"q":{"type":"integer","maximum":2}}}},
+                         "$ref":"#/$defs/d"})",
+                     "maximum", "/$defs/d/properties/q");
+  expect_unsupported(R"({"properties":{"a/b~c":{"type":"number","minimum":0}}})", "minimum",
+                     "/properties/a~1b~0c");
+}
+
+TEST(JsonSchemaTest, MalformedJsonNamesTheByteOffset) {
+  expect_refused(R"({"type":})", StatusCode::kInvalidArgument, {"byte 8"});
+  expect_refused(R"({"type":"string",})", StatusCode::kInvalidArgument, {"byte 17"});
+  expect_refused(R"({"a":1)", StatusCode::kInvalidArgument, {"byte 6"});
+  expect_refused(R"({"a":1}x)", StatusCode::kInvalidArgument, {"byte 7"});
+  expect_refused("", StatusCode::kInvalidArgument, {"byte 0"});
+}
+
+TEST(JsonSchemaTest, InvalidKeywordValues) {
+  expect_refused(R"({"type":"foo"})", StatusCode::kInvalidArgument, {"\"type\"", "foo"});
+  expect_refused(R"({"type":"array","minItems":-1})", StatusCode::kInvalidArgument,
+                 {"\"minItems\""});
+  expect_refused(R"({"type":"string","maxLength":1.5})", StatusCode::kInvalidArgument,
+                 {"\"maxLength\""});
+  expect_refused(R"({"type":"object","required":"a"})", StatusCode::kInvalidArgument,
+                 {"\"required\""});
+  expect_refused(R"({"properties":{"a":1}})", StatusCode::kInvalidArgument, {"/properties/a"});
+  expect_refused(R"({"$ref":"#/$defs/missing"})", StatusCode::kInvalidArgument,
+                 {"\"$ref\"", "/$defs/missing"});
+  expect_refused(R"({"type":"array","minItems":3,"maxItems":2})", StatusCode::kInvalidArgument, {});
+  expect_refused(R"({"properties":{"a":{}},"required":["b"],"additionalProperties":false})",
+                 StatusCode::kInvalidArgument, {"\"b\""});
+  expect_refused("[1]", StatusCode::kInvalidArgument, {});
+}
+
+TEST(JsonSchemaTest, HostileSizesAreRefused) {
+  expect_unsupported(R"({"type":"array","maxItems":10001})", "maxItems", "the root");
+  expect_unsupported(R"({"type":"array","minItems":1e9})", "minItems", "the root");
+  expect_unsupported(R"({"type":"string","maxLength":20000})", "maxLength", "the root");
+  expect_unsupported(R"({"type":"string","minLength":18446744073709551615})", "minLength",
+                     "the root");
+}
+
+TEST(JsonSchemaTest, DeepNestingIsRefusedWithoutCrashing) {
+  auto nested_items = [](int depth) {
+    return repeated(R"({"type":"array","items":)", depth) + "{}" + repeated("}", depth);
+  };
+  Grammar g;
+  if (compile(nested_items(100), &g)) {
+    EXPECT_TRUE(grammar_accepts(g, repeated("[", 100) + repeated("]", 100)));
+    // The innermost schema is {}: any value, an array too.
+    EXPECT_TRUE(grammar_accepts(g, repeated("[", 101) + "{}" + repeated("]", 101)));
+    EXPECT_FALSE(grammar_accepts(g, repeated("[", 100) + "1" + repeated("]", 99)));
+  }
+  expect_refused(nested_items(200), StatusCode::kUnsupported, {"deeper than 128"});
+  expect_refused(nested_items(100000), StatusCode::kUnsupported, {"deeper than 128"});
+  std::string deep_const = R"({"const":)" + repeated("[", 100000) + repeated("]", 100000) + "}";
+  expect_refused(deep_const, StatusCode::kUnsupported, {"\"const\""});
+  std::string deep_type = R"({"type":)" + repeated("[", 100000) + repeated("]", 100000) + "}";
+  expect_refused(deep_type, StatusCode::kInvalidArgument, {"\"type\""});
+}
+
+}  // namespace
+}  // namespace pvllm::structured

@@ -1,0 +1,372 @@
+// regex_to_gbnf: the grammar it writes must parse, and its root must accept
+// exactly the strings the regex matches in full. std::regex (ECMAScript,
+// regex_match) is the reference for ASCII patterns over every short string
+// of a small alphabet; UTF-8 cases are checked by hand.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <ostream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "core/structured/grammar.h"
+#include "core/structured/regex_grammar.h"
+
+namespace pvllm::structured {
+namespace {
+
+// Converts and parses `pattern`; fails the test (with the grammar text) if
+// either step fails.
+::testing::AssertionResult compile(const std::string& pattern, Grammar* grammar) {
+  std::string gbnf;
+  Status s = regex_to_gbnf(pattern, &gbnf);
+  if (!s.ok()) return ::testing::AssertionFailure() << "regex_to_gbnf: " << s.message();
+  s = parse_gbnf(gbnf, grammar);
+  if (!s.ok()) {
+    return ::testing::AssertionFailure() << "parse_gbnf: " << s.message() << "\n" << gbnf;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Every string of length 0..max_length over `alphabet`.
+std::vector<std::string> all_strings(const std::string& alphabet, size_t max_length) {
+  std::vector<std::string> out = {""};
+  for (size_t begin = 0, length = 0; length < max_length; ++length) {
+    size_t end = out.size();
+    for (size_t i = begin; i < end; ++i) {
+      for (char c : alphabet) out.push_back(out[i] + c);
+    }
+    begin = end;
+  }
+  return out;
+}
+
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7F) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    }
+  }
+  return "\"" + out + "\"";
+}
+
+struct ReferenceCase {
+  std::string pattern;
+  std::string alphabet;
+  std::string reference = "";  // the std::regex spelling, when it differs
+  size_t max_length = 4;
+};
+
+void PrintTo(const ReferenceCase& c, std::ostream* os) { *os << printable(c.pattern); }
+
+class RegexMatchesStdRegex : public ::testing::TestWithParam<ReferenceCase> {};
+
+TEST_P(RegexMatchesStdRegex, OnEveryShortString) {
+  const ReferenceCase& c = GetParam();
+  Grammar grammar;
+  ASSERT_TRUE(compile(c.pattern, &grammar)) << c.pattern;
+  std::regex reference(c.reference.empty() ? c.pattern : c.reference, std::regex::ECMAScript);
+  int accepted = 0, rejected = 0;
+  for (const std::string& s : all_strings(c.alphabet, c.max_length)) {
+    bool expected = std::regex_match(s, reference);
+    EXPECT_EQ(grammar_accepts(grammar, s), expected)
+        << "pattern " << c.pattern << " on " << printable(s);
+    (expected ? accepted : rejected)++;
+  }
+  // Each case is chosen so that both answers occur among its candidates.
+  EXPECT_GT(accepted, 0) << c.pattern;
+  EXPECT_GT(rejected, 0) << c.pattern;
+}
+
+const ReferenceCase kReferenceCases[] = {
+    // Literals, escapes of metacharacters, control escapes.
+    {"abc", "abc"},
+    {"a\\.b", "a.b"},
+    {"\\*\\+\\?\\(\\)", "*+?()a", "", 5},
+    {"\\[\\]\\{\\}\\|", "[]{}|a", "", 5},
+    {"\\\\\\^\\$\\.", "\\^$.a"},
+    {"\\t\\n\\r\\f\\v", "\t\n\r\f\va", "", 5},
+    {"\\0a", std::string("\0a", 2)},
+    {"\\x41\\u0042\\x{43}", "ABCa", "\\x41\\u0042C"},
+    {"a{b}{", "a{}b", "a\\{b\\}\\{", 5},
+    // Anchors at the ends are ignored.
+    {"^ab$", "ab"},
+    {"^a|b$", "ab"},
+    // Alternation, empty alternatives, groups.
+    {"a|b|cd", "abcd"},
+    {"ab|cd|", "abcd"},
+    {"(a|)b", "ab"},
+    {"(?:ab|c)d", "abcd"},
+    {"(?<name>a|b)c", "abc", "(a|b)c"},
+    {"(?P<x>ab)+", "ab", "(ab)+"},
+    {"", "ab"},
+    {"()|(|)", "a"},
+    // Quantifiers, greedy and lazy.
+    {"a*b+c?", "abc"},
+    {"a{2}", "a"},
+    {"a{2,}b", "ab"},
+    {"(ab){1,2}", "ab"},
+    {"a{0}b", "ab"},
+    {"a*?b+?c??", "abc"},
+    {"(ab){1,2}?", "ab"},
+    {"(a|b)*abb", "ab", "", 6},
+    // Repetitions of groups that can match the empty string.
+    {"(a*)*", "ab"},
+    {"(a|)+", "ab"},
+    {"(a?){2,3}", "ab"},
+    {"(a*b*)*c", "abc"},
+    {"(a?b?){2}", "ab"},
+    {"((a|)b?)+", "abc"},
+    {"(|a)*b", "ab"},
+    {"((a?){2}){2,3}", "a", "", 7},
+    {"(a*|b)*c", "abc"},
+    {"(a?b?c?){1,2}", "abc", "", 6},
+    {"(a?(b|)){0,3}c", "abc", "", 5},
+    {"((ab)?c?)+", "abc", "", 5},
+    // Classes: ranges, negation, literal '-' placement, shorthands.
+    {"[a-c]+", "abcd"},
+    {"[^a]*", "ab\n"},
+    {"[ab-]", "ab-c"},
+    {"[-a]", "-ab"},
+    {"[a-c-e]", "abd-e"},
+    {"[\\]a]", "]ab"},
+    {"[\\^\\\\]", "^\\a"},
+    {"[^\\d_]", "1_a-"},
+    {"\\d+", "01a"},
+    {"\\D\\w\\W", "1a_ -"},
+    {"\\s\\S", " \t\n\r\f\va"},
+    {"[\\s\\d]+", " 1a\t"},
+    {"[^\\w]", "a_1 -"},
+    {"[\\x41-\\x43]+", "ABCD"},
+    // The any-character dot (std::regex also refuses \r, so no \r here).
+    {".", "a\n ", "", 2},
+    {"a.*b", "ab\n"},
+    // Something larger.
+    {"[\\w.-]+@[a-z]+\\.[a-z]{2,3}", "a@.-_", "", 6},
+    {"-?(0|[1-9]\\d*)(\\.\\d+)?", "-0.1", "", 5},
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, RegexMatchesStdRegex, ::testing::ValuesIn(kReferenceCases));
+
+// Hand-checked cases: UTF-8 patterns and escapes std::regex does not share.
+struct HandCase {
+  std::string pattern;
+  std::vector<std::string> accept;
+  std::vector<std::string> reject;
+};
+
+void PrintTo(const HandCase& c, std::ostream* os) { *os << printable(c.pattern); }
+
+class RegexHandChecked : public ::testing::TestWithParam<HandCase> {};
+
+TEST_P(RegexHandChecked, AcceptsAndRejects) {
+  const HandCase& c = GetParam();
+  Grammar grammar;
+  ASSERT_TRUE(compile(c.pattern, &grammar)) << c.pattern;
+  for (const std::string& s : c.accept) {
+    EXPECT_TRUE(grammar_accepts(grammar, s)) << c.pattern << " should accept " << printable(s);
+  }
+  for (const std::string& s : c.reject) {
+    EXPECT_FALSE(grammar_accepts(grammar, s)) << c.pattern << " should reject " << printable(s);
+  }
+}
+
+const HandCase kHandCases[] = {
+    {"[α-ω]+", {"α", "αβγω"}, {"", "a", "Α", "αa", "ϊ"}},
+    {"héllo", {"héllo"}, {"hello", "hé", "héllo!"}},
+    {"😀+!", {"😀!", "😀😀😀!"}, {"!", "😀", "😀a!"}},
+    {"[^α]", {"β", "a", "😀", "\n"}, {"α", "", "ab"}},
+    {"[😀-😂]", {"😀", "😁", "😂"}, {"😃", "a"}},
+    {".", {"é", "😀", "\r", "\x01"}, {"\n", "", "ab"}},
+    {"\\u00e9\\x{1F600}", {"é😀"}, {"e😀", "é"}},
+    {"\\uD83D\\uDE00", {"😀"}, {"\xED\xA0\xBD\xED\xB8\x80", ""}},
+    {"\\U0001F600\\u{41}", {"😀A"}, {"😀a"}},
+    {"[\\u0391-\\u03A9]{2}", {"ΑΩ", "ΣΣ"}, {"Α", "αω", "ΑΩΣ"}},
+    {"[]a]", {"]", "a"}, {"", "b", "]a"}},
+    {"[\\b]\\cJ", {"\b\n"}, {"b\n", "\b"}},
+    {"\\\"\\\\\"", {"\"\\\""}, {"\"\\", "\\\""}},
+    {"[\"\\\\]+", {"\"", "\\\"\\"}, {"", "a"}},
+    {"\\x00\\x7f\\u0085\\u00ad\\u2028\\uFEFF\\uE000",
+     {std::string("\0\x7F\xC2\x85\xC2\xAD\xE2\x80\xA8\xEF\xBB\xBF\xEE\x80\x80", 15)},
+     {"\x7F"}},
+    {"[\\x00-\\x08\\u2028-\\u2029]", {std::string(1, '\0'), "\b", "\xE2\x80\xA9"}, {"\t", "a"}},
+    {"[^\\x00-\\x{10FFFE}]", {"\xF4\x8F\xBF\xBF"}, {"a", "\xF4\x8F\xBF\xBE"}},
+    {"[\\s\\S]", {"a", "\n", "😀"}, {"", "ab"}},
+    {"a{,2}", {"", "a", "aa"}, {"aaa", "b"}},
+    {"a{,}", {"a{,}"}, {"", "a"}},
+    {"[\\w-.]+", {"a-.", "_"}, {"", " "}},
+    {"x{10000}", {std::string(10000, 'x')}, {std::string(9999, 'x'), std::string(10001, 'x')}},
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, RegexHandChecked, ::testing::ValuesIn(kHandCases));
+
+// Refusals: the code, the construct named and its byte offset.
+struct ErrorCase {
+  std::string pattern;
+  StatusCode code;
+  std::string names;  // a part of the message naming the construct
+  size_t offset;
+};
+
+void PrintTo(const ErrorCase& c, std::ostream* os) { *os << printable(c.pattern); }
+
+class RegexRefuses : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(RegexRefuses, NamingTheConstructAndOffset) {
+  const ErrorCase& c = GetParam();
+  std::string gbnf;
+  Status s = regex_to_gbnf(c.pattern, &gbnf);
+  ASSERT_EQ(s.code(), c.code) << printable(c.pattern) << ": " << s.message();
+  EXPECT_EQ(s.message().rfind("regex: ", 0), 0u) << s.message();
+  EXPECT_NE(s.message().find(c.names), std::string::npos) << s.message();
+  std::string at = "at offset " + std::to_string(c.offset);
+  EXPECT_NE(s.message().find(at), std::string::npos) << s.message() << " (expected " << at << ")";
+}
+
+constexpr StatusCode kUnsupported = StatusCode::kUnsupported;
+constexpr StatusCode kInvalid = StatusCode::kInvalidArgument;
+
+const ErrorCase kUnsupportedCases[] = {
+    {"(a)\\1", kUnsupported, "backreference", 3},
+    {"(?<x>a)\\k<x>", kUnsupported, "backreference", 7},
+    {"(?P<x>a)(?P=x)", kUnsupported, "backreference", 8},
+    {"a(?=b)", kUnsupported, "look-ahead", 1},
+    {"a(?!b)", kUnsupported, "look-ahead", 1},
+    {"(?<=a)b", kUnsupported, "look-behind", 0},
+    {"(?<!a)b", kUnsupported, "look-behind", 0},
+    {"(?>a)", kUnsupported, "atomic group", 0},
+    {"a\\bc", kUnsupported, "word boundary", 1},
+    {"\\Ba", kUnsupported, "word boundary", 0},
+    {"\\Aa", kUnsupported, "anchor", 0},
+    {"a\\z", kUnsupported, "anchor", 1},
+    {"ab^c", kUnsupported, "anchor '^'", 2},
+    {"(^a)", kUnsupported, "anchor '^'", 1},
+    {"a$b", kUnsupported, "anchor '$'", 1},
+    {"(a$)", kUnsupported, "anchor '$'", 2},
+    {"x(?i)a", kUnsupported, "inline flags", 1},
+    {"(?i:a)", kUnsupported, "inline flags", 0},
+    {"é\\p{L}", kUnsupported, "Unicode property", 2},
+    {"\\P{L}", kUnsupported, "Unicode property", 0},
+    {"[\\p{L}]", kUnsupported, "Unicode property", 1},
+    {"ab*+", kUnsupported, "possessive", 3},
+    {"a{2}+", kUnsupported, "possessive", 4},
+    {"[[:alpha:]]", kUnsupported, "POSIX class", 1},
+    {"\\012", kUnsupported, "octal", 0},
+    {"\\e", kUnsupported, "escape '\\e'", 0},
+    {"a{10001}", kUnsupported, "above 10000", 1},
+    {"a{2,99999999999}", kUnsupported, "above 10000", 1},
+    {"[^\\s\\S]", kUnsupported, "matches no string", 0},
+};
+
+INSTANTIATE_TEST_SUITE_P(Unsupported, RegexRefuses, ::testing::ValuesIn(kUnsupportedCases));
+
+const ErrorCase kSyntaxCases[] = {
+    {"(ab", kInvalid, "unbalanced '('", 0},
+    {"a(b(c)", kInvalid, "unbalanced '('", 1},
+    {"ab)", kInvalid, "unbalanced ')'", 2},
+    {"(a))", kInvalid, "unbalanced ')'", 3},
+    {"*a", kInvalid, "nothing to repeat", 0},
+    {"a|+b", kInvalid, "nothing to repeat", 2},
+    {"^*", kInvalid, "nothing to repeat", 1},
+    {"a**", kInvalid, "nothing to repeat", 2},
+    {"a{2}{3}", kInvalid, "nothing to repeat", 4},
+    {"({2})", kInvalid, "nothing to repeat", 1},
+    {"a{3,2}", kInvalid, "m > n", 1},
+    {"[abc", kInvalid, "unterminated character class", 0},
+    {"x[]", kInvalid, "unterminated character class", 1},
+    {"[^", kInvalid, "unterminated character class", 0},
+    {"ab\\", kInvalid, "dangling backslash", 2},
+    {"a[z-a]", kInvalid, "range", 2},
+    {"a\xFF", kInvalid, "invalid UTF-8", 1},
+    {"ab\xC3", kInvalid, "invalid UTF-8", 2},
+    {"\xC0\x80", kInvalid, "invalid UTF-8", 0},
+    {"é\xED\xA0\x80", kInvalid, "invalid UTF-8", 2},
+    {"a\\xZZ", kInvalid, "hexadecimal", 1},
+    {"\\u12", kInvalid, "hexadecimal", 0},
+    {"\\x{}", kInvalid, "hexadecimal", 0},
+    {"a\\u{110000}", kInvalid, "U+10FFFF", 1},
+    {"\\uD800", kInvalid, "surrogate", 0},
+    {"(?<1a>x)", kInvalid, "group name", 0},
+    {"(?<a", kInvalid, "group name", 0},
+    {"\\c1", kInvalid, "\\c", 0},
+};
+
+INSTANTIATE_TEST_SUITE_P(Syntax, RegexRefuses, ::testing::ValuesIn(kSyntaxCases));
+
+TEST(RegexGuards, UnknownGroupConstructIsRefused) {
+  std::string gbnf;
+  Status s = regex_to_gbnf("(?b)", &gbnf);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("at offset 0"), std::string::npos) << s.message();
+}
+
+TEST(RegexGuards, PatternLongerThan64KiBIsRefused) {
+  std::string gbnf;
+  Status s = regex_to_gbnf(std::string(64 * 1024 + 1, 'a'), &gbnf);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+  Grammar grammar;
+  std::string longest(64 * 1024, 'a');
+  ASSERT_TRUE(compile(longest, &grammar));
+  EXPECT_TRUE(grammar_accepts(grammar, longest));
+  EXPECT_FALSE(grammar_accepts(grammar, longest + "a"));
+}
+
+std::string nested(int depth) {
+  std::string p;
+  for (int i = 0; i < depth; ++i) p += "(a|";
+  p += "b";
+  for (int i = 0; i < depth; ++i) p += ")";
+  return p;
+}
+
+TEST(RegexGuards, NestingUpTo256IsAccepted) {
+  Grammar grammar;
+  ASSERT_TRUE(compile(nested(256), &grammar));
+  EXPECT_TRUE(grammar_accepts(grammar, "a"));
+  EXPECT_TRUE(grammar_accepts(grammar, "b"));
+  EXPECT_FALSE(grammar_accepts(grammar, "ab"));
+}
+
+TEST(RegexGuards, NestingDeeperThan256IsUnsupported) {
+  std::string gbnf;
+  Status s = regex_to_gbnf(nested(257), &gbnf);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+  // The 257th '(' is at byte 256 * 3.
+  EXPECT_NE(s.message().find("at offset 768"), std::string::npos) << s.message();
+  s = regex_to_gbnf(std::string(50000, '('), &gbnf);
+  EXPECT_FALSE(s.ok());
+}
+
+// A bounded repetition of a long sequence of optional parts: the rewrite
+// without the empty string stays linear and exact.
+TEST(RegexNullableRepetition, LongOptionalSequence) {
+  std::string pattern = "(";
+  for (int i = 0; i < 100; ++i) pattern += "a?";
+  pattern += "){2}";
+  Grammar grammar;
+  ASSERT_TRUE(compile(pattern, &grammar));
+  EXPECT_TRUE(grammar_accepts(grammar, ""));
+  EXPECT_TRUE(grammar_accepts(grammar, std::string(1, 'a')));
+  EXPECT_TRUE(grammar_accepts(grammar, std::string(200, 'a')));
+  EXPECT_FALSE(grammar_accepts(grammar, std::string(201, 'a')));
+  EXPECT_FALSE(grammar_accepts(grammar, "b"));
+}
+
+TEST(RegexNullableRepetition, NestedStars) {
+  Grammar grammar;
+  ASSERT_TRUE(compile("(((a?)*b?)+|(c*)*){3,}", &grammar));
+  for (const char* s : {"", "a", "abcab", "ccc", "bbb"}) {
+    EXPECT_TRUE(grammar_accepts(grammar, s)) << s;
+  }
+  EXPECT_FALSE(grammar_accepts(grammar, "d"));
+  EXPECT_FALSE(grammar_accepts(grammar, "abd"));
+}
+
+}  // namespace
+}  // namespace pvllm::structured
