@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of fuzz/ (clang, sanitized, in build-fuzz)
 # and runs each for a bounded time: scripts/fuzz.sh [seconds_per_target]
-# [target...]. The default, 12 s for each of the 7 targets, keeps a CI run
-# near 90 s after the build. Fails on the first crash, leak, timeout or
+# [target...]. The default, 12 s for each of the 8 targets, keeps a CI run
+# near 100 s after the build. Fails on the first crash, leak, timeout or
 # sanitizer report, printing the reproducer's path. New corpus entries go
 # to build-fuzz/corpus/<target> (the seeds in fuzz/corpus are only read);
 # docs/fuzzing.md tells how to run for hours and how to add seeds.
@@ -13,7 +13,7 @@ seconds="${1:-12}"
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(tokenizer_json tokenizer_model chat_template hf_config
-                                     safetensors llama2c capi)
+                                     safetensors llama2c capi constraint)
 build="${PVLLM_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 
 if ! command -v clang++ >/dev/null; then
@@ -36,7 +36,7 @@ for t in "${targets[@]}"; do
         -artifact_prefix="$artifacts/")
   case "$t" in
     chat_template) args+=(-dict="$root/fuzz/dict/jinja.dict") ;;
-    tokenizer_json | hf_config | safetensors) args+=(-dict="$root/fuzz/dict/json.dict") ;;
+    tokenizer_json | hf_config | safetensors | constraint) args+=(-dict="$root/fuzz/dict/json.dict") ;;
   esac
   log="$build/artifacts/$t.log"
   echo "fuzz: $t for ${seconds} s"

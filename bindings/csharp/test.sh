@@ -34,7 +34,7 @@ cp "$here/Pvllm/Pvllm.dll.config" "$out/"
 echo "csharp: compiling Pvllm.Tests.dll"
 cp "$nunit_framework" "$out/"
 mcs "${mcs_flags[@]}" -target:library -out:"$out/Pvllm.Tests.dll" \
-  -r:"$out/Pvllm.dll" -r:"$out/nunit.framework.dll" -r:System.Core.dll \
+  -r:"$out/Pvllm.dll" -r:"$out/nunit.framework.dll" -r:System.Core.dll -r:System.Json.dll \
   "$here"/Pvllm.Tests/*.cs
 
 echo "csharp: compiling examples"

@@ -6,6 +6,13 @@
 namespace pvllm::structured {
 namespace {
 
+uint64_t mix(uint64_t k) {  // a 64-bit finalizer: keys differ in few bits
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdULL;
+  k ^= k >> 33;
+  return k;
+}
+
 void sort_unique(std::vector<int32_t>* v) {
   std::sort(v->begin(), v->end());
   v->erase(std::unique(v->begin(), v->end()), v->end());
@@ -14,10 +21,33 @@ void sort_unique(std::vector<int32_t>* v) {
 }  // namespace
 
 int32_t Matcher::intern(uint32_t element, int32_t parent) {
-  uint64_t k = (uint64_t{element} << 32) | static_cast<uint32_t>(parent + 1);
-  auto [it, added] = index_.emplace(k, static_cast<int32_t>(nodes_.size()));
-  if (added) nodes_.push_back({element, parent});
-  return it->second;
+  if ((nodes_.size() + 1) * 2 > keys_.size()) grow();
+  const uint64_t k = (uint64_t{element} << 32) | static_cast<uint32_t>(parent + 1);
+  const size_t mask = keys_.size() - 1;
+  for (size_t h = mix(k) & mask;; h = (h + 1) & mask) {
+    if (keys_[h] == k) return ids_[h];
+    if (keys_[h] == kNoKey) {
+      keys_[h] = k;
+      ids_[h] = static_cast<int32_t>(nodes_.size());
+      nodes_.push_back({element, parent});
+      return ids_[h];
+    }
+  }
+}
+
+void Matcher::grow() {
+  const size_t capacity = std::max<size_t>(64, keys_.size() * 2);
+  keys_.assign(capacity, kNoKey);
+  ids_.assign(capacity, 0);
+  const size_t mask = capacity - 1;
+  for (size_t id = 0; id < nodes_.size(); ++id) {
+    const uint64_t k =
+        (uint64_t{nodes_[id].element} << 32) | static_cast<uint32_t>(nodes_[id].parent + 1);
+    size_t h = mix(k) & mask;
+    while (keys_[h] != kNoKey) h = (h + 1) & mask;
+    keys_[h] = k;
+    ids_[h] = static_cast<int32_t>(id);
+  }
 }
 
 void Matcher::expand(int32_t parent, uint32_t pos, std::vector<int32_t>* out) {
@@ -120,7 +150,7 @@ std::string Matcher::key(const MatchState& s) const {
 void Matcher::compact(MatchState* s) {
   std::vector<Node> old = std::move(nodes_);
   nodes_.clear();
-  index_.clear();
+  keys_.assign(keys_.size(), kNoKey);
   std::unordered_map<int32_t, int32_t> renumbered;
   std::function<int32_t(int32_t)> copy = [&](int32_t n) -> int32_t {
     if (n == kEmptyStack) return kEmptyStack;

@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "core/structured/grammar.h"
@@ -47,8 +46,9 @@ class Matcher {
   // A serialization of `s` that does not depend on the arena: equal keys
   // for equal states in any matcher of the same grammar.
   std::string key(const MatchState& s) const;
-  // Drops every arena node `s` does not use (renumbering `s`); the arena
-  // otherwise only grows.
+  // Drops every arena node `s` does not use (renumbering `s`: every other
+  // state of this matcher is invalid afterwards); the arena otherwise only
+  // grows.
   void compact(MatchState* s);
   size_t arena_size() const { return nodes_.size(); }
 
@@ -64,9 +64,15 @@ class Matcher {
   void advance_char(const std::vector<int32_t>& from, uint32_t cp, std::vector<int32_t>* to);
   bool any_intersects(const std::vector<int32_t>& stacks, uint32_t lo, uint32_t hi) const;
 
+  // Open addressing over (element, parent) keys: interning is most of the
+  // work of a mask's trie walk, and std::unordered_map allocates per node.
+  static constexpr uint64_t kNoKey = ~uint64_t{0};
+  void grow();
+
   const Grammar* g_;
   std::vector<Node> nodes_;
-  std::unordered_map<uint64_t, int32_t> index_;
+  std::vector<uint64_t> keys_;  // kNoKey = empty; capacity a power of two
+  std::vector<int32_t> ids_;
 };
 
 }  // namespace pvllm::structured

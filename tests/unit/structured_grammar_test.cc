@@ -207,10 +207,17 @@ TEST(TokenMaskTest, TrieWalkEqualsTokenByTokenOverRandomVocabularies) {
         ASSERT_FALSE(next.dead()) << prefix;
         s = next;
       }
+      const std::vector<uint64_t> reference = reference_mask(g, tokens, prefix, spaces);
+      // With the walk's state memo, with one too small for this grammar
+      // (the walk starts over without it), and without it.
+      for (size_t memo : {kMaxMemoStates, size_t{3}, size_t{0}}) {
+        std::vector<uint64_t> mask((tokens.size() + 63) / 64, 0);
+        compute_token_mask(&m, s, spaces, trie, mask.data(), memo);
+        EXPECT_EQ(mask, reference)
+            << "prefix " << prefix << ", spaces " << spaces << ", memo " << memo;
+      }
       std::vector<uint64_t> mask((tokens.size() + 63) / 64, 0);
       compute_token_mask(&m, s, spaces, trie, mask.data());
-      EXPECT_EQ(mask, reference_mask(g, tokens, prefix, spaces))
-          << "prefix " << prefix << ", spaces " << spaces;
       int allowed = 0;
       for (uint64_t w : mask) allowed += __builtin_popcountll(w);
       EXPECT_GT(allowed, 0) << prefix;

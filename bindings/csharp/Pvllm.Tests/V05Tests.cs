@@ -212,9 +212,14 @@ namespace Pvllm.Tests
                     .Select(r => new Request(Enumerable.Range(0, 10 + 3 * r).Select(i => i == 0 ? 1 : 3 + (i * 7) % 200).ToArray(),
                                              Greedy(40)))
                     .ToList();
-                Task<Generation>[] runs = requests.Select(r => swapping.GenerateAsync(r)).ToArray();
+                // All five are queued before the first step, so they compete for
+                // the pool whatever the timing of the threads that read them
+                // (GenerateAsync each would submit as its task starts, and on a
+                // busy machine one could finish before the next arrives).
+                ulong[] ids = requests.Select(r => swapping.Submit(r, Delivery.PerRequest)).ToArray();
+                Task<int>[] runs = ids.Select(id => Task.Run(() => swapping.Stream(id).Sum(o => o.TokenIds.Count))).ToArray();
                 Assert.IsTrue(Task.WaitAll(runs, TimeSpan.FromSeconds(60)));
-                foreach (Task<Generation> run in runs) Assert.AreEqual(40, run.Result.Samples[0].TokenIds.Count);
+                foreach (Task<int> run in runs) Assert.AreEqual(40, run.Result);
                 EngineStats s = swapping.GetStats();
                 Assert.Greater(s.NumPreemptionsBySwap, 0);
                 Assert.AreEqual(s.NumBlocksSwappedOut, s.NumBlocksSwappedIn);

@@ -54,6 +54,10 @@ int main(void) {
   FIELD(pvllm_sampling_params, beam_width);
   FIELD(pvllm_sampling_params, length_penalty);
   FIELD(pvllm_sampling_params, early_stopping);
+  FIELD(pvllm_sampling_params, constraint_kind);
+  FIELD(pvllm_sampling_params, constraint);
+  FIELD(pvllm_sampling_params, choices);
+  FIELD(pvllm_sampling_params, num_choices);
 
   SIZE(pvllm_chat_template_params);
   FIELD(pvllm_chat_template_params, struct_size);

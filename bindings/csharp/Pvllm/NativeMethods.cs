@@ -138,6 +138,10 @@ namespace Pvllm
             public int beam_width;                // since 0.5
             public float length_penalty;          // since 0.5
             public int early_stopping;            // pvllm_early_stopping (since 0.5)
+            public int constraint_kind;           // pvllm_constraint_kind (since 0.6)
+            public IntPtr constraint;             // const char*: schema, grammar or regex (since 0.6)
+            public IntPtr choices;                // const char* const* [num_choices] (since 0.6)
+            public UIntPtr num_choices;           // size_t (since 0.6)
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]

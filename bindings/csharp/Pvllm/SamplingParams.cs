@@ -1,5 +1,6 @@
 using System;
 using System.Collections.Generic;
+using System.Collections.ObjectModel;
 
 namespace Pvllm
 {
@@ -76,6 +77,13 @@ namespace Pvllm
         public float LengthPenalty { get; set; }
         /// <summary>When beam search stops; default Heuristic.</summary>
         public EarlyStopping EarlyStopping { get; set; }
+        /// <summary>
+        /// Structured output: the generated text matches this constraint (a JSON
+        /// schema, any JSON object, a GBNF grammar, a regular expression or one
+        /// of a list of choices); null (the default) leaves it free. See
+        /// <see cref="Pvllm.Constraint"/>. Since 0.6.
+        /// </summary>
+        public Constraint Constraint { get; set; }
 
         /// <summary>The C struct; its pointers live in `scope`.</summary>
         internal NativeMethods.pvllm_sampling_params ToNative(NativeScope scope)
@@ -102,7 +110,111 @@ namespace Pvllm
             p.beam_width = BeamWidth;
             p.length_penalty = LengthPenalty;
             p.early_stopping = (int)EarlyStopping;
+            if (Constraint != null)
+            {
+                p.constraint_kind = (int)Constraint.Kind;
+                p.constraint = scope.Utf8String(Pvllm.Constraint.NulFree(Constraint.Text, "the constraint's text"));
+                foreach (string choice in Constraint.Choices) Pvllm.Constraint.NulFree(choice, "a choice");
+                p.choices = scope.Utf8StringArray(Constraint.ChoiceList, "choices");
+                p.num_choices = (UIntPtr)(uint)Constraint.Choices.Count;
+            }
             return p;
+        }
+    }
+
+    /// <summary>pvllm_constraint_kind: what a <see cref="Constraint"/> holds. Since 0.6.</summary>
+    public enum ConstraintKind
+    {
+        /// <summary>Compact JSON that validates against a JSON schema.</summary>
+        JsonSchema = 1,
+        /// <summary>Any JSON object, compact.</summary>
+        JsonObject = 2,
+        /// <summary>A GBNF grammar (rules `name ::= ...`, the text starts at `root`).</summary>
+        Grammar = 3,
+        /// <summary>A regular expression the whole text matches.</summary>
+        Regex = 4,
+        /// <summary>Exactly one of a list of strings.</summary>
+        Choice = 5,
+    }
+
+    /// <summary>
+    /// What the generated text must match (SamplingParams.Constraint, since
+    /// 0.6): each draw is limited to the tokens that can continue a match, and
+    /// end-of-sequence only once the text is complete; a constraint that allows
+    /// nothing more ends the sample with FinishReason.Stop. A text cut short by
+    /// MaxTokens or a stop string is a prefix of a match. Made by the static
+    /// methods, one kind each, and immutable.
+    ///
+    /// The library compiles the constraint at submit: a malformed one throws
+    /// PvllmException with PvllmStatus.InvalidArgument and a message saying
+    /// where it goes wrong, one that uses something the library does not
+    /// implement PvllmStatus.Unsupported naming it; text with a NUL character
+    /// is InvalidArgument before the library sees it. It needs the model's
+    /// tokenizer and cannot be combined with beam search.
+    /// </summary>
+    public sealed class Constraint
+    {
+        private static readonly ReadOnlyCollection<string> NoChoices = new ReadOnlyCollection<string>(new string[0]);
+
+        private Constraint(ConstraintKind kind, string text, ReadOnlyCollection<string> choices)
+        {
+            Kind = kind;
+            Text = text;
+            ChoiceList = choices ?? NoChoices;
+        }
+
+        /// <summary>Which kind of constraint this is.</summary>
+        public ConstraintKind Kind { get; }
+        /// <summary>The JSON schema, grammar or regular expression; null for JsonObject and Choice.</summary>
+        public string Text { get; }
+        /// <summary>Choice: the strings the text may be; empty otherwise.</summary>
+        public IReadOnlyList<string> Choices => ChoiceList;
+        internal ReadOnlyCollection<string> ChoiceList { get; }
+
+        /// <summary>
+        /// Compact JSON that validates against `schema` (types, properties and
+        /// required, enum and const, arrays, nested objects, anyOf, $ref into
+        /// $defs, string lengths and formats, additionalProperties; pvllm.h and
+        /// docs/api.md list the rest).
+        /// </summary>
+        public static Constraint JsonSchema(string schema)
+            => new Constraint(ConstraintKind.JsonSchema, schema ?? throw new ArgumentNullException(nameof(schema)), null);
+
+        /// <summary>Any JSON object, compact.</summary>
+        public static Constraint JsonObject() => new Constraint(ConstraintKind.JsonObject, null, null);
+
+        /// <summary>A GBNF grammar (rules `name ::= ...`; the text starts at `root`).</summary>
+        public static Constraint Grammar(string gbnf)
+            => new Constraint(ConstraintKind.Grammar, gbnf ?? throw new ArgumentNullException(nameof(gbnf)), null);
+
+        /// <summary>A regular expression the whole text matches.</summary>
+        public static Constraint Regex(string pattern)
+            => new Constraint(ConstraintKind.Regex, pattern ?? throw new ArgumentNullException(nameof(pattern)), null);
+
+        /// <summary>The text is exactly one of `choices` (copied).</summary>
+        public static Constraint Choice(IEnumerable<string> choices)
+        {
+            if (choices == null) throw new ArgumentNullException(nameof(choices));
+            var copy = new List<string>(choices);
+            if (copy.Contains(null)) throw new ArgumentException("a choice must not be null", nameof(choices));
+            return new Constraint(ConstraintKind.Choice, null, copy.AsReadOnly());
+        }
+
+        /// <summary>The text is exactly one of `choices` (copied).</summary>
+        public static Constraint Choice(params string[] choices) => Choice((IEnumerable<string>)choices);
+
+        public override string ToString()
+            => Kind == ConstraintKind.Choice ? "Choice(" + string.Join(", ", Choices) + ")"
+             : Text == null ? Kind.ToString() : Kind + "(" + Text + ")";
+
+        /// <summary>`s` unchanged, or InvalidArgument when it holds a NUL (C would cut it there).</summary>
+        internal static string NulFree(string s, string what)
+        {
+            if (s != null && s.IndexOf('\0') >= 0)
+            {
+                throw new PvllmException(PvllmStatus.InvalidArgument, what + " contains a NUL character");
+            }
+            return s;
         }
     }
 

@@ -98,14 +98,17 @@ namespace Pvllm
             return p;
         }
 
-        /// <summary>A const char* const[] of UTF-8 copies; NULL when empty.</summary>
-        public IntPtr Utf8StringArray(IList<string> values)
+        /// <summary>
+        /// A const char* const[] of UTF-8 copies; NULL when empty. `what` names
+        /// the strings in the message of a null one.
+        /// </summary>
+        public IntPtr Utf8StringArray(IList<string> values, string what = "stop strings")
         {
             if (values == null || values.Count == 0) return IntPtr.Zero;
             IntPtr array = Alloc(IntPtr.Size * values.Count);
             for (int i = 0; i < values.Count; i++)
             {
-                if (values[i] == null) throw new ArgumentException("stop strings must not be null");
+                if (values[i] == null) throw new ArgumentException(what + " must not be null");
                 Marshal.WriteIntPtr(array, i * IntPtr.Size, Utf8String(values[i]));
             }
             return array;

@@ -490,12 +490,16 @@ pub struct pvllm_sampling_params {
     pub beam_width: i32,
     pub length_penalty: f32,
     pub early_stopping: i32,
+    pub constraint_kind: i32,
+    pub constraint: *const ::std::os::raw::c_char,
+    pub choices: *const *const ::std::os::raw::c_char,
+    pub num_choices: usize,
 }
 #[test]
 fn bindgen_test_layout_pvllm_sampling_params() {
     assert_eq!(
         ::std::mem::size_of::<pvllm_sampling_params>(),
-        128usize,
+        152usize,
         concat!("Size of: ", stringify!(pvllm_sampling_params))
     );
     assert_eq!(
@@ -877,7 +881,82 @@ fn bindgen_test_layout_pvllm_sampling_params() {
         );
     }
     test_field_early_stopping();
+    fn test_field_constraint_kind() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_sampling_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).constraint_kind) as usize - ptr as usize
+            },
+            124usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_sampling_params),
+                "::",
+                stringify!(constraint_kind)
+            )
+        );
+    }
+    test_field_constraint_kind();
+    fn test_field_constraint() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_sampling_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).constraint) as usize - ptr as usize
+            },
+            128usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_sampling_params),
+                "::",
+                stringify!(constraint)
+            )
+        );
+    }
+    test_field_constraint();
+    fn test_field_choices() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_sampling_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).choices) as usize - ptr as usize
+            },
+            136usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_sampling_params),
+                "::",
+                stringify!(choices)
+            )
+        );
+    }
+    test_field_choices();
+    fn test_field_num_choices() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_sampling_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_choices) as usize - ptr as usize
+            },
+            144usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_sampling_params),
+                "::",
+                stringify!(num_choices)
+            )
+        );
+    }
+    test_field_num_choices();
 }
+pub const pvllm_constraint_kind_PVLLM_CONSTRAINT_NONE: pvllm_constraint_kind = 0;
+pub const pvllm_constraint_kind_PVLLM_CONSTRAINT_JSON_SCHEMA: pvllm_constraint_kind = 1;
+pub const pvllm_constraint_kind_PVLLM_CONSTRAINT_JSON_OBJECT: pvllm_constraint_kind = 2;
+pub const pvllm_constraint_kind_PVLLM_CONSTRAINT_GRAMMAR: pvllm_constraint_kind = 3;
+pub const pvllm_constraint_kind_PVLLM_CONSTRAINT_REGEX: pvllm_constraint_kind = 4;
+pub const pvllm_constraint_kind_PVLLM_CONSTRAINT_CHOICE: pvllm_constraint_kind = 5;
+pub type pvllm_constraint_kind = ::std::os::raw::c_uint;
 pub const pvllm_early_stopping_PVLLM_EARLY_STOPPING_HEURISTIC: pvllm_early_stopping = 0;
 pub const pvllm_early_stopping_PVLLM_EARLY_STOPPING_TRUE: pvllm_early_stopping = 1;
 pub const pvllm_early_stopping_PVLLM_EARLY_STOPPING_NEVER: pvllm_early_stopping = 2;

@@ -81,7 +81,7 @@ pub use error::{Error, Result, Status};
 pub use output::{
     Completion, FinishReason, Logprob, Output, RequestId, RequestMetrics, TokenLogprobs,
 };
-pub use request::{Delivery, EarlyStopping, Prompt, Request, SamplingParams, TokenId};
+pub use request::{Constraint, Delivery, EarlyStopping, Prompt, Request, SamplingParams, TokenId};
 pub use stream::OutputStream;
 
 /// The ABI version this crate was generated against (`PVLLM_ABI_VERSION`).

@@ -70,6 +70,9 @@ pub struct SamplingParams {
     pub length_penalty: f32,
     /// When beam search stops.
     pub early_stopping: EarlyStopping,
+    /// Structured output (libpvllm 0.6): the generated text matches this
+    /// constraint; `None` (the default) leaves it free. See [`Constraint`].
+    pub constraint: Option<Constraint>,
 }
 
 impl Default for SamplingParams {
@@ -98,6 +101,71 @@ impl Default for SamplingParams {
             beam_width: raw.beam_width.max(0) as u32,
             length_penalty: raw.length_penalty,
             early_stopping: EarlyStopping::from_raw(raw.early_stopping),
+            constraint: None,
+        }
+    }
+}
+
+/// What the generated text must match (`pvllm_constraint_kind`, libpvllm
+/// 0.6): each draw is limited to the tokens that can continue a match, and
+/// end-of-sequence only once the text is complete; a constraint that allows
+/// nothing more ends the sample with [`FinishReason::Stop`]. A text cut short
+/// by `max_tokens` or a stop string is a prefix of a match.
+///
+/// The constraint is compiled when the request is submitted: a malformed
+/// one is a [`Status::InvalidArgument`] error whose message says where it
+/// goes wrong, one that uses something the library does not implement a
+/// [`Status::Unsupported`] naming it. It needs the model's tokenizer and
+/// cannot be combined with beam search.
+///
+/// ```
+/// use pvllm::{Constraint, SamplingParams};
+/// let params = SamplingParams::greedy(64).with_constraint(Constraint::JsonSchema(
+///     r#"{"type": "object", "properties": {"name": {"type": "string"}},
+///         "required": ["name"], "additionalProperties": false}"#
+///         .to_string(),
+/// ));
+/// assert!(params.constraint.is_some());
+/// let yes_no = Constraint::Choice(vec!["yes".into(), "no".into()]);
+/// # let _ = yes_no;
+/// ```
+///
+/// [`FinishReason::Stop`]: crate::FinishReason::Stop
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Constraint {
+    /// Compact JSON that validates against this JSON schema (the keywords
+    /// the library implements are listed in `pvllm.h` and docs/api.md).
+    JsonSchema(String),
+    /// Any JSON object, compact.
+    JsonObject,
+    /// A GBNF grammar (rules `name ::= ...`; the text starts at `root`).
+    Grammar(String),
+    /// A regular expression the whole text matches.
+    Regex(String),
+    /// The text is exactly one of these strings.
+    Choice(Vec<String>),
+}
+
+impl Constraint {
+    fn kind(&self) -> sys::pvllm_constraint_kind {
+        match self {
+            Constraint::JsonSchema(_) => sys::pvllm_constraint_kind_PVLLM_CONSTRAINT_JSON_SCHEMA,
+            Constraint::JsonObject => sys::pvllm_constraint_kind_PVLLM_CONSTRAINT_JSON_OBJECT,
+            Constraint::Grammar(_) => sys::pvllm_constraint_kind_PVLLM_CONSTRAINT_GRAMMAR,
+            Constraint::Regex(_) => sys::pvllm_constraint_kind_PVLLM_CONSTRAINT_REGEX,
+            Constraint::Choice(_) => sys::pvllm_constraint_kind_PVLLM_CONSTRAINT_CHOICE,
+        }
+    }
+
+    /// The text and the name used in a NUL-byte error, for the kinds that
+    /// carry one.
+    fn text(&self) -> Option<(&str, &'static str)> {
+        match self {
+            Constraint::JsonSchema(s) => Some((s, "the JSON schema")),
+            Constraint::Grammar(s) => Some((s, "the grammar")),
+            Constraint::Regex(s) => Some((s, "the regular expression")),
+            Constraint::JsonObject | Constraint::Choice(_) => None,
         }
     }
 }
@@ -144,6 +212,12 @@ impl SamplingParams {
         }
     }
 
+    /// Sets the structured-output constraint (libpvllm 0.6).
+    pub fn with_constraint(mut self, constraint: Constraint) -> Self {
+        self.constraint = Some(constraint);
+        self
+    }
+
     pub(crate) fn to_raw(&self) -> Result<RawSampling> {
         let stop: Vec<CString> = self
             .stop
@@ -188,11 +262,37 @@ impl SamplingParams {
         raw.beam_width = to_i32("beam_width", self.beam_width)?;
         raw.length_penalty = self.length_penalty;
         raw.early_stopping = self.early_stopping.to_raw();
+        let mut constraint = None;
+        let mut choices = Vec::new();
+        let mut choice_ptrs = Vec::new();
+        if let Some(c) = &self.constraint {
+            if let Some((text, what)) = c.text() {
+                constraint = Some(CString::new(text).map_err(|_| nul_error(what))?);
+            }
+            if let Constraint::Choice(list) = c {
+                choices = list
+                    .iter()
+                    .map(|s| CString::new(s.as_str()).map_err(|_| nul_error("a choice")))
+                    .collect::<Result<_>>()?;
+                choice_ptrs = choices.iter().map(|s| s.as_ptr()).collect();
+            }
+            raw.constraint_kind = c.kind() as i32;
+        }
+        raw.constraint = constraint.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        raw.choices = if choice_ptrs.is_empty() {
+            ptr::null()
+        } else {
+            choice_ptrs.as_ptr()
+        };
+        raw.num_choices = choice_ptrs.len();
         Ok(RawSampling {
             raw,
             _stop_token_ids: stop_token_ids,
             _stop: stop,
             _stop_ptrs: stop_ptrs,
+            _constraint: constraint,
+            _choices: choices,
+            _choice_ptrs: choice_ptrs,
         })
     }
 }
@@ -204,6 +304,9 @@ pub(crate) struct RawSampling {
     _stop_token_ids: Vec<TokenId>,
     _stop: Vec<CString>,
     _stop_ptrs: Vec<*const c_char>,
+    _constraint: Option<CString>,
+    _choices: Vec<CString>,
+    _choice_ptrs: Vec<*const c_char>,
 }
 
 fn init_sampling() -> sys::pvllm_sampling_params {

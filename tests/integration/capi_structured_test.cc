@@ -1,0 +1,226 @@
+// Structured output through the C ABI (pvllm_sampling_params' constraint
+// fields, since 0.6): each kind of constraint on a tiny model with the
+// tiny sentencepiece tokenizer, the statuses and messages of bad ones, the
+// fields' checks, and a 0.5-sized struct (no constraint fields) still
+// generating unconstrained.
+#include <gtest/gtest.h>
+#include <pvllm/pvllm.h>
+
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "tests/util/tiny_model.h"
+
+namespace {
+
+using pvllm::testing::make_temp_dir;
+using pvllm::testing::TinyModelSpec;
+using pvllm::testing::write_tiny_hf_model;
+
+struct EngineDeleter {
+  void operator()(pvllm_engine* e) const { pvllm_engine_destroy(e); }
+};
+using EnginePtr = std::unique_ptr<pvllm_engine, EngineDeleter>;
+
+std::string take_message(pvllm_error* error) {
+  std::string message = error != nullptr ? pvllm_error_message(error) : "";
+  pvllm_error_free(error);
+  return message;
+}
+
+struct Sample {
+  std::string text;
+  int32_t finish_reason = PVLLM_FINISH_NONE;
+  std::string error;
+};
+
+class CapiStructuredTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    TinyModelSpec spec;
+    spec.max_position_embeddings = 512;
+    model_dir_ = new std::string(write_tiny_hf_model(make_temp_dir("capi_structured"), spec));
+  }
+  static void TearDownTestSuite() { delete model_dir_; }
+
+  void SetUp() override {
+    pvllm_engine_params p;
+    pvllm_engine_params_init(&p, sizeof p);
+    p.model_path = model_dir_->c_str();
+    p.device = "cpu";
+    p.num_threads = 1;
+    p.kv_cache_bytes = 16 << 20;
+    pvllm_engine* engine = nullptr;
+    pvllm_error* error = nullptr;
+    ASSERT_EQ(pvllm_engine_create(&p, &engine, &error), PVLLM_STATUS_OK) << take_message(error);
+    engine_.reset(engine);
+  }
+
+  static pvllm_sampling_params sampling(uint64_t seed) {
+    pvllm_sampling_params s;
+    pvllm_sampling_params_init(&s, sizeof s);
+    s.temperature = 1.0f;
+    s.has_seed = 1;
+    s.seed = seed;
+    s.max_tokens = 400;
+    return s;
+  }
+
+  pvllm_status submit(const pvllm_sampling_params& s, uint64_t* id, std::string* message) {
+    pvllm_request r;
+    pvllm_request_init(&r, sizeof r);
+    r.prompt_text = "Once upon a time";
+    r.sampling = &s;
+    pvllm_error* error = nullptr;
+    const pvllm_status st = pvllm_submit(engine_.get(), &r, id, &error);
+    *message = take_message(error);
+    return st;
+  }
+
+  // Runs one request to its end.
+  Sample run(const pvllm_sampling_params& s) {
+    uint64_t id = 0;
+    std::string message;
+    EXPECT_EQ(submit(s, &id, &message), PVLLM_STATUS_OK) << message;
+    Sample out;
+    int32_t unfinished = 1;
+    for (int step = 0; step < 2000 && unfinished > 0; ++step) {
+      pvllm_error* error = nullptr;
+      EXPECT_EQ(pvllm_step(engine_.get(), &unfinished, &error), PVLLM_STATUS_OK)
+          << take_message(error);
+      pvllm_output_batch* batch = nullptr;
+      EXPECT_EQ(pvllm_poll(engine_.get(), 0, &batch, &error), PVLLM_STATUS_OK);
+      for (size_t i = 0; i < pvllm_output_batch_size(batch); ++i) {
+        const pvllm_output* o = pvllm_output_batch_get(batch, i);
+        if (o->request_id != id) continue;
+        out.text.append(o->text, o->text_len);
+        if (o->finish_reason != PVLLM_FINISH_NONE) {
+          out.finish_reason = o->finish_reason;
+          out.error = o->error_message != nullptr ? o->error_message : "";
+        }
+      }
+      pvllm_output_batch_free(batch);
+    }
+    return out;
+  }
+
+  static std::string* model_dir_;
+  EnginePtr engine_;
+};
+
+std::string* CapiStructuredTest::model_dir_ = nullptr;
+
+TEST_F(CapiStructuredTest, EachKindOfConstraintShapesTheText) {
+  const char* schema = R"({"type": "object", "properties": {
+      "word": {"type": "string", "maxLength": 8}, "n": {"type": "integer"},
+      "ok": {"type": "boolean"}}, "required": ["word", "n"], "additionalProperties": false})";
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    pvllm_sampling_params s = sampling(seed);
+    s.constraint_kind = PVLLM_CONSTRAINT_JSON_SCHEMA;
+    s.constraint = schema;
+    const Sample out = run(s);
+    ASSERT_EQ(out.finish_reason, PVLLM_FINISH_STOP) << out.text << " " << out.error;
+    const nlohmann::json doc = nlohmann::json::parse(out.text, nullptr, false);
+    ASSERT_TRUE(doc.is_object()) << out.text;
+    EXPECT_TRUE(doc["word"].is_string() && doc["n"].is_number_integer()) << out.text;
+    for (const auto& [key, value] : doc.items()) {
+      EXPECT_TRUE(key == "word" || key == "n" || key == "ok") << out.text;
+    }
+  }
+  pvllm_sampling_params obj = sampling(3);
+  obj.constraint_kind = PVLLM_CONSTRAINT_JSON_OBJECT;
+  obj.max_tokens = 20;
+  EXPECT_EQ(run(obj).text.substr(0, 1), "{");
+
+  pvllm_sampling_params re = sampling(4);
+  re.constraint_kind = PVLLM_CONSTRAINT_REGEX;
+  re.constraint = "[A-Z][a-z]{1,6} (ran|sat)\\.";
+  const Sample r = run(re);
+  EXPECT_EQ(r.finish_reason, PVLLM_FINISH_STOP);
+  EXPECT_TRUE(std::regex_match(r.text, std::regex(re.constraint))) << r.text;
+
+  pvllm_sampling_params g = sampling(5);
+  g.constraint_kind = PVLLM_CONSTRAINT_GRAMMAR;
+  g.constraint = "root ::= \"yes\" | \"no\" | \"it \" (\"is\" | \"was\") \" \" [a-z]{1,5}";
+  const Sample gs = run(g);
+  EXPECT_TRUE(gs.text == "yes" || gs.text == "no" ||
+              std::regex_match(gs.text, std::regex("it (is|was) [a-z]{1,5}")))
+      << gs.text;
+
+  const char* choices[] = {"red", "green", "blue sky"};
+  pvllm_sampling_params c = sampling(6);
+  c.constraint_kind = PVLLM_CONSTRAINT_CHOICE;
+  c.choices = choices;
+  c.num_choices = 3;
+  const std::string chosen = run(c).text;
+  EXPECT_TRUE(chosen == "red" || chosen == "green" || chosen == "blue sky") << chosen;
+}
+
+TEST_F(CapiStructuredTest, BadConstraintsAndFieldsAreRefusedAtSubmit) {
+  struct Case {
+    int32_t kind;
+    const char* text;
+    pvllm_status status;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {PVLLM_CONSTRAINT_JSON_SCHEMA, "{\"type\": ", PVLLM_STATUS_INVALID_ARGUMENT, "byte"},
+      {PVLLM_CONSTRAINT_JSON_SCHEMA, R"({"type": "string", "pattern": "a+"})",
+       PVLLM_STATUS_UNSUPPORTED, "pattern"},
+      {PVLLM_CONSTRAINT_GRAMMAR, "root ::= [a-", PVLLM_STATUS_INVALID_ARGUMENT, "line 1"},
+      {PVLLM_CONSTRAINT_REGEX, "a{3,1}", PVLLM_STATUS_INVALID_ARGUMENT, "offset"},
+      {PVLLM_CONSTRAINT_REGEX, "(?=a)b", PVLLM_STATUS_UNSUPPORTED, "offset"},
+      {PVLLM_CONSTRAINT_JSON_SCHEMA, nullptr, PVLLM_STATUS_INVALID_ARGUMENT, "constraint is NULL"},
+      {9, "x", PVLLM_STATUS_INVALID_ARGUMENT, "constraint_kind"},
+      {-1, "x", PVLLM_STATUS_INVALID_ARGUMENT, "constraint_kind"},
+  };
+  for (const Case& c : cases) {
+    pvllm_sampling_params s = sampling(1);
+    s.constraint_kind = c.kind;
+    s.constraint = c.text;
+    uint64_t id = 0;
+    std::string message;
+    EXPECT_EQ(submit(s, &id, &message), c.status) << (c.text ? c.text : "NULL") << ": " << message;
+    EXPECT_NE(message.find(c.needle), std::string::npos) << message;
+  }
+  pvllm_sampling_params s = sampling(1);
+  s.constraint_kind = PVLLM_CONSTRAINT_CHOICE;
+  s.num_choices = 2;
+  uint64_t id = 0;
+  std::string message;
+  EXPECT_EQ(submit(s, &id, &message), PVLLM_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("choices is NULL"), std::string::npos) << message;
+  const char* with_null[] = {"a", nullptr};
+  s.choices = with_null;
+  EXPECT_EQ(submit(s, &id, &message), PVLLM_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("choices[1] is NULL"), std::string::npos) << message;
+  s.num_choices = 0;
+  EXPECT_EQ(submit(s, &id, &message), PVLLM_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("empty"), std::string::npos) << message;
+  int32_t unfinished = -1;
+  pvllm_error* error = nullptr;
+  ASSERT_EQ(pvllm_step(engine_.get(), &unfinished, &error), PVLLM_STATUS_OK);
+  EXPECT_EQ(unfinished, 0) << "nothing refused was queued";
+}
+
+TEST_F(CapiStructuredTest, AnOlderStructWithoutTheFieldsIsUnconstrained) {
+  // A 0.5 caller's struct ends at early_stopping: the constraint fields
+  // past it are not read, whatever the memory there holds.
+  pvllm_sampling_params s = sampling(2);
+  s.constraint_kind = PVLLM_CONSTRAINT_REGEX;
+  s.constraint = "x";
+  s.struct_size = static_cast<uint32_t>(offsetof(pvllm_sampling_params, early_stopping) +
+                                        sizeof(s.early_stopping));
+  s.max_tokens = 12;
+  s.ignore_eos = 1;
+  const Sample out = run(s);
+  EXPECT_EQ(out.finish_reason, PVLLM_FINISH_LENGTH);
+  EXPECT_NE(out.text, "x");
+}
+
+}  // namespace
