@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Drives the built pvllm-server with real clients (docs/server.md):
 #   1. the official openai npm package against every endpoint, streaming
-#      and not, and its errors (tests/server/openai.test.mjs);
+#      and not, and its errors, and structured output (response_format)
+#      validated with ajv (tests/server/openai.test.mjs);
 #   2. the chat page in Debian's headless Chromium through playwright-core:
 #      a prompt typed and answered, a screenshot, the text checked against
 #      the API's answer (tests/server/chat_page.mjs);
@@ -27,7 +28,7 @@ for tool in node npm wrk; do command -v $tool >/dev/null || fail "no $tool"; don
 rm -rf "$out"
 mkdir -p "$out/model"
 
-# The clients, pinned (tests/server/package-lock.json).
+# The clients and ajv, pinned (tests/server/package-lock.json).
 clients="$build/server-clients"
 mkdir -p "$clients"
 if ! cmp -s tests/server/package-lock.json "$clients/package-lock.json" || [ ! -d "$clients/node_modules" ]; then

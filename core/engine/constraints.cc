@@ -71,37 +71,15 @@ std::span<const uint64_t> Engine::draw_mask(const Request& req, const SampleStat
   return draw_masks_.back();  // moving the outer vector keeps this buffer
 }
 
-// As forward_and_sample_plain, with the draws made here from the logits
-// the backend returns (split in halves on out of memory likewise).
-void Engine::forward_and_sample_on_host(std::span<const ScheduledSeq> seqs,
-                                        std::span<SeqOutcome> outcomes) {
-  ScheduledBatch sub;
-  sub.seqs.assign(seqs.begin(), seqs.end());
-  prepare_batch(sub, *kv_cache_, &metadata_);
-  std::vector<SampleRow> rows;
-  plan_draws(seqs, &rows);
+// The batch's logits from the backend (metadata_'s rows), then each of
+// sample_rows_ drawn here by the host sampler, masks included.
+Status Engine::forward_then_draw(std::vector<SampleResult>* out) {
   const int32_t vocab = model_->config.vocab_size;
   std::vector<float> logits(metadata_.logits_rows.size() * static_cast<size_t>(vocab));
-  const Status st = backend_->forward(metadata_, logits.data());
-  if (st.ok()) {
-    auto next = rows.begin();
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      if (!seqs[i].samples_next_token) continue;
-      const Sequence& seq = *seqs[i].seq;
-      const int32_t num_draws = draws_all_samples(seq) ? requests_.at(seq.request_id)->params.n : 1;
-      for (int32_t k = 0; k < num_draws; ++k, ++next) {
-        outcomes[i].samples.push_back(sample_row(logits.data(), vocab, *next));
-      }
-    }
-    return;
-  }
-  if (st.code() == StatusCode::kOutOfMemory && seqs.size() > 1) {
-    const size_t half = seqs.size() / 2;
-    forward_and_sample_on_host(seqs.first(half), outcomes.first(half));
-    forward_and_sample_on_host(seqs.subspan(half), outcomes.subspan(half));
-    return;
-  }
-  for (SeqOutcome& o : outcomes) o.status = st;
+  PVLLM_RETURN_IF_ERROR(backend_->forward(metadata_, logits.data()));
+  out->clear();
+  for (const SampleRow& row : sample_rows_) out->push_back(sample_row(logits.data(), vocab, row));
+  return Status::Ok();
 }
 
 }  // namespace pvllm

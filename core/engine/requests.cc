@@ -136,11 +136,12 @@ void Engine::append_token(Sequence* seq, const SampleResult& r, std::vector<Outp
   const bool stop_token =
       std::find(req.stop_ids.begin(), req.stop_ids.end(), r.token_id) != req.stop_ids.end();
   if (state.matcher && !stop_token && !state.matcher->accept(r.token_id)) {
-    finish_sequence(seq, FinishReason::kError, nullptr,
-                    r.token_id < 0 ? "no token of the vocabulary continues the output constraint"
-                                   : "token " + std::to_string(r.token_id) +
-                                         " does not continue the output constraint",
-                    events);
+    const std::string why =
+        state.matcher->failed() ? state.matcher->error()
+        : r.token_id < 0
+            ? "no token of the vocabulary continues the output constraint"
+            : "token " + std::to_string(r.token_id) + " does not continue the output constraint";
+    finish_sequence(seq, FinishReason::kError, nullptr, why, events);
     return;
   }
   FinishReason finish = FinishReason::kNone;

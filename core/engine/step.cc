@@ -155,32 +155,35 @@ void Engine::forward_and_sample(std::span<const ScheduledSeq> seqs,
     std::vector<ScheduledSeq> host;
     std::vector<SeqOutcome> host_outcomes(on_host.size());
     for (size_t i : on_host) host.push_back(seqs[i]);
-    forward_and_sample_on_host(host, host_outcomes);
+    forward_and_sample_plain(host, host_outcomes, /*draw_on_host=*/true);
     for (size_t k = 0; k < on_host.size(); ++k) outcomes[on_host[k]] = std::move(host_outcomes[k]);
   }
   if (plain.size() == seqs.size()) {
-    forward_and_sample_plain(seqs, outcomes);
+    forward_and_sample_plain(seqs, outcomes, false);
     return;
   }
   if (plain.empty()) return;
   std::vector<ScheduledSeq> rest;
   std::vector<SeqOutcome> rest_outcomes(plain.size());
   for (size_t i : plain) rest.push_back(seqs[i]);
-  forward_and_sample_plain(rest, rest_outcomes);
+  forward_and_sample_plain(rest, rest_outcomes, false);
   for (size_t k = 0; k < plain.size(); ++k) outcomes[plain[k]] = std::move(rest_outcomes[k]);
 }
 
 // A batch that runs out of memory is split in halves and each half retried
 // (K/V writes repeat the same values), so only a sequence that cannot run
 // even alone fails and the rest keep their work. Any other failure fails
-// the batch.
+// the batch. `draw_on_host`: the backend returns the logits and the draws
+// are made here (constrained rows of a backend that cannot mask).
 void Engine::forward_and_sample_plain(std::span<const ScheduledSeq> seqs,
-                                      std::span<SeqOutcome> outcomes) {
+                                      std::span<SeqOutcome> outcomes, bool draw_on_host) {
   ScheduledBatch sub;
   sub.seqs.assign(seqs.begin(), seqs.end());
   prepare_batch(sub, *kv_cache_, &metadata_);
   plan_draws(seqs, &sample_rows_);
-  const Status st = backend_->forward_sample(metadata_, sample_rows_, &sample_results_);
+  const Status st = draw_on_host
+                        ? forward_then_draw(&sample_results_)
+                        : backend_->forward_sample(metadata_, sample_rows_, &sample_results_);
   if (st.ok()) {
     auto next = sample_results_.begin();
     for (size_t i = 0; i < seqs.size(); ++i) {
@@ -194,8 +197,8 @@ void Engine::forward_and_sample_plain(std::span<const ScheduledSeq> seqs,
   }
   if (st.code() == StatusCode::kOutOfMemory && seqs.size() > 1) {
     const size_t half = seqs.size() / 2;
-    forward_and_sample_plain(seqs.first(half), outcomes.first(half));
-    forward_and_sample_plain(seqs.subspan(half), outcomes.subspan(half));
+    forward_and_sample_plain(seqs.first(half), outcomes.first(half), draw_on_host);
+    forward_and_sample_plain(seqs.subspan(half), outcomes.subspan(half), draw_on_host);
     return;
   }
   for (SeqOutcome& o : outcomes) o.status = st;

@@ -258,7 +258,12 @@ int32_t draw(std::span<const float> x, const SamplingParams& params, double u) {
   const bool use_top_p = params.top_p < 1.0f;
   const bool all = !use_top_k && !use_top_p;  // every id a candidate
   if (all) {
-    for (int32_t i = 0; i < num_tokens; ++i) s.weights[i] = std::exp(double{x[i]} - max_x);
+    // exp(-inf) is +0 exactly: tokens a structured-output mask refused (or
+    // the model ruled out) skip the call and weigh the same.
+    const float minus_inf = -std::numeric_limits<float>::infinity();
+    for (int32_t i = 0; i < num_tokens; ++i) {
+      s.weights[i] = x[i] == minus_inf ? 0.0 : std::exp(double{x[i]} - max_x);
+    }
   } else {
     top_candidates(x, max_x, params, use_top_k, use_top_p, s);
   }

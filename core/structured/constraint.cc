@@ -1,5 +1,7 @@
 #include "core/structured/constraint.h"
 
+#include <algorithm>
+
 #include "core/structured/json_schema.h"
 #include "core/structured/regex_grammar.h"
 #include "core/structured/token_mask.h"
@@ -116,6 +118,17 @@ Status ConstraintCompiler::compile(const ConstraintSpec& spec,
   Grammar grammar;
   s = parse_gbnf(gbnf, &grammar);
   if (!s.ok()) return s;
+  {
+    // A grammar whose very start outgrows the matcher's limits is refused
+    // here rather than failing every request later.
+    Matcher probe(&grammar);
+    probe.set_budget(TokenMatcher::kTokenBudget);
+    probe.initial();
+    if (probe.exhausted()) {
+      return Unsupported("constraint: the grammar is too ambiguous to follow: more than " +
+                         std::to_string(Matcher::kMaxStacks) + " parses at its start");
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (!trie_) trie_ = std::make_shared<const VocabTrie>(token_bytes_);
   auto compiled = std::make_shared<const CompiledConstraint>(std::move(grammar), trie_);
@@ -128,15 +141,30 @@ Status ConstraintCompiler::compile(const ConstraintSpec& spec,
 TokenMatcher::TokenMatcher(std::shared_ptr<const CompiledConstraint> constraint, int leading_spaces)
     : constraint_(std::move(constraint)),
       matcher_(&constraint_->grammar()),
-      state_(matcher_.initial()),
-      spaces_(leading_spaces) {}
+      spaces_(leading_spaces) {
+  matcher_.set_budget(kTokenBudget);
+  state_ = matcher_.initial();
+  if (matcher_.exhausted()) fail();
+}
+
+void TokenMatcher::fail() {
+  error_ = "the output constraint is too ambiguous to follow (more than " +
+           std::to_string(Matcher::kMaxStacks) + " parses at once, or too much work for one token)";
+}
 
 CompiledConstraint::Mask TokenMatcher::allowed() {
+  if (failed()) return std::make_shared<const std::vector<uint64_t>>(mask_words(), 0);
   std::string key = std::to_string(spaces_) + "|" + matcher_.key(state_);
   CompiledConstraint::Mask mask = constraint_->find_mask(key);
   if (mask) return mask;
   auto words = std::make_shared<std::vector<uint64_t>>(mask_words(), 0);
+  matcher_.set_budget(kMaskBudget);
   compute_token_mask(&matcher_, state_, spaces_, constraint_->trie(), words->data());
+  if (matcher_.exhausted()) {  // a mask cut short: neither used nor cached
+    fail();
+    std::fill(words->begin(), words->end(), 0);
+    return words;
+  }
   constraint_->store_mask(key, words);
   return words;
 }
@@ -155,9 +183,12 @@ bool TokenMatcher::accept(int32_t token) {
     spaces_ = spaces;
     return true;
   }
+  if (failed()) return false;
+  matcher_.set_budget(kTokenBudget);
   MatchState s = state_, next;
   for (char c : b) {
     matcher_.advance(s, static_cast<uint8_t>(c), &next);
+    if (matcher_.exhausted()) fail();
     if (next.dead()) return false;
     std::swap(s, next);
   }

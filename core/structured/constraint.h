@@ -86,12 +86,24 @@ class TokenMatcher {
   bool can_end() const { return matcher_.can_end(state_); }
   bool must_end() const { return matcher_.must_end(state_); }
   size_t mask_words() const { return constraint_->mask_words(); }
+  // Whether the grammar outgrew the matcher's work limits (Matcher::
+  // set_budget): allowed() is then empty and accept() false, and this says
+  // why.
+  bool failed() const { return !error_.empty(); }
+  const std::string& error() const { return error_; }
+
+  // Expansion steps one mask may take, and one token.
+  static constexpr uint64_t kMaskBudget = 50'000'000;
+  static constexpr uint64_t kTokenBudget = 2'000'000;
 
  private:
+  void fail();
+
   std::shared_ptr<const CompiledConstraint> constraint_;
   Matcher matcher_;
   MatchState state_;
   int spaces_ = 0;
+  std::string error_;
 };
 
 }  // namespace pvllm::structured

@@ -861,6 +861,10 @@ Status json_schema_to_gbnf(std::string_view schema_json, std::string* gbnf) {
     return InvalidArgument("json schema: malformed JSON at byte " +
                            std::to_string(e.byte > 0 ? e.byte - 1 : 0) + ": " +
                            parse_error_detail(e.what()));
+  } catch (const Json::exception& e) {
+    // A number beyond double's range (1e309) is out_of_range, not a
+    // parse_error (found by fuzz_constraint).
+    return InvalidArgument(std::string("json schema: ") + e.what());
   }
   try {
     Converter converter(&schema);

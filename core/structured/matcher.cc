@@ -1,7 +1,7 @@
 #include "core/structured/matcher.h"
 
 #include <algorithm>
-#include <functional>
+#include <unordered_map>
 
 namespace pvllm::structured {
 namespace {
@@ -51,26 +51,37 @@ void Matcher::grow() {
 }
 
 void Matcher::expand(int32_t parent, uint32_t pos, std::vector<int32_t>* out) {
-  const Element& e = g_->elements[pos];
-  switch (e.kind) {
-    case Element::kEnd:
-      if (parent == kEmptyStack) {
-        out->push_back(kEmptyStack);
-      } else {
-        Node p = nodes_[parent];
-        expand(p.parent, p.element, out);
+  work_.clear();
+  work_.emplace_back(parent, pos);
+  while (!work_.empty()) {
+    if (budget_ == 0) {
+      exhausted_ = true;
+      return;
+    }
+    --budget_;
+    const auto [under, at] = work_.back();
+    work_.pop_back();
+    const Element& e = g_->elements[at];
+    switch (e.kind) {
+      case Element::kEnd:  // the rule is done: go on where its caller was
+        if (under == kEmptyStack) {
+          out->push_back(kEmptyStack);
+        } else {
+          work_.emplace_back(nodes_[under].parent, nodes_[under].element);
+        }
+        break;
+      case Element::kChars:
+        out->push_back(intern(at, under));
+        break;
+      case Element::kRule: {
+        // The continuation after the rule; a rule at the end of its
+        // alternative continues with the parent directly (no growth for
+        // right recursion).
+        const int32_t cont =
+            g_->elements[at + 1].kind == Element::kEnd ? under : intern(at + 1, under);
+        for (uint32_t alt : g_->rules[e.value]) work_.emplace_back(cont, alt);
+        break;
       }
-      return;
-    case Element::kChars:
-      out->push_back(intern(pos, parent));
-      return;
-    case Element::kRule: {
-      // The continuation after the rule; a rule at the end of its
-      // alternative continues with the parent directly (no growth for
-      // right recursion).
-      int32_t cont = g_->elements[pos + 1].kind == Element::kEnd ? parent : intern(pos + 1, parent);
-      for (uint32_t alt : g_->rules[e.value]) expand(cont, alt, out);
-      return;
     }
   }
 }
@@ -79,6 +90,10 @@ MatchState Matcher::initial() {
   MatchState s;
   for (uint32_t alt : g_->rules[g_->root]) expand(kEmptyStack, alt, &s.stacks);
   sort_unique(&s.stacks);
+  if (exhausted_ || s.stacks.size() > kMaxStacks) {
+    exhausted_ = true;
+    s.stacks.clear();
+  }
   return s;
 }
 
@@ -104,6 +119,10 @@ bool Matcher::any_intersects(const std::vector<int32_t>& stacks, uint32_t lo, ui
 }
 
 void Matcher::advance(const MatchState& from, uint8_t b, MatchState* to) {
+  if (exhausted_) {
+    to->stacks.clear();
+    return;
+  }
   to->partial = from.partial;
   uint32_t cp = 0;
   switch (to->partial.feed(b, &cp)) {
@@ -119,6 +138,10 @@ void Matcher::advance(const MatchState& from, uint8_t b, MatchState* to) {
       return;
     case Utf8Decoder::kChar:
       advance_char(from.stacks, cp, &to->stacks);
+      if (exhausted_ || to->stacks.size() > kMaxStacks) {
+        exhausted_ = true;
+        to->stacks.clear();
+      }
       return;
   }
 }
@@ -152,15 +175,21 @@ void Matcher::compact(MatchState* s) {
   nodes_.clear();
   keys_.assign(keys_.size(), kNoKey);
   std::unordered_map<int32_t, int32_t> renumbered;
-  std::function<int32_t(int32_t)> copy = [&](int32_t n) -> int32_t {
-    if (n == kEmptyStack) return kEmptyStack;
-    auto it = renumbered.find(n);
-    if (it != renumbered.end()) return it->second;
-    int32_t id = intern(old[n].element, copy(old[n].parent));
-    renumbered.emplace(n, id);
-    return id;
-  };
-  for (int32_t& stack : s->stacks) stack = copy(stack);
+  std::vector<int32_t> chain;  // a stack's nodes not yet copied, top first
+  for (int32_t& stack : s->stacks) {
+    chain.clear();
+    int32_t n = stack;
+    while (n != kEmptyStack && renumbered.count(n) == 0) {
+      chain.push_back(n);
+      n = old[static_cast<size_t>(n)].parent;
+    }
+    int32_t below = n == kEmptyStack ? kEmptyStack : renumbered.at(n);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      below = intern(old[static_cast<size_t>(*it)].element, below);
+      renumbered.emplace(*it, below);
+    }
+    stack = below;
+  }
   sort_unique(&s->stacks);
 }
 

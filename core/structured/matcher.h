@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/structured/grammar.h"
@@ -46,6 +47,18 @@ class Matcher {
   // A serialization of `s` that does not depend on the arena: equal keys
   // for equal states in any matcher of the same grammar.
   std::string key(const MatchState& s) const;
+  // Work limits, against grammars built to be slow (thousands of optional
+  // elements in a row, deep ambiguity): expansion steps left (each push of
+  // a grammar position) and stacks per state. Past either the matcher is
+  // exhausted: every later advance is dead, and callers must report it
+  // rather than trust a dead state.
+  static constexpr size_t kMaxStacks = 10000;
+  void set_budget(uint64_t steps) {
+    budget_ = steps;
+    exhausted_ = false;
+  }
+  bool exhausted() const { return exhausted_; }
+
   // Drops every arena node `s` does not use (renumbering `s`: every other
   // state of this matcher is invalid afterwards); the arena otherwise only
   // grows.
@@ -59,7 +72,8 @@ class Matcher {
   };
   int32_t intern(uint32_t element, int32_t parent);
   // Pushes element `pos` on `parent` and expands until character sets are
-  // on top, appending the resulting stacks to `out`.
+  // on top, appending the resulting stacks to `out`. Iterative (work_), so
+  // a long run of elements that match nothing costs no native stack.
   void expand(int32_t parent, uint32_t pos, std::vector<int32_t>* out);
   void advance_char(const std::vector<int32_t>& from, uint32_t cp, std::vector<int32_t>* to);
   bool any_intersects(const std::vector<int32_t>& stacks, uint32_t lo, uint32_t hi) const;
@@ -73,6 +87,9 @@ class Matcher {
   std::vector<Node> nodes_;
   std::vector<uint64_t> keys_;  // kNoKey = empty; capacity a power of two
   std::vector<int32_t> ids_;
+  std::vector<std::pair<int32_t, uint32_t>> work_;  // expand's (parent, position) to do
+  uint64_t budget_ = ~uint64_t{0};
+  bool exhausted_ = false;
 };
 
 }  // namespace pvllm::structured

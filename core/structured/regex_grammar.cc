@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -73,10 +74,11 @@ Ranges word_set() { return {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}}; }
 Ranges space_set() { return {{'\t', '\r'}, {' ', ' '}}; }  // \t \n \v \f \r and space
 
 // ---------------------------------------------------------------------------
-// The tree. Nodes are immutable and may be shared.
+// The tree. Nodes are immutable, may be shared, and live in the Builder that
+// made them (freed together, so a long chain is not freed recursively).
 
 struct Node;
-using NodePtr = std::shared_ptr<const Node>;
+using NodePtr = const Node*;
 
 struct Node {
   enum Kind { kNever, kEmpty, kChars, kSeq, kAlt, kRepeat, kRule };
@@ -88,167 +90,189 @@ struct Node {
   uint32_t max = 0;  // kRepeat; kUnbounded for no limit
 };
 
-NodePtr new_node(Node::Kind kind, bool nullable, std::vector<NodePtr> children = {},
-                 Ranges chars = {}) {
-  auto n = std::make_shared<Node>();
-  n->kind = kind;
-  n->nullable = nullable;
-  n->children = std::move(children);
-  n->chars = std::move(chars);
-  return n;
-}
+// Makes nodes, simplifying as it goes: sequences and alternatives are flat,
+// the empty string is never an alternative, and a repetition never repeats
+// something that can match the empty string.
+class Builder {
+ public:
+  NodePtr never() { return add(Node::kNever, false); }
+  NodePtr empty() { return add(Node::kEmpty, true); }
 
-NodePtr make_never() { return new_node(Node::kNever, false); }
-NodePtr make_empty() { return new_node(Node::kEmpty, true); }
+  NodePtr chars(Ranges set) {
+    set = normalized(std::move(set));
+    if (set.empty()) return never();
+    return add(Node::kChars, false, {}, std::move(set));
+  }
 
-NodePtr make_chars(Ranges set) {
-  set = normalized(std::move(set));
-  if (set.empty()) return make_never();
-  return new_node(Node::kChars, false, {}, std::move(set));
-}
+  NodePtr one_char(uint32_t c) { return chars({{c, c}}); }
 
-NodePtr make_char(uint32_t c) { return make_chars({{c, c}}); }
+  // A node printed as a rule of its own; shares a subtree between its users.
+  NodePtr rule(NodePtr child) { return add(Node::kRule, child->nullable, {child}); }
 
-// A node printed as a rule of its own; shares a subtree between its users.
-NodePtr make_rule(NodePtr child) {
-  bool nullable = child->nullable;
-  return new_node(Node::kRule, nullable, {std::move(child)});
-}
+  NodePtr seq(const std::vector<NodePtr>& parts) {
+    std::vector<NodePtr> flat;
+    for (NodePtr p : parts) {
+      if (p->kind == Node::kNever) return p;
+      if (p->kind == Node::kEmpty) continue;
+      if (p->kind == Node::kSeq) {
+        flat.insert(flat.end(), p->children.begin(), p->children.end());
+      } else {
+        flat.push_back(p);
+      }
+    }
+    if (flat.empty()) return empty();
+    if (flat.size() == 1) return flat[0];
+    bool nullable = std::all_of(flat.begin(), flat.end(), [](NodePtr p) { return p->nullable; });
+    return add(Node::kSeq, nullable, std::move(flat));
+  }
 
-NodePtr make_seq(const std::vector<NodePtr>& parts) {
-  std::vector<NodePtr> flat;
-  for (const NodePtr& p : parts) {
-    if (p->kind == Node::kNever) return p;
-    if (p->kind == Node::kEmpty) continue;
-    if (p->kind == Node::kSeq) {
-      flat.insert(flat.end(), p->children.begin(), p->children.end());
-    } else {
-      flat.push_back(p);
+  // An empty alternative makes the rest optional, so the grammar never needs
+  // an empty alternative.
+  NodePtr alt(const std::vector<NodePtr>& options) {
+    std::vector<NodePtr> flat;
+    bool has_empty = false;
+    for (NodePtr o : options) {
+      if (o->kind == Node::kNever) continue;
+      if (o->kind == Node::kEmpty) {
+        has_empty = true;
+      } else if (o->kind == Node::kAlt) {
+        flat.insert(flat.end(), o->children.begin(), o->children.end());
+      } else {
+        flat.push_back(o);
+      }
+    }
+    merge_char_options(&flat);
+    if (flat.empty()) return has_empty ? empty() : never();
+    NodePtr result = flat[0];
+    if (flat.size() > 1) {
+      bool nullable = std::any_of(flat.begin(), flat.end(), [](NodePtr p) { return p->nullable; });
+      result = add(Node::kAlt, nullable, std::move(flat));
+    }
+    if (!has_empty || result->nullable) return result;
+    return repeat(result, 0, 1);
+  }
+
+  // child{min,max}. A nullable child is replaced by its non-empty part:
+  // X{m,} = X* = (X')* and X{m,n} = X'{0,n} when X matches "".
+  NodePtr repeat(NodePtr child, uint32_t min, uint32_t max) {
+    if (max == 0 || child->kind == Node::kEmpty) return empty();
+    if (child->kind == Node::kNever) return min == 0 ? empty() : child;
+    if (min == 1 && max == 1) return child;
+    if (child->nullable) {
+      if (max == kUnbounded) {
+        std::vector<NodePtr> parts;
+        star_parts(child, &parts);
+        child = alt(parts);
+      } else {
+        child = without_empty(child);
+      }
+      min = 0;
+      if (child->kind == Node::kNever) return empty();
+      if (max == 1) return repeat(child, 0, 1);
+    }
+    Node* n = add(Node::kRepeat, min == 0, {child});
+    n->min = min;
+    n->max = max;
+    return n;
+  }
+
+ private:
+  Node* add(Node::Kind kind, bool nullable, std::vector<NodePtr> children = {}, Ranges set = {}) {
+    nodes_.push_back(std::make_unique<Node>());
+    Node* n = nodes_.back().get();
+    n->kind = kind;
+    n->nullable = nullable;
+    n->children = std::move(children);
+    n->chars = std::move(set);
+    return n;
+  }
+
+  // Alternatives that are character sets become one set (a|b|[cd] -> [a-d]),
+  // in the place of the first: fewer, unambiguous alternatives.
+  void merge_char_options(std::vector<NodePtr>* options) {
+    Ranges merged;
+    size_t first = options->size();
+    size_t sets = 0;
+    for (size_t i = 0; i < options->size(); ++i) {
+      if ((*options)[i]->kind != Node::kChars) continue;
+      first = std::min(first, i);
+      ++sets;
+      merged.insert(merged.end(), (*options)[i]->chars.begin(), (*options)[i]->chars.end());
+    }
+    if (sets < 2) return;
+    std::vector<NodePtr> out;
+    for (size_t i = 0; i < options->size(); ++i) {
+      if (i == first) {
+        out.push_back(chars(merged));
+      } else if ((*options)[i]->kind != Node::kChars) {
+        out.push_back((*options)[i]);
+      }
+    }
+    *options = std::move(out);
+  }
+
+  // The node's language without the empty string. Repetitions in the tree
+  // never repeat a nullable child, so this only descends through sequences,
+  // alternatives and rules.
+  NodePtr without_empty(NodePtr n) {
+    if (!n->nullable) return n;
+    switch (n->kind) {
+      case Node::kEmpty:
+        return never();
+      case Node::kRepeat:
+        return repeat(n->children[0], std::max<uint32_t>(n->min, 1), n->max);
+      case Node::kRule:
+        return rule(without_empty(n->children[0]));
+      case Node::kAlt: {
+        std::vector<NodePtr> options;
+        for (NodePtr c : n->children) options.push_back(without_empty(c));
+        return alt(options);
+      }
+      case Node::kSeq:
+        return seq_without_empty(n->children);
+      default:
+        return n;
     }
   }
-  if (flat.empty()) return make_empty();
-  if (flat.size() == 1) return flat[0];
-  bool nullable =
-      std::all_of(flat.begin(), flat.end(), [](const NodePtr& p) { return p->nullable; });
-  return new_node(Node::kSeq, nullable, std::move(flat));
-}
 
-NodePtr make_repeat(NodePtr child, uint32_t min, uint32_t max);
-
-// An alternative that may be empty is printed as an optional group, so the
-// grammar never needs an empty alternative.
-NodePtr make_alt(const std::vector<NodePtr>& options) {
-  std::vector<NodePtr> flat;
-  bool has_empty = false;
-  for (const NodePtr& o : options) {
-    if (o->kind == Node::kNever) continue;
-    if (o->kind == Node::kEmpty) {
-      has_empty = true;
-    } else if (o->kind == Node::kAlt) {
-      flat.insert(flat.end(), o->children.begin(), o->children.end());
-    } else {
-      flat.push_back(o);
+  // c1 c2 ... cn minus the empty string, every ci nullable: the strings
+  // whose first non-empty part is ci, that is ci' followed by c(i+1)..cn.
+  // The suffixes are shared rules, so the result grows linearly with n.
+  NodePtr seq_without_empty(const std::vector<NodePtr>& parts) {
+    std::vector<NodePtr> options;
+    NodePtr suffix = parts.back();
+    options.push_back(without_empty(parts.back()));
+    for (size_t i = parts.size() - 1; i-- > 0;) {
+      NodePtr rest = rule(suffix);
+      options.push_back(seq({without_empty(parts[i]), rest}));
+      suffix = seq({parts[i], rest});
     }
+    return alt(options);
   }
-  if (flat.empty()) return has_empty ? make_empty() : make_never();
-  NodePtr alt = flat[0];
-  if (flat.size() > 1) {
-    bool nullable =
-        std::any_of(flat.begin(), flat.end(), [](const NodePtr& p) { return p->nullable; });
-    alt = new_node(Node::kAlt, nullable, std::move(flat));
-  }
-  if (!has_empty || alt->nullable) return alt;
-  return make_repeat(alt, 0, 1);
-}
 
-NodePtr without_empty(const NodePtr& n);
-
-// c1 c2 ... cn minus the empty string, every ci nullable: the strings whose
-// first non-empty part is ci, that is ci' followed by c(i+1)..cn. The
-// suffixes are shared rules, so the result grows linearly with n.
-NodePtr seq_without_empty(const std::vector<NodePtr>& parts) {
-  std::vector<NodePtr> options;
-  NodePtr suffix = parts.back();
-  options.push_back(without_empty(parts.back()));
-  for (size_t i = parts.size() - 1; i-- > 0;) {
-    NodePtr rest = make_rule(suffix);
-    options.push_back(make_seq({without_empty(parts[i]), rest}));
-    suffix = make_seq({parts[i], rest});
-  }
-  return make_alt(options);
-}
-
-// The node's language without the empty string. Repetitions in the tree
-// never repeat a nullable child, so this only descends through sequences,
-// alternatives and rules.
-NodePtr without_empty(const NodePtr& n) {
-  if (!n->nullable) return n;
-  switch (n->kind) {
-    case Node::kEmpty:
-      return make_never();
-    case Node::kRepeat:
-      return make_repeat(n->children[0], std::max<uint32_t>(n->min, 1), n->max);
-    case Node::kRule:
-      return make_rule(without_empty(n->children[0]));
-    case Node::kAlt: {
-      std::vector<NodePtr> options;
-      for (const NodePtr& c : n->children) options.push_back(without_empty(c));
-      return make_alt(options);
-    }
-    case Node::kSeq:
-      return seq_without_empty(n->children);
-    default:
-      return n;
-  }
-}
-
-// Non-nullable parts whose alternation, starred, equals n*: under a star the
-// order of nullable parts of a sequence does not matter.
-void star_parts(const NodePtr& n, std::vector<NodePtr>* out) {
-  if (!n->nullable) {
-    out->push_back(n);
-    return;
-  }
-  switch (n->kind) {
-    case Node::kEmpty:
+  // Non-nullable parts whose alternation, starred, equals n*: under a star
+  // the order of the nullable parts of a sequence does not matter.
+  static void star_parts(NodePtr n, std::vector<NodePtr>* out) {
+    if (!n->nullable) {
+      out->push_back(n);
       return;
-    case Node::kRepeat:
-      out->push_back(n->children[0]);
-      return;
-    case Node::kRule:
-      star_parts(n->children[0], out);
-      return;
-    default:  // kSeq, kAlt
-      for (const NodePtr& c : n->children) star_parts(c, out);
-  }
-}
-
-// child{min,max}. A nullable child is replaced by its non-empty part:
-// X{m,} = X* = (X')* and X{m,n} = X'{0,n} when X matches "".
-NodePtr make_repeat(NodePtr child, uint32_t min, uint32_t max) {
-  if (max == 0 || child->kind == Node::kEmpty) return make_empty();
-  if (child->kind == Node::kNever) return min == 0 ? make_empty() : child;
-  if (min == 1 && max == 1) return child;
-  if (child->nullable) {
-    if (max == kUnbounded) {
-      std::vector<NodePtr> parts;
-      star_parts(child, &parts);
-      child = make_alt(parts);
-    } else {
-      child = without_empty(child);
     }
-    min = 0;
-    if (child->kind == Node::kNever) return make_empty();
-    if (max == 1) return make_repeat(child, 0, 1);
+    switch (n->kind) {
+      case Node::kEmpty:
+        return;
+      case Node::kRepeat:
+        out->push_back(n->children[0]);
+        return;
+      case Node::kRule:
+        star_parts(n->children[0], out);
+        return;
+      default:  // kSeq, kAlt
+        for (NodePtr c : n->children) star_parts(c, out);
+    }
   }
-  auto n = std::make_shared<Node>();
-  n->kind = Node::kRepeat;
-  n->nullable = min == 0;
-  n->children = {std::move(child)};
-  n->min = min;
-  n->max = max;
-  return n;
-}
+
+  std::vector<std::unique_ptr<Node>> nodes_;
+};
 
 // ---------------------------------------------------------------------------
 // UTF-8 decoding.
@@ -322,8 +346,8 @@ struct Escape {
 
 class Parser {
  public:
-  Parser(std::vector<CodePoint> cps, size_t end_offset)
-      : cps_(std::move(cps)), end_offset_(end_offset) {}
+  Parser(std::vector<CodePoint> cps, size_t end_offset, Builder* builder)
+      : cps_(std::move(cps)), end_offset_(end_offset), b_(*builder) {}
 
   Status parse(NodePtr* out) {
     PVLLM_RETURN_IF_ERROR(parse_alternation(/*top=*/true, out));
@@ -343,13 +367,13 @@ class Parser {
   Status parse_alternation(bool top, NodePtr* out) {
     std::vector<NodePtr> options;
     while (true) {
-      NodePtr branch;
+      NodePtr branch = nullptr;
       PVLLM_RETURN_IF_ERROR(parse_branch(top, &branch));
       options.push_back(branch);
       if (peek() != '|') break;
       ++pos_;
     }
-    *out = make_alt(options);
+    *out = b_.alt(options);
     return Status::Ok();
   }
 
@@ -364,12 +388,12 @@ class Parser {
         ++pos_;
         break;
       }
-      NodePtr atom;
+      NodePtr atom = nullptr;
       PVLLM_RETURN_IF_ERROR(parse_atom(&atom));
       PVLLM_RETURN_IF_ERROR(parse_quantifiers(&atom));
       parts.push_back(atom);
     }
-    *out = make_seq(parts);
+    *out = b_.seq(parts);
     return Status::Ok();
   }
 
@@ -392,17 +416,17 @@ class Parser {
         return parse_class(out);
       case '.':
         ++pos_;
-        *out = make_chars(complement({{'\n', '\n'}}));
+        *out = b_.chars(complement({{'\n', '\n'}}));
         return Status::Ok();
       case '\\': {
         Escape e;
         PVLLM_RETURN_IF_ERROR(parse_escape(/*in_class=*/false, &e));
-        *out = e.is_set ? make_chars(e.set) : make_char(e.cp);
+        *out = e.is_set ? b_.chars(e.set) : b_.one_char(e.cp);
         return Status::Ok();
       }
       default:
         ++pos_;
-        *out = make_char(c);
+        *out = b_.one_char(c);
         return Status::Ok();
     }
   }
@@ -428,15 +452,19 @@ class Parser {
     if (peek(i) == ',') {
       ++i;
       hi = number(&has_max);
-      if (!has_max) hi = kUnbounded;
       if (!has_min && !has_max) return false;
     } else if (!has_min) {
       return false;
+    } else {
+      has_max = true;  // {m}
     }
     if (peek(i) != '}') return false;
-    *min = static_cast<uint32_t>(std::min<uint64_t>(lo, kUnbounded - 1));
-    *max = hi == kUnbounded ? kUnbounded
-                            : static_cast<uint32_t>(std::min<uint64_t>(hi, kUnbounded - 1));
+    // Counts past the limit stay past it (and below kUnbounded).
+    auto clamp = [](uint64_t v) {
+      return static_cast<uint32_t>(std::min<uint64_t>(v, kUnbounded - 1));
+    };
+    *min = clamp(lo);
+    *max = has_max ? clamp(hi) : kUnbounded;
     *length = i + 1;
     return true;
   }
@@ -467,13 +495,13 @@ class Parser {
     return Status::Ok();
   }
 
-  // A second quantifier (a** or a{2}{3}) is refused as ambiguous.
+  // A second quantifier (a** or a{2}{3}) is a syntax error, as in ECMAScript.
   Status parse_quantifiers(NodePtr* atom) {
     bool found = false;
     uint32_t min = 0, max = 0;
     PVLLM_RETURN_IF_ERROR(read_quantifier(&found, &min, &max));
     if (!found) return Status::Ok();
-    *atom = make_repeat(*atom, min, max);
+    *atom = b_.repeat(*atom, min, max);
     if (starts_quantifier()) return invalid("a quantifier with nothing to repeat", offset());
     return Status::Ok();
   }
@@ -494,7 +522,7 @@ class Parser {
     }
     ++pos_;
     if (peek() == '?') PVLLM_RETURN_IF_ERROR(parse_group_prefix());
-    NodePtr inner;
+    NodePtr inner = nullptr;
     PVLLM_RETURN_IF_ERROR(parse_alternation(/*top=*/false, &inner));
     if (peek() != ')') return invalid("unbalanced '('", start);
     ++pos_;
@@ -553,7 +581,7 @@ class Parser {
     }
     ++pos_;
     if (negate) set = complement(normalized(std::move(set)));
-    *out = make_chars(std::move(set));
+    *out = b_.chars(std::move(set));
     return Status::Ok();
   }
 
@@ -563,16 +591,18 @@ class Parser {
     size_t lo_offset = offset();
     Escape lo;
     PVLLM_RETURN_IF_ERROR(parse_class_atom(&lo));
-    bool range = !lo.is_set && peek() == '-' && pos_ + 1 < cps_.size() && peek(1) != ']';
-    if (!range) {
-      add(lo, set);
+    add(lo, set);
+    if (lo.is_set && peek() == '-') {
+      ++pos_;
+      set->push_back({'-', '-'});
       return Status::Ok();
     }
+    bool range = !lo.is_set && peek() == '-' && pos_ + 1 < cps_.size() && peek(1) != ']';
+    if (!range) return Status::Ok();
     ++pos_;
     Escape hi;
     PVLLM_RETURN_IF_ERROR(parse_class_atom(&hi));
     if (hi.is_set) {
-      add(lo, set);
       set->push_back({'-', '-'});
       add(hi, set);
       return Status::Ok();
@@ -638,6 +668,7 @@ class Parser {
       out->cp = c;
       return Status::Ok();
     }
+    if (in_class && is_digit(c)) return unsupported("the octal escape", start);
     return unsupported_escape(c, start);
   }
 
@@ -757,6 +788,7 @@ class Parser {
 
   std::vector<CodePoint> cps_;
   size_t end_offset_;
+  Builder& b_;
   size_t pos_ = 0;
   int depth_ = 0;
 };
@@ -847,7 +879,7 @@ std::string class_body(const Ranges& set) {
   return out;
 }
 
-bool single_char(const NodePtr& n) {
+bool single_char(NodePtr n) {
   return n->kind == Node::kChars && n->chars.size() == 1 && n->chars[0].lo == n->chars[0].hi;
 }
 
@@ -865,7 +897,7 @@ std::string chars_term(const Ranges& set) {
 
 class Printer {
  public:
-  std::string print(const NodePtr& root) {
+  std::string print(NodePtr root) {
     std::string out = "root ::= " + body(root) + "\n";
     // Rules are printed as they are discovered; their bodies may add more.
     for (size_t i = 0; i < pending_.size(); ++i) {
@@ -876,19 +908,24 @@ class Printer {
   }
 
  private:
-  std::string body(const NodePtr& n) {
+  std::string body(NodePtr n) {
     if (n->kind == Node::kRule) return body(n->children[0]);
     if (n->kind != Node::kAlt) return sequence(n);
+    // Alternatives printed alike are one language: keep one (fewer
+    // ambiguous parses for the matcher to follow).
     std::string out;
-    for (const NodePtr& c : n->children) {
+    std::unordered_set<std::string> seen;
+    for (NodePtr c : n->children) {
+      std::string option = sequence(c);
+      if (!seen.insert(option).second) continue;
       if (!out.empty()) out += " | ";
-      out += sequence(c);
+      out += option;
     }
     return out;
   }
 
   // Terms separated by spaces; runs of single code points become one literal.
-  std::string sequence(const NodePtr& n) {
+  std::string sequence(NodePtr n) {
     if (n->kind == Node::kEmpty) return "\"\"";
     if (n->kind != Node::kSeq) return term(n);
     std::string out, literal;
@@ -898,7 +935,7 @@ class Printer {
       out += "\"" + literal + "\"";
       literal.clear();
     };
-    for (const NodePtr& c : n->children) {
+    for (NodePtr c : n->children) {
       if (single_char(c)) {
         append_literal_char(c->chars[0].lo, &literal);
         continue;
@@ -911,7 +948,7 @@ class Printer {
     return out;
   }
 
-  std::string term(const NodePtr& n) {
+  std::string term(NodePtr n) {
     switch (n->kind) {
       case Node::kChars:
         return chars_term(n->chars);
@@ -926,15 +963,15 @@ class Printer {
 
   // The operand of a postfix operator: a class, a literal, a flat
   // parenthesised sequence or a rule.
-  std::string repeated(const NodePtr& n) {
+  std::string repeated(NodePtr n) {
     if (n->kind == Node::kChars) return chars_term(n->chars);
     if (n->kind == Node::kSeq && flat(n)) return "(" + sequence(n) + ")";
     return rule_name(n);
   }
 
-  static bool flat(const NodePtr& n) {
+  static bool flat(NodePtr n) {
     return std::all_of(n->children.begin(), n->children.end(),
-                       [](const NodePtr& c) { return c->kind == Node::kChars; });
+                       [](NodePtr c) { return c->kind == Node::kChars; });
   }
 
   static std::string suffix(uint32_t min, uint32_t max) {
@@ -948,16 +985,16 @@ class Printer {
     return "{" + std::to_string(min) + "," + std::to_string(max) + "}";
   }
 
-  std::string rule_name(const NodePtr& n) {
-    auto it = names_.find(n.get());
+  std::string rule_name(NodePtr n) {
+    auto it = names_.find(n);
     if (it != names_.end()) return it->second;
     std::string name = "r" + std::to_string(names_.size() + 1);
-    names_.emplace(n.get(), name);
+    names_.emplace(n, name);
     pending_.emplace_back(name, n);
     return name;
   }
 
-  std::unordered_map<const Node*, std::string> names_;
+  std::unordered_map<NodePtr, std::string> names_;
   std::vector<std::pair<std::string, NodePtr>> pending_;
 };
 
@@ -970,8 +1007,9 @@ Status regex_to_gbnf(std::string_view pattern, std::string* gbnf) {
   }
   std::vector<CodePoint> cps;
   PVLLM_RETURN_IF_ERROR(decode_pattern(pattern, &cps));
-  NodePtr root;
-  PVLLM_RETURN_IF_ERROR(Parser(std::move(cps), pattern.size()).parse(&root));
+  Builder builder;
+  NodePtr root = nullptr;
+  PVLLM_RETURN_IF_ERROR(Parser(std::move(cps), pattern.size(), &builder).parse(&root));
   if (root->kind == Node::kNever) {
     return Unsupported("regex: a pattern that matches no string" + at_offset(0));
   }

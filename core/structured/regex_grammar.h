@@ -11,7 +11,9 @@ namespace pvllm::structured {
 
 // A syntax error is InvalidArgument naming the byte offset in `pattern`;
 // a construct this converter does not implement (backreferences,
-// look-around, lazy quantifiers) is Unsupported, naming it and its offset.
+// look-around, possessive quantifiers, inline flags, Unicode properties) is
+// Unsupported, naming it and its offset. Lazy quantifiers match the same
+// whole strings as greedy ones and are taken as such.
 Status regex_to_gbnf(std::string_view pattern, std::string* gbnf);
 
 }  // namespace pvllm::structured

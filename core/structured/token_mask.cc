@@ -76,53 +76,20 @@ void set_tokens(const VocabTrie& trie, const VocabTrie::Node& n, uint64_t* mask)
   }
 }
 
-// The walk with the memo; false (mask untouched) when the memo filled up.
-bool walk_memoized(Matcher* matcher, const MatchState& state, int leading_spaces,
-                   const VocabTrie& trie, size_t max_states, uint64_t* mask) {
-  const std::vector<VocabTrie::Node>& nodes = trie.nodes();
-  StateMemo memo(matcher, max_states);
-  // level[d]: the state after the first d bytes of the current path;
-  // stripped[d]: whether those d bytes are all leading spaces dropped.
-  std::vector<int32_t> level(trie.max_depth() + 1);
-  std::vector<uint8_t> stripped(trie.max_depth() + 1, 0);
-  if (!memo.intern(state, &level[0])) return false;
-  stripped[0] = leading_spaces > 0;
-  std::vector<uint64_t> out(((static_cast<size_t>(trie.vocab_size()) + 63) / 64), 0);
-  for (size_t i = 0; i < nodes.size();) {
-    const VocabTrie::Node& n = nodes[i];
-    const uint32_t d = n.depth;
-    stripped[d] = stripped[d - 1] && n.byte == ' ' && static_cast<int>(d) <= leading_spaces;
-    if (stripped[d]) {
-      level[d] = level[0];
-    } else {
-      if (level[d - 1] == kDead) {  // only after a stripped prefix of a dead start
-        i = n.subtree_end;
-        continue;
-      }
-      if (!memo.step(level[d - 1], n.byte, &level[d])) return false;
-      if (level[d] == kDead) {
-        i = n.subtree_end;
-        continue;
-      }
-    }
-    set_tokens(trie, n, out.data());
-    ++i;
-  }
-  for (size_t w = 0; w < out.size(); ++w) mask[w] |= out[w];
-  return true;
-}
+enum class Next { kAlive, kDead, kGiveUp };
 
-}  // namespace
-
-void compute_token_mask(Matcher* matcher, const MatchState& state, int leading_spaces,
-                        const VocabTrie& trie, uint64_t* mask, size_t max_memo_states) {
-  if (walk_memoized(matcher, state, leading_spaces, trie, max_memo_states, mask)) return;
-  // A grammar with more live states than the memo holds: every node
-  // advances its own state.
+// One walk over the trie in pre-order. `advance(from, byte, &to)` makes the
+// state after a byte; a dead one skips the node's subtree. level[d] is the
+// state after the first d bytes of the current path, stripped[d] whether
+// those bytes are all leading spaces the detokenizer drops. False when
+// `advance` gave up (the mask is then partly set).
+template <typename State, typename Advance>
+bool walk(const VocabTrie& trie, int leading_spaces, const State& start, Advance advance,
+          uint64_t* mask) {
   const std::vector<VocabTrie::Node>& nodes = trie.nodes();
-  std::vector<MatchState> level(trie.max_depth() + 1);
+  std::vector<State> level(trie.max_depth() + 1);
   std::vector<uint8_t> stripped(trie.max_depth() + 1, 0);
-  level[0] = state;
+  level[0] = start;
   stripped[0] = leading_spaces > 0;
   for (size_t i = 0; i < nodes.size();) {
     const VocabTrie::Node& n = nodes[i];
@@ -131,8 +98,9 @@ void compute_token_mask(Matcher* matcher, const MatchState& state, int leading_s
     if (stripped[d]) {
       level[d] = level[0];
     } else {
-      matcher->advance(level[d - 1], n.byte, &level[d]);
-      if (level[d].dead()) {
+      const Next next = advance(level[d - 1], n.byte, &level[d]);
+      if (next == Next::kGiveUp) return false;
+      if (next == Next::kDead) {
         i = n.subtree_end;
         continue;
       }
@@ -140,6 +108,33 @@ void compute_token_mask(Matcher* matcher, const MatchState& state, int leading_s
     set_tokens(trie, n, mask);
     ++i;
   }
+  return true;
+}
+
+}  // namespace
+
+void compute_token_mask(Matcher* matcher, const MatchState& state, int leading_spaces,
+                        const VocabTrie& trie, uint64_t* mask, size_t max_memo_states) {
+  StateMemo memo(matcher, max_memo_states);
+  int32_t start = kDead;
+  if (memo.intern(state, &start)) {
+    std::vector<uint64_t> memo_mask(((static_cast<size_t>(trie.vocab_size()) + 63) / 64), 0);
+    auto by_memo = [&memo](int32_t from, uint8_t b, int32_t* to) {
+      if (!memo.step(from, b, to)) return Next::kGiveUp;
+      return *to == kDead ? Next::kDead : Next::kAlive;
+    };
+    if (walk(trie, leading_spaces, start, by_memo, memo_mask.data())) {
+      for (size_t w = 0; w < memo_mask.size(); ++w) mask[w] |= memo_mask[w];
+      return;
+    }
+  }
+  // A grammar with more live states than the memo holds: every node
+  // advances its own state.
+  auto by_matcher = [matcher](const MatchState& from, uint8_t b, MatchState* to) {
+    matcher->advance(from, b, to);
+    return to->dead() ? Next::kDead : Next::kAlive;
+  };
+  walk(trie, leading_spaces, state, by_matcher, mask);
 }
 
 }  // namespace pvllm::structured

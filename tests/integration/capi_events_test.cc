@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/integration/capi_helpers.h"
 #include "tests/util/tiny_model.h"
 
 extern "C" int pvllm_c_contract_checks(const char* model_path, char* failure, size_t failure_len);
@@ -29,22 +30,9 @@ using pvllm::testing::TinyModelSpec;
 using pvllm::testing::write_tiny_hf_model;
 using Clock = std::chrono::steady_clock;
 
-struct EngineDeleter {
-  void operator()(pvllm_engine* e) const { pvllm_engine_destroy(e); }
-};
-using EnginePtr = std::unique_ptr<pvllm_engine, EngineDeleter>;
-
-struct BatchDeleter {
-  void operator()(pvllm_output_batch* b) const { pvllm_output_batch_free(b); }
-};
-using BatchPtr = std::unique_ptr<pvllm_output_batch, BatchDeleter>;
-
-// Takes the message of a failed call and frees the error.
-std::string take_message(pvllm_error* error) {
-  std::string message = pvllm_error_message(error);
-  pvllm_error_free(error);
-  return message;
-}
+using pvllm::testing::BatchPtr;
+using pvllm::testing::EnginePtr;
+using pvllm::testing::take_message;
 
 // An event copied out of its batch.
 struct Event {

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/integration/capi_helpers.h"
 #include "tests/util/tiny_model.h"
 
 namespace {
@@ -22,16 +23,8 @@ using pvllm::testing::make_temp_dir;
 using pvllm::testing::TinyModelSpec;
 using pvllm::testing::write_tiny_hf_model;
 
-struct EngineDeleter {
-  void operator()(pvllm_engine* e) const { pvllm_engine_destroy(e); }
-};
-using EnginePtr = std::unique_ptr<pvllm_engine, EngineDeleter>;
-
-std::string take_message(pvllm_error* error) {
-  std::string message = error != nullptr ? pvllm_error_message(error) : "";
-  pvllm_error_free(error);
-  return message;
-}
+using pvllm::testing::EnginePtr;
+using pvllm::testing::take_message;
 
 class CapiV05Test : public ::testing::Test {
  protected:

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/integration/engine_harness.h"
+#include "tests/integration/forwarding_backend.h"
 #include "tests/util/tiny_model.h"
 
 namespace pvllm::testing {
@@ -376,25 +377,20 @@ TEST_F(EngineTest, CreateRejectsBadConfigs) {
 // A CPU backend that fails, with `code`, every batch holding a poisoned
 // prompt: `poison` as its second token (position 1, which generated tokens
 // never take). Counts the batches it was asked to run.
-class FaultInjectingBackend final : public Backend {
+class FaultInjectingBackend final : public ForwardingBackend {
  public:
   FaultInjectingBackend(std::unique_ptr<Backend> inner, int32_t poison, StatusCode code)
-      : inner_(std::move(inner)), poison_(poison), code_(code) {}
-  std::string name() const override { return "fault-injecting " + inner_->name(); }
+      : ForwardingBackend(std::move(inner)), poison_(poison), code_(code) {}
+  std::string name() const override { return "fault-injecting " + inner().name(); }
   Status forward_sample(const BatchMetadata& md, std::span<const SampleRow> rows,
                         std::vector<SampleResult>* out) override {
     PVLLM_RETURN_IF_ERROR(check(md));
-    return inner_->forward_sample(md, rows, out);
+    return inner().forward_sample(md, rows, out);
   }
   Status forward(const BatchMetadata& md, float* logits) override {
     PVLLM_RETURN_IF_ERROR(check(md));
-    return inner_->forward(md, logits);
+    return inner().forward(md, logits);
   }
-  Status copy_blocks(const std::vector<BlockCopy>& copies) override {
-    return inner_->copy_blocks(copies);
-  }
-  int32_t num_blocks() const override { return inner_->num_blocks(); }
-  int32_t block_size() const override { return inner_->block_size(); }
 
   int32_t num_faults = 0;
   int32_t max_seqs_in_a_failed_batch = 0;
@@ -411,35 +407,28 @@ class FaultInjectingBackend final : public Backend {
     return Status::Ok();
   }
 
-  std::unique_ptr<Backend> inner_;
   int32_t poison_;
   StatusCode code_;
 };
 
 // A CPU backend that runs `during_forward` inside each forward pass, that is
 // in the middle of Engine::step, after the step has taken its aborts.
-class HookedBackend final : public Backend {
+class HookedBackend final : public ForwardingBackend {
  public:
   HookedBackend(std::unique_ptr<Backend> inner, std::function<void()>* during_forward)
-      : inner_(std::move(inner)), during_forward_(during_forward) {}
-  std::string name() const override { return "hooked " + inner_->name(); }
+      : ForwardingBackend(std::move(inner)), during_forward_(during_forward) {}
+  std::string name() const override { return "hooked " + inner().name(); }
   Status forward_sample(const BatchMetadata& md, std::span<const SampleRow> rows,
                         std::vector<SampleResult>* out) override {
     if (*during_forward_) (*during_forward_)();
-    return inner_->forward_sample(md, rows, out);
+    return inner().forward_sample(md, rows, out);
   }
   Status forward(const BatchMetadata& md, float* logits) override {
     if (*during_forward_) (*during_forward_)();
-    return inner_->forward(md, logits);
+    return inner().forward(md, logits);
   }
-  Status copy_blocks(const std::vector<BlockCopy>& copies) override {
-    return inner_->copy_blocks(copies);
-  }
-  int32_t num_blocks() const override { return inner_->num_blocks(); }
-  int32_t block_size() const override { return inner_->block_size(); }
 
  private:
-  std::unique_ptr<Backend> inner_;
   std::function<void()>* during_forward_;
 };
 

@@ -14,6 +14,7 @@
 #include "core/tokenizer/utf8.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/integration/engine_harness.h"
+#include "tests/integration/forwarding_backend.h"
 #include "tests/util/tiny_model.h"
 
 namespace pvllm::testing {
@@ -21,31 +22,22 @@ namespace {
 
 // The CPU backend with each draw replaced by the script's token for the
 // sample's step (the model still runs, so its KV cache is real).
-class ScriptedBackend final : public Backend {
+class ScriptedBackend final : public ForwardingBackend {
  public:
   ScriptedBackend(std::unique_ptr<Backend> inner, const std::vector<int32_t>* script)
-      : inner_(std::move(inner)), script_(script) {}
-  std::string name() const override { return "scripted " + inner_->name(); }
+      : ForwardingBackend(std::move(inner)), script_(script) {}
+  std::string name() const override { return "scripted " + inner().name(); }
   Status forward_sample(const BatchMetadata& md, std::span<const SampleRow> rows,
                         std::vector<SampleResult>* out) override {
-    PVLLM_RETURN_IF_ERROR(inner_->forward_sample(md, rows, out));
+    PVLLM_RETURN_IF_ERROR(inner().forward_sample(md, rows, out));
     for (size_t i = 0; i < rows.size(); ++i) {
       const size_t step = static_cast<size_t>(rows[i].step);
       (*out)[i].token_id = step < script_->size() ? (*script_)[step] : script_->back();
     }
     return Status::Ok();
   }
-  Status forward(const BatchMetadata& md, float* logits) override {
-    return inner_->forward(md, logits);
-  }
-  Status copy_blocks(const std::vector<BlockCopy>& copies) override {
-    return inner_->copy_blocks(copies);
-  }
-  int32_t num_blocks() const override { return inner_->num_blocks(); }
-  int32_t block_size() const override { return inner_->block_size(); }
 
  private:
-  std::unique_ptr<Backend> inner_;
   const std::vector<int32_t>* script_;
 };
 

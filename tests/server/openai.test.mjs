@@ -1,6 +1,7 @@
 // The official openai package against a running pvllm-server: every
 // OpenAI endpoint the server implements, streaming and not, and its
-// errors as the client sees them; /tokenize, /detokenize, /health and
+// errors as the client sees them; structured output (response_format)
+// validated with ajv; /tokenize, /detokenize, /health and
 // /metrics with fetch. scripts/server_check.sh starts the server on the
 // stories260K model with a chat template and sets:
 //   PVLLM_SERVER_URL  http://HOST:PORT
@@ -8,6 +9,7 @@
 //   PVLLM_MODEL       the served model's name
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import Ajv from "ajv";
 import OpenAI from "openai";
 
 const base = process.env.PVLLM_SERVER_URL;
@@ -129,6 +131,95 @@ test("completions: text and token prompts, streaming, logprobs", async () => {
   const byIds = await client.completions.create({ model, prompt: tok.tokens, max_tokens: 16,
                                                   temperature: 0 });
   assert.equal(byIds.choices[0].text, text);
+});
+
+// Whether text begins a JSON object that max_tokens cut short: some ending
+// of its last token, and the brackets it leaves open, make it one.
+function startsJSONObject(text) {
+  let inString = false;
+  let escaped = false;
+  const open = [];
+  for (const ch of text) {
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (ch === "\\") escaped = true;
+      else if (ch === '"') inString = false;
+    } else if (ch === '"') inString = true;
+    else if (ch === "{") open.push("}");
+    else if (ch === "[") open.push("]");
+    else if (ch === "}" || ch === "]") open.pop();
+  }
+  const close = open.reverse().join("");
+  const ends = inString
+    ? ["", "n", "0", "00", "000", "0000"].flatMap((e) => [`${e}"`, `${e}":0`])
+    : ["", "0", ":0", '"k":0', "ue", "e", "rue", "alse", "lse", "se", "ull", "ll", "l"];
+  return text.startsWith("{") && ends.some((end) => {
+    try {
+      const v = JSON.parse(text + end + close);
+      return typeof v === "object" && v !== null && !Array.isArray(v);
+    } catch {
+      return false;
+    }
+  });
+}
+
+test("structured output: response_format json_schema and json_object", async () => {
+  const schema = {
+    type: "object",
+    properties: { name: { type: "string", maxLength: 8 }, age: { type: "integer" } },
+    required: ["name", "age"],
+    additionalProperties: false,
+  };
+  const validate = new Ajv({ strict: true, allErrors: true }).compile(schema);
+  const check = (text, finish) => {
+    assert.equal(finish, "stop", `finish_reason of ${JSON.stringify(text)}`);
+    const doc = JSON.parse(text);
+    assert.ok(validate(doc), `${JSON.stringify(text)}: ${JSON.stringify(validate.errors)}`);
+  };
+  const response_format = { type: "json_schema", json_schema: { name: "person", strict: true, schema } };
+  const params = { model, messages, max_tokens: 100, n: 4, seed: 3, temperature: 1, response_format };
+  const whole = await client.chat.completions.create(params);
+  assert.equal(whole.choices.length, 4);
+  for (const c of whole.choices) check(c.message.content, c.finish_reason);
+  const streamed = await collectChat(await client.chat.completions.create({ ...params, stream: true }));
+  assert.deepEqual([...streamed.texts.keys()].sort(), [0, 1, 2, 3]);
+  for (const c of whole.choices) assert.equal(streamed.texts.get(c.index), c.message.content);
+  const greedy = await client.chat.completions.create({ ...params, n: 1, temperature: 0 });
+  check(greedy.choices[0].message.content, greedy.choices[0].finish_reason);
+  // The completions endpoint takes it too (an extra field to the client).
+  const completion = await client.completions.create({ model, prompt: "Once upon a time",
+    max_tokens: 100, temperature: 0, response_format });
+  check(completion.choices[0].text, completion.choices[0].finish_reason);
+
+  // Any JSON object: a story model seldom closes one, so what max_tokens
+  // leaves is its beginning (and the object itself once it stops).
+  const objects = await client.chat.completions.create({ model, messages, max_tokens: 32, n: 3,
+    seed: 3, response_format: { type: "json_object" } });
+  for (const c of objects.choices) {
+    const text = c.message.content;
+    if (c.finish_reason === "stop") {
+      const doc = JSON.parse(text);
+      assert.ok(typeof doc === "object" && doc !== null && !Array.isArray(doc), text);
+    } else {
+      assert.equal(c.finish_reason, "length");
+      assert.ok(startsJSONObject(text), `${JSON.stringify(text)} does not begin a JSON object`);
+    }
+  }
+  assert.ok(!startsJSONObject('{"a":1,}') && !startsJSONObject("[1") && startsJSONObject('{"a\\'));
+
+  // Refusals: a schema the engine cannot read, one it does not implement,
+  // a response_format type it does not know.
+  const withSchema = (s) => client.chat.completions.create({ model, messages, max_tokens: 8,
+    response_format: { type: "json_schema", json_schema: { name: "x", schema: s } } });
+  await assert.rejects(withSchema({ type: "object", properties: { name: { type: "strin" } } }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === "response_format.json_schema.schema" &&
+           e.message.includes("/properties/name"));
+  await assert.rejects(withSchema({ type: "string", pattern: "^a" }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === "response_format.json_schema.schema" &&
+           e.code === "unsupported_parameter" && e.message.includes('"pattern"'));
+  await assert.rejects(
+    client.chat.completions.create({ model, messages, response_format: { type: "yaml" } }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === "response_format.type");
 });
 
 test("tokenize and detokenize", async () => {

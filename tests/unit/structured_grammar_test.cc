@@ -280,5 +280,46 @@ TEST(ConstraintTest, ChoicesAndKindsRefusedAtCompile) {
   EXPECT_EQ(compiler.compile(spec, &c).code(), StatusCode::kInvalidArgument);
 }
 
+// Grammars built to be slow: thousands of optional elements in a row made
+// the recursive expansion overflow the native stack and every character cost
+// quadratic work. The expansion is iterative now and bounded: a grammar whose
+// start is too ambiguous is refused at compile, one that becomes so later
+// fails its sample with a message instead of hanging.
+std::string optional_run(int n) {
+  std::string body;
+  for (int i = 0; i < n; ++i) body += " \"a\"?";
+  return body;
+}
+
+TEST(ConstraintTest, TooAmbiguousGrammarsAreRefusedOrFailWithAMessage) {
+  ConstraintCompiler compiler({"a", "x", "aa"});
+  ConstraintSpec spec;
+  spec.kind = ConstraintKind::kGrammar;
+  spec.text = "root ::=" + optional_run(30000);
+  std::shared_ptr<const CompiledConstraint> c;
+  Status st = compiler.compile(spec, &c);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+  EXPECT_NE(st.message().find("too ambiguous"), std::string::npos) << st.message();
+
+  spec.text = "root ::= \"x\"" + optional_run(20000);
+  ASSERT_TRUE(compiler.compile(spec, &c).ok()) << "its start is one parse";
+  TokenMatcher m(c, 0);
+  EXPECT_FALSE(m.failed());
+  EXPECT_FALSE(m.accept(1)) << "the next character opens 20001 parses";
+  EXPECT_TRUE(m.failed());
+  EXPECT_NE(m.error().find("too ambiguous"), std::string::npos) << m.error();
+  CompiledConstraint::Mask mask = m.allowed();
+  for (uint64_t w : *mask) EXPECT_EQ(w, 0u);
+
+  // A long but unambiguous run costs nothing special.
+  std::string seq = "root ::=";
+  for (int i = 0; i < 20000; ++i) seq += " \"a\"";
+  spec.text = seq;
+  ASSERT_TRUE(compiler.compile(spec, &c).ok());
+  TokenMatcher plain(c, 0);
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(plain.accept(2)) << i;
+  EXPECT_FALSE(plain.failed());
+}
+
 }  // namespace
 }  // namespace pvllm::structured

@@ -21,13 +21,14 @@ namespace Pvllm
         // PVLLM_ABI_VERSION this binding was written against.
         internal const uint AbiVersion = 1;
 
-        // The oldest library release this binding calls into (0.5.0:
-        // pvllm_output's timing, prompt logprobs and score, read as part of
+        // The oldest library release this binding calls into (0.6.0:
+        // the sampling params' constraint fields, part of the struct it
+        // passes; 0.5.0: pvllm_output's timing, prompt logprobs and score, read as part of
         // the whole struct, and on_output handlers; 0.4.0 brought
         // pvllm_output.sequence; 0.3.0 pvllm_apply_chat_template; 0.2.0 the
         // per-request calls and pvllm_output.request_finished), as
         // PVLLM_VERSION_NUMBER counts.
-        internal const uint MinVersionNumber = 500;
+        internal const uint MinVersionNumber = 600;
 
         // ---- Versions -----------------------------------------------------
 

@@ -66,6 +66,8 @@ import "C"
 
 import (
 	"runtime/cgo"
+	"strconv"
+	"strings"
 	"unsafe"
 )
 
@@ -355,6 +357,10 @@ func submit(h *C.pvllm_engine, req *Request) (uint64, error) {
 		c.stop = arr
 		c.num_stop = C.size_t(n)
 	}
+	if err := cConstraint(&sp.Constraint, &c); err != nil {
+		return 0, err
+	}
+	defer freeConstraint(&c)
 
 	var text *C.char
 	if req.PromptTokens == nil {
@@ -373,6 +379,63 @@ func submit(h *C.pvllm_engine, req *Request) (uint64, error) {
 		return 0, err
 	}
 	return uint64(id), nil
+}
+
+// cConstraint sets c's constraint fields (pvllm.h since 0.6) from k, in C
+// memory that freeConstraint releases. Go strings may hold NUL bytes, which
+// a C string would silently cut: such a text is refused here.
+func cConstraint(k *Constraint, c *C.pvllm_sampling_params) error {
+	if k.Kind == ConstraintNone {
+		return nil
+	}
+	// A library older than 0.6 would not read the fields: the text would
+	// come back unconstrained.
+	if VersionNumber() < 600 {
+		return &Error{Status: StatusUnsupported,
+			Message: "sampling params: constraint: libpvllm " + Version() + " is older than 0.6"}
+	}
+	hasNUL := func(s string) bool { return strings.IndexByte(s, 0) >= 0 }
+	c.constraint_kind = C.int32_t(k.Kind)
+	switch k.Kind {
+	case ConstraintJSONSchema, ConstraintGrammar, ConstraintRegex:
+		if hasNUL(k.Text) {
+			return &Error{Status: StatusInvalidArgument,
+				Message: "sampling params: constraint: the text holds a NUL byte"}
+		}
+		c.constraint = C.CString(k.Text)
+	case ConstraintChoice:
+		for i, s := range k.Choices {
+			if hasNUL(s) {
+				return &Error{Status: StatusInvalidArgument, Message: "sampling params: " +
+					"constraint: choice " + strconv.Itoa(i) + " holds a NUL byte"}
+			}
+		}
+		if n := len(k.Choices); n > 0 {
+			arr := (**C.char)(C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof((*C.char)(nil)))))
+			dst := unsafe.Slice(arr, n)
+			for i, s := range k.Choices {
+				dst[i] = C.CString(s)
+			}
+			c.choices = arr
+			c.num_choices = C.size_t(n)
+		}
+	}
+	return nil
+}
+
+// freeConstraint frees what cConstraint allocated.
+func freeConstraint(c *C.pvllm_sampling_params) {
+	if c.constraint != nil {
+		C.free(unsafe.Pointer(c.constraint))
+		c.constraint = nil
+	}
+	if c.choices != nil {
+		for _, s := range unsafe.Slice(c.choices, int(c.num_choices)) {
+			C.free(unsafe.Pointer(s))
+		}
+		C.free(unsafe.Pointer(c.choices))
+		c.choices = nil
+	}
 }
 
 func abort(h *C.pvllm_engine, id uint64) error {

@@ -14,6 +14,10 @@
 // request. Each Stream reads its own request's events from the library, so
 // any number of goroutines can each follow their own request.
 //
+// Structured output: SamplingParams.Constraint makes the text match a JSON
+// schema, any JSON object, a GBNF grammar, a regular expression or one of
+// a list of choices (JSONSchema, JSONObject, Grammar, Regex, Choice).
+//
 // Build: cgo finds the header and libpvllm through pkg-config (`#cgo
 // pkg-config: pvllm`), from the pvllm.pc that `cmake --install`, the Debian
 // package libpvllm-dev and vcpkg install; set PKG_CONFIG_PATH for a prefix

@@ -104,6 +104,63 @@ type SamplingParams struct {
 	BeamWidth     int
 	LengthPenalty float32 // a hypothesis scores its logprob sum / length^LengthPenalty (default 1)
 	EarlyStopping EarlyStopping
+
+	// Structured output (pvllm.h since 0.6): the generated text matches
+	// Constraint (JSONSchema, JSONObject, Grammar, Regex or Choice; the
+	// zero value is none). Each draw is limited to the tokens that can
+	// continue a match and the text ends (FinishStop) once it is complete;
+	// a text cut short by MaxTokens or a stop string is a prefix of a
+	// match. Submit refuses a malformed constraint with StatusInvalidArgument
+	// naming where it goes wrong, one that uses what pvllm does not
+	// implement with StatusUnsupported naming it. Not with beam search.
+	Constraint Constraint
+}
+
+// ConstraintKind mirrors pvllm_constraint_kind.
+type ConstraintKind int32
+
+// The constraint kinds of pvllm.h, with the same numbers.
+const (
+	ConstraintNone       ConstraintKind = 0
+	ConstraintJSONSchema ConstraintKind = 1 // compact JSON valid against the schema in Text
+	ConstraintJSONObject ConstraintKind = 2 // any JSON object, compact
+	ConstraintGrammar    ConstraintKind = 3 // the GBNF grammar in Text, from its root rule
+	ConstraintRegex      ConstraintKind = 4 // the regular expression in Text, matched whole
+	ConstraintChoice     ConstraintKind = 5 // exactly one of Choices
+)
+
+// Constraint is what the generated text must match (SamplingParams.
+// Constraint). Build one with JSONSchema, JSONObject, Grammar, Regex or
+// Choice; the zero value constrains nothing.
+type Constraint struct {
+	Kind ConstraintKind
+	// The JSON schema, GBNF grammar or regular expression (UTF-8, no NUL
+	// byte); unused by the other kinds.
+	Text string
+	// ConstraintChoice: the texts allowed, each non-empty.
+	Choices []string
+}
+
+// JSONSchema constrains the text to compact JSON that validates against
+// schema, a JSON schema document (pvllm.h, PVLLM_CONSTRAINT_JSON_SCHEMA,
+// says which keywords pvllm implements).
+func JSONSchema(schema string) Constraint {
+	return Constraint{Kind: ConstraintJSONSchema, Text: schema}
+}
+
+// JSONObject constrains the text to any JSON object, compact.
+func JSONObject() Constraint { return Constraint{Kind: ConstraintJSONObject} }
+
+// Grammar constrains the text to a GBNF grammar (rules `name ::= ...`;
+// the text is a `root`).
+func Grammar(gbnf string) Constraint { return Constraint{Kind: ConstraintGrammar, Text: gbnf} }
+
+// Regex constrains the whole text to match a regular expression.
+func Regex(pattern string) Constraint { return Constraint{Kind: ConstraintRegex, Text: pattern} }
+
+// Choice constrains the text to exactly one of choices.
+func Choice(choices ...string) Constraint {
+	return Constraint{Kind: ConstraintChoice, Choices: choices}
 }
 
 // EarlyStopping mirrors pvllm_early_stopping: when beam search stops, as

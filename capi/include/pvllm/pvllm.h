@@ -13,7 +13,7 @@
  *  - Everything carries the release that added it. No mark means 0.1 (ABI
  *    1's first release); "Since 0.2." marks what 0.2.0 appended,
  *    "Since 0.3." what 0.3.0 appended, "Since 0.4." what 0.4.0 appended,
- *    "Since 0.5." what 0.5.0 appended.
+ *    "Since 0.5." what 0.5.0 appended, "Since 0.6." what 0.6.0 appended.
  *    A program built against this header and using something marked "since X.Y"
  *    needs a library at least that new: a missing function fails at load
  *    time; for an enum value or a struct field, check
@@ -130,7 +130,7 @@ extern "C" {
  * ------------------------------------------------------------------------ */
 
 #define PVLLM_VERSION_MAJOR 0
-#define PVLLM_VERSION_MINOR 5
+#define PVLLM_VERSION_MINOR 6
 #define PVLLM_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define PVLLM_VERSION_NUMBER \

@@ -19,7 +19,6 @@ var chatFields = fieldPolicy{
 		"top_logprobs", "chat_template_kwargs", "add_generation_prompt"}, samplingFields...),
 	offOnly: map[string]offValue{
 		"logit_bias":          offEmptyObject,
-		"response_format":     offJSON(`{"type":"text"}`),
 		"tools":               offEmptyArray,
 		"tool_choice":         offString("none", "auto"),
 		"parallel_tool_calls": offAnyBool,

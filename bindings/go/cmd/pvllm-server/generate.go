@@ -96,6 +96,9 @@ func (c *call) submit(ctx context.Context, prompts [][]int32) *apiError {
 	for i, ids := range prompts {
 		st, err := c.s.eng.Submit(ctx, pvllm.Request{PromptTokens: ids, Params: c.req.params})
 		if err != nil {
+			if aerr := constraintError(err, c.req.constraintField); aerr != nil {
+				return aerr
+			}
 			return engineError(err, c.libraryNames())
 		}
 		j := &job{promptIndex: i, promptIDs: ids, stream: st}

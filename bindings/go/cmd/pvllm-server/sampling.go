@@ -12,6 +12,7 @@ var samplingFields = []string{
 	"model", "n", "temperature", "top_p", "presence_penalty", "frequency_penalty", "seed",
 	"stop", "stream", "stream_options", "user",
 	"top_k", "min_p", "repetition_penalty", "ignore_eos", "stop_token_ids",
+	"response_format", "guided_regex", "guided_choice", "guided_grammar",
 }
 
 // generationRequest is what both endpoints share once parsed.
@@ -22,6 +23,10 @@ type generationRequest struct {
 	includeUsage  bool
 	user          string
 	choicesPerJob int // n
+	// constraintField names the field that set params.Constraint
+	// ("response_format.json_schema.schema", "guided_regex", ...): a
+	// refusal of the constraint by the library names it. "" = none.
+	constraintField string
 }
 
 // parseSampling reads the shared fields. Range checks beyond the JSON kinds
@@ -73,6 +78,9 @@ func parseSampling(b body) (generationRequest, *apiError) {
 		return g, err
 	}
 	if _, err := b.decode("user", &g.user); err != nil {
+		return g, err
+	}
+	if err := parseConstraint(b, &g); err != nil {
 		return g, err
 	}
 	stop, err := parseStop(b)

@@ -1,0 +1,222 @@
+package pvllm_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"pvllm.dev/pvllm/pvllm"
+)
+
+// stories260K is the repository's trained checkpoint: constrained text
+// from a real model.
+func stories260K(t *testing.T) *pvllm.Engine {
+	t.Helper()
+	path := filepath.Join("..", "..", "..", "models", "stories260K", "stories260K.bin")
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("the repository's stories260K is missing: %v", err)
+	}
+	eng, err := pvllm.New(pvllm.Config{ModelPath: path, NumThreads: 1, KVCacheBytes: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return eng
+}
+
+// constrained generates greedily and with n seeded samples at temperature
+// 1, and returns every sample, each checked to have ended with FinishStop.
+func constrained(t *testing.T, eng *pvllm.Engine, c pvllm.Constraint) []string {
+	t.Helper()
+	var texts []string
+	greedy := pvllm.GreedySamplingParams(200)
+	greedy.Constraint = c
+	sampled := pvllm.DefaultSamplingParams()
+	sampled.MaxTokens = 200
+	sampled.N = 4
+	seed := uint64(7)
+	sampled.Seed = &seed
+	sampled.Constraint = c
+	for _, p := range []pvllm.SamplingParams{greedy, sampled} {
+		res, err := eng.Generate(testContext(t), "Once upon a time", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range res.Samples {
+			if s.FinishReason != pvllm.FinishStop {
+				t.Errorf("finish %v, want stop: %q", s.FinishReason, s.Text)
+			}
+			texts = append(texts, s.Text)
+		}
+	}
+	if len(texts) != 1+sampled.N {
+		t.Fatalf("%d samples, want %d", len(texts), 1+sampled.N)
+	}
+	return texts
+}
+
+func TestConstraintJSONSchema(t *testing.T) {
+	eng := stories260K(t)
+	schema := `{"type":"object","properties":{"name":{"type":"string","minLength":1,"maxLength":8},
+		"age":{"type":"integer"},"mood":{"enum":["happy","sad"]}},
+		"required":["name","age","mood"],"additionalProperties":false}`
+	for _, text := range constrained(t, eng, pvllm.JSONSchema(schema)) {
+		var got struct {
+			Name *string      `json:"name"`
+			Age  *json.Number `json:"age"`
+			Mood *string      `json:"mood"`
+		}
+		dec := json.NewDecoder(strings.NewReader(text))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&got); err != nil {
+			t.Errorf("%q: %v", text, err)
+			continue
+		}
+		if dec.More() {
+			t.Errorf("%q: more than one JSON value", text)
+		}
+		if got.Name == nil || got.Age == nil || got.Mood == nil {
+			t.Errorf("%q: a required property is missing", text)
+			continue
+		}
+		if n := len([]rune(*got.Name)); n < 1 || n > 8 {
+			t.Errorf("%q: name of %d characters", text, n)
+		}
+		if !regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`).MatchString(got.Age.String()) {
+			t.Errorf("%q: age %s is not an integer", text, *got.Age)
+		}
+		if *got.Mood != "happy" && *got.Mood != "sad" {
+			t.Errorf("%q: mood %q", text, *got.Mood)
+		}
+	}
+}
+
+func TestConstraintJSONObject(t *testing.T) {
+	eng := stories260K(t)
+	p := pvllm.GreedySamplingParams(60)
+	p.Constraint = pvllm.JSONObject()
+	res, err := eng.Generate(testContext(t), "Once upon a time", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := res.Text()
+	if !strings.HasPrefix(text, "{") {
+		t.Fatalf("%q does not start a JSON object", text)
+	}
+	// A story model rarely closes the object: a text cut short by
+	// MaxTokens is a prefix of one, whose tokens read up to the end.
+	if res.Samples[0].FinishReason == pvllm.FinishStop {
+		var v map[string]interface{}
+		if err := json.Unmarshal([]byte(text), &v); err != nil {
+			t.Errorf("%q: %v", text, err)
+		}
+		return
+	}
+	dec := json.NewDecoder(strings.NewReader(text))
+	for {
+		_, err := dec.Token()
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%q is not the start of a JSON object: %v", text, err)
+		}
+	}
+}
+
+func TestConstraintChoice(t *testing.T) {
+	eng := stories260K(t)
+	choices := []string{"yes", "no", "maybe later", "ça va"}
+	for _, text := range constrained(t, eng, pvllm.Choice(choices...)) {
+		ok := false
+		for _, c := range choices {
+			ok = ok || text == c
+		}
+		if !ok {
+			t.Errorf("%q is not one of %q", text, choices)
+		}
+	}
+}
+
+func TestConstraintRegex(t *testing.T) {
+	eng := stories260K(t)
+	pattern := `(Tom|Lily|Sue) (is|was) ([a-z]{2,8} ){0,3}[a-z]{2,8}\.`
+	re := regexp.MustCompile(`^(?:` + pattern + `)$`)
+	for _, text := range constrained(t, eng, pvllm.Regex(pattern)) {
+		if !re.MatchString(text) {
+			t.Errorf("%q does not match %s", text, re)
+		}
+	}
+}
+
+func TestConstraintGrammar(t *testing.T) {
+	eng := stories260K(t)
+	grammar := `root ::= "The " animal " is " ("big" | "small") "."
+animal ::= "cat" | "dog"`
+	re := regexp.MustCompile(`^The (cat|dog) is (big|small)\.$`)
+	for _, text := range constrained(t, eng, pvllm.Grammar(grammar)) {
+		if !re.MatchString(text) {
+			t.Errorf("%q does not match the grammar", text)
+		}
+	}
+}
+
+// Refusals come from Submit: a malformed constraint is invalid, naming
+// where it goes wrong; a feature pvllm lacks is unsupported, named.
+func TestConstraintRefusals(t *testing.T) {
+	eng := stories260K(t)
+	cases := []struct {
+		c    pvllm.Constraint
+		want pvllm.Status
+		msg  []string // substrings of the message
+	}{
+		{pvllm.JSONSchema(`{"type": "object",`), pvllm.StatusInvalidArgument,
+			[]string{"json schema", "malformed JSON at byte"}},
+		{pvllm.JSONSchema(`{"type":"object","properties":{"a":{"type":"strin"}}}`),
+			pvllm.StatusInvalidArgument, []string{"json schema", `"type"`, "/properties/a"}},
+		{pvllm.JSONSchema(`{"type":"object","properties":{"a":{"type":"string","pattern":"^x"}}}`),
+			pvllm.StatusUnsupported, []string{`unsupported keyword "pattern"`, "/properties/a"}},
+		{pvllm.Regex(`(ab`), pvllm.StatusInvalidArgument, []string{"regex:"}},
+		{pvllm.Grammar(`root ::= "a" other`), pvllm.StatusInvalidArgument,
+			[]string{"grammar:", "'other'"}},
+		{pvllm.Choice(), pvllm.StatusInvalidArgument, []string{"choice", "empty"}},
+		{pvllm.Choice("yes", ""), pvllm.StatusInvalidArgument, []string{"choice 1 is empty"}},
+		{pvllm.Regex("a\x00b"), pvllm.StatusInvalidArgument, []string{"NUL"}},
+		{pvllm.Choice("a", "b\x00"), pvllm.StatusInvalidArgument, []string{"choice 1", "NUL"}},
+		{pvllm.Constraint{Kind: 9}, pvllm.StatusInvalidArgument, []string{"constraint_kind"}},
+	}
+	for _, c := range cases {
+		p := pvllm.GreedySamplingParams(8)
+		p.Constraint = c.c
+		_, err := eng.Submit(testContext(t), pvllm.Request{Prompt: "Once", Params: p})
+		var perr *pvllm.Error
+		if !errors.As(err, &perr) || perr.Status != c.want {
+			t.Errorf("%+v: %v, want %v", c.c, err, c.want)
+			continue
+		}
+		if !errors.Is(err, c.want) {
+			t.Errorf("%+v: errors.Is(%v, %v) is false", c.c, err, c.want)
+		}
+		for _, m := range c.msg {
+			if !strings.Contains(perr.Message, m) {
+				t.Errorf("%+v: message %q lacks %q", c.c, perr.Message, m)
+			}
+		}
+	}
+	// Beam search cannot follow a constraint.
+	p := pvllm.GreedySamplingParams(8)
+	p.BeamWidth = 2
+	p.Constraint = pvllm.Choice("yes", "no")
+	if _, err := eng.Submit(testContext(t), pvllm.Request{Prompt: "Once", Params: p}); !errors.Is(err, pvllm.StatusUnsupported) {
+		t.Errorf("a constraint with beam search: %v, want UNSUPPORTED", err)
+	}
+	// The engine still serves.
+	if _, err := eng.Generate(testContext(t), "Once", pvllm.GreedySamplingParams(4)); err != nil {
+		t.Fatal(err)
+	}
+}
