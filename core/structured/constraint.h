@@ -15,6 +15,7 @@
 #include "core/structured/constraint_spec.h"
 #include "core/structured/grammar.h"
 #include "core/structured/matcher.h"
+#include "core/structured/token_mask.h"
 #include "core/structured/vocab_trie.h"
 
 namespace pvllm::structured {

@@ -19,4 +19,12 @@ bool CharSet::intersects(uint32_t lo, uint32_t hi) const {
   return false;
 }
 
+bool CharSet::covers(uint32_t lo, uint32_t hi) const {
+  for (const CharRange& r : ranges) {
+    if (r.lo > lo) return false;
+    if (r.hi >= lo) return r.hi >= hi;
+  }
+  return false;
+}
+
 }  // namespace pvllm::structured

@@ -45,6 +45,8 @@ struct CharSet {
   bool contains(uint32_t c) const;
   // Whether some code point in [lo, hi] is in the set.
   bool intersects(uint32_t lo, uint32_t hi) const;
+  // Whether every code point in [lo, hi] is.
+  bool covers(uint32_t lo, uint32_t hi) const;
 };
 
 struct Grammar {

@@ -146,6 +146,41 @@ void Matcher::advance(const MatchState& from, uint8_t b, MatchState* to) {
   }
 }
 
+bool Matcher::ascii_signature(const MatchState& s, uint8_t b, uint64_t* bits) const {
+  if (b >= 0x80 || s.partial.need != 0 || s.stacks.size() > 64) return false;
+  *bits = 0;
+  for (size_t i = 0; i < s.stacks.size(); ++i) {
+    const int32_t stack = s.stacks[i];
+    if (stack == kEmptyStack) continue;
+    const CharSet& set = g_->char_sets[g_->elements[nodes_[stack].element].value];
+    if (set.contains(b)) *bits |= uint64_t{1} << i;
+  }
+  return true;
+}
+
+bool Matcher::uniform_partial(const MatchState& s, uint64_t* bits) const {
+  const Utf8Decoder& p = s.partial;
+  if (p.need == 0 || s.stacks.size() > 64) return false;
+  // After E0, ED, F0 and F4 the next byte's range is narrower than 80..BF.
+  if ((p.length == 3 && p.need == 2 && (p.value == 0x0 || p.value == 0xD)) ||
+      (p.length == 4 && p.need == 3 && (p.value == 0x0 || p.value == 0x4))) {
+    return false;
+  }
+  const uint32_t lo = p.lowest(), hi = p.highest();
+  *bits = 0;
+  for (size_t i = 0; i < s.stacks.size(); ++i) {
+    const int32_t stack = s.stacks[i];
+    if (stack == kEmptyStack) continue;
+    const CharSet& set = g_->char_sets[g_->elements[nodes_[stack].element].value];
+    if (set.covers(lo, hi)) {
+      *bits |= uint64_t{1} << i;
+    } else if (set.intersects(lo, hi)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::string Matcher::key(const MatchState& s) const {
   std::string k;
   auto put = [&k](uint32_t v) { k.append(reinterpret_cast<const char*>(&v), sizeof v); };
@@ -174,6 +209,10 @@ void Matcher::compact(MatchState* s) {
   std::vector<Node> old = std::move(nodes_);
   nodes_.clear();
   keys_.assign(keys_.size(), kNoKey);
+  copy_stacks(old, s);
+}
+
+void Matcher::copy_stacks(const std::vector<Node>& old, MatchState* s) {
   std::unordered_map<int32_t, int32_t> renumbered;
   std::vector<int32_t> chain;  // a stack's nodes not yet copied, top first
   for (int32_t& stack : s->stacks) {

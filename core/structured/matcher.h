@@ -32,6 +32,7 @@ struct MatchState {
 class Matcher {
  public:
   explicit Matcher(const Grammar* grammar) : g_(grammar) {}
+  const Grammar* grammar() const { return g_; }
 
   // The state before any text.
   MatchState initial();
@@ -43,6 +44,19 @@ class Matcher {
   }
   // Whether the text so far is a whole sentence and nothing may follow.
   bool must_end(const MatchState& s) const { return can_end(s) && s.stacks.size() == 1; }
+
+  // Which stacks of `s` (a state with no partial character and at most 64
+  // stacks) take ASCII byte `b`, as bits: two bytes with the same bits
+  // lead to the same state. false when `s` does not qualify.
+  bool ascii_signature(const MatchState& s, uint8_t b, uint64_t* bits) const;
+
+  // Whether `s` is in the middle of a character (at most 64 stacks) whose
+  // remaining bytes may be any continuation bytes, and every set on top of
+  // a stack holds either all or none of the characters it can still become:
+  // then only which stacks take it matters (as bits), not which character
+  // it will be, and partial states with the same stacks and bits have the
+  // same futures.
+  bool uniform_partial(const MatchState& s, uint64_t* bits) const;
 
   // A serialization of `s` that does not depend on the arena: equal keys
   // for equal states in any matcher of the same grammar.
@@ -71,6 +85,8 @@ class Matcher {
     int32_t parent;
   };
   int32_t intern(uint32_t element, int32_t parent);
+  // Re-interns the stacks of `s`, whose nodes are in `old`, here.
+  void copy_stacks(const std::vector<Node>& old, MatchState* s);
   // Pushes element `pos` on `parent` and expands until character sets are
   // on top, appending the resulting stacks to `out`. Iterative (work_), so
   // a long run of elements that match nothing costs no native stack.

@@ -1,72 +1,75 @@
 #include "core/structured/token_mask.h"
 
-#include <array>
-#include <string>
-#include <unordered_map>
-#include <vector>
+#include <algorithm>
 
 namespace pvllm::structured {
-namespace {
 
-constexpr int32_t kDead = -1;
-constexpr int32_t kUnknown = -2;
-// The states one walk meets, each once, with their transitions by byte as
-// they are found: most trie nodes then cost one table lookup, since tokens
-// that share no prefix still lead to the same few states (every letter
-// inside a JSON string, say). A state is its stacks and partial character;
-// stacks are hash-consed in the matcher, so their ids identify them.
-class StateMemo {
- public:
-  StateMemo(Matcher* m, size_t max_states) : m_(m), max_states_(max_states) {}
-
-  // The id of `s` (kDead for a dead state); false when the memo is full.
-  bool intern(const MatchState& s, int32_t* id) {
-    if (s.dead()) {
-      *id = kDead;
-      return true;
-    }
-    std::string key(reinterpret_cast<const char*>(s.stacks.data()),
-                    s.stacks.size() * sizeof(int32_t));
-    key.push_back(static_cast<char>(s.partial.need));
-    key.push_back(static_cast<char>(s.partial.length));
+bool MaskMemo::intern(const Matcher& matcher, const MatchState& s, int32_t* id) {
+  if (s.dead()) {
+    *id = kDead;
+    return true;
+  }
+  std::string key(reinterpret_cast<const char*>(s.stacks.data()),
+                  s.stacks.size() * sizeof(int32_t));
+  key.push_back(static_cast<char>(s.partial.need));
+  key.push_back(static_cast<char>(s.partial.length));
+  // A partial character whose exact value cannot change what follows
+  // (Matcher::uniform_partial) is keyed by the stacks that take it: the
+  // thousands of CJK prefixes inside a JSON string are then a few states.
+  uint64_t bits = 0;
+  if (matcher.uniform_partial(s, &bits)) {
+    key.push_back('u');
+    key.append(reinterpret_cast<const char*>(&bits), sizeof bits);
+  } else {
     key.append(reinterpret_cast<const char*>(&s.partial.value), sizeof s.partial.value);
-    auto it = ids_.find(key);
-    if (it != ids_.end()) {
-      *id = it->second;
-      return true;
-    }
-    if (states_.size() >= max_states_) return false;
-    *id = static_cast<int32_t>(states_.size());
-    ids_.emplace(std::move(key), *id);
-    states_.push_back(s);
-    next_.emplace_back();
-    next_.back().fill(kUnknown);
+  }
+  auto it = ids_.find(key);
+  if (it != ids_.end()) {
+    *id = it->second;
     return true;
   }
+  if (states_.size() >= max_states_) return false;
+  *id = static_cast<int32_t>(states_.size());
+  ids_.emplace(std::move(key), *id);
+  states_.push_back(s);
+  next_.emplace_back();
+  next_.back().fill(kUnknown);
+  by_signature_.emplace_back();
+  return true;
+}
 
-  // The state after byte `b` from state `from`; false when the memo is full.
-  bool step(int32_t from, uint8_t b, int32_t* to) {
-    int32_t& t = next_[static_cast<size_t>(from)][b];
-    if (t == kUnknown) {
-      m_->advance(states_[static_cast<size_t>(from)], b, &scratch_);
-      int32_t id = kDead;
-      if (!intern(scratch_, &id)) return false;
-      next_[static_cast<size_t>(from)][b] = id;  // `t` may have moved with next_
-      *to = id;
-      return true;
-    }
-    *to = t;
+bool MaskMemo::step(Matcher* matcher, int32_t from, uint8_t b, int32_t* to) {
+  const int32_t known = next_[static_cast<size_t>(from)][b];
+  if (known != kUnknown) {
+    *to = known;
     return true;
   }
+  const auto f = static_cast<size_t>(from);
+  uint64_t signature = 0;
+  const bool grouped = matcher->ascii_signature(states_[f], b, &signature);
+  if (grouped) {
+    for (const auto& [bits, id] : by_signature_[f]) {
+      if (bits == signature) {
+        next_[f][b] = *to = id;
+        return true;
+      }
+    }
+  }
+  matcher->advance(states_[f], b, &scratch_);
+  if (!intern(*matcher, scratch_, to)) return false;
+  next_[f][b] = *to;
+  if (grouped) by_signature_[f].emplace_back(signature, *to);
+  return true;
+}
 
- private:
-  Matcher* m_;
-  size_t max_states_;
-  std::vector<MatchState> states_;
-  std::vector<std::array<int32_t, 256>> next_;
-  std::unordered_map<std::string, int32_t> ids_;
-  MatchState scratch_;
-};
+void MaskMemo::clear() {
+  states_.clear();
+  next_.clear();
+  by_signature_.clear();
+  ids_.clear();
+}
+
+namespace {
 
 void set_tokens(const VocabTrie& trie, const VocabTrie::Node& n, uint64_t* mask) {
   const std::vector<int32_t>& ids = trie.token_ids();
@@ -111,25 +114,34 @@ bool walk(const VocabTrie& trie, int leading_spaces, const State& start, Advance
   return true;
 }
 
+bool walk_memoized(Matcher* matcher, const MatchState& state, int leading_spaces,
+                   const VocabTrie& trie, MaskMemo* memo, std::vector<uint64_t>* mask) {
+  int32_t start = MaskMemo::kDead;
+  if (!memo->intern(*matcher, state, &start)) return false;
+  auto by_memo = [matcher, memo](int32_t from, uint8_t b, int32_t* to) {
+    if (!memo->step(matcher, from, b, to)) return Next::kGiveUp;
+    return *to == MaskMemo::kDead ? Next::kDead : Next::kAlive;
+  };
+  return walk(trie, leading_spaces, start, by_memo, mask->data());
+}
+
 }  // namespace
 
 void compute_token_mask(Matcher* matcher, const MatchState& state, int leading_spaces,
-                        const VocabTrie& trie, uint64_t* mask, size_t max_memo_states) {
-  StateMemo memo(matcher, max_memo_states);
-  int32_t start = kDead;
-  if (memo.intern(state, &start)) {
-    std::vector<uint64_t> memo_mask(((static_cast<size_t>(trie.vocab_size()) + 63) / 64), 0);
-    auto by_memo = [&memo](int32_t from, uint8_t b, int32_t* to) {
-      if (!memo.step(from, b, to)) return Next::kGiveUp;
-      return *to == kDead ? Next::kDead : Next::kAlive;
-    };
-    if (walk(trie, leading_spaces, start, by_memo, memo_mask.data())) {
-      for (size_t w = 0; w < memo_mask.size(); ++w) mask[w] |= memo_mask[w];
+                        const VocabTrie& trie, uint64_t* mask, MaskMemo* memo) {
+  MaskMemo local;
+  if (memo == nullptr) memo = &local;
+  const size_t words = (static_cast<size_t>(trie.vocab_size()) + 63) / 64;
+  // Twice at most: with what the memo holds, then from an empty memo.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::vector<uint64_t> found(words, 0);
+    if (walk_memoized(matcher, state, leading_spaces, trie, memo, &found)) {
+      for (size_t w = 0; w < words; ++w) mask[w] |= found[w];
       return;
     }
+    memo->clear();
   }
-  // A grammar with more live states than the memo holds: every node
-  // advances its own state.
+  // A walk that alone meets more states than the memo holds.
   auto by_matcher = [matcher](const MatchState& from, uint8_t b, MatchState* to) {
     matcher->advance(from, b, to);
     return to->dead() ? Next::kDead : Next::kAlive;

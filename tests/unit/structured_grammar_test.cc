@@ -185,8 +185,12 @@ std::vector<uint64_t> reference_mask(const Grammar& g, const std::vector<std::st
 
 TEST(TokenMaskTest, TrieWalkEqualsTokenByTokenOverRandomVocabularies) {
   std::mt19937 rng(7);
-  const std::string alphabet[] = {"a", "b", "{",    "}",    "\"", ":",        ",",    " ",
-                                  "1", "é", "\xC3", "\xA9", "中", "\xE4\xB8", "\xAD", "x"};
+  // Pieces that split characters, also after the lead bytes whose next
+  // byte has a narrower range (E0, ED, F0, F4) and into a surrogate (ED A0).
+  const std::string alphabet[] = {
+      "a",    "b",    "{",        "}",    "\"",       ":",        ",",        " ",
+      "1",    "é",    "\xC3",     "\xA9", "中",       "\xE4\xB8", "\xAD",     "x",
+      "\xE0", "\xA0", "\xED\xA0", "\xED", "\x9F\xBF", "\xF0\x90", "\xF4\x8F", "\xBF"};
   std::vector<std::string> tokens;
   for (int i = 0; i < 3000; ++i) {
     std::string t;
@@ -196,9 +200,13 @@ TEST(TokenMaskTest, TrieWalkEqualsTokenByTokenOverRandomVocabularies) {
   }
   tokens.push_back(tokens[10]);  // a duplicate
   const VocabTrie trie(tokens);
+  // Keys of a few characters; values also strings of any character but the
+  // quote (whose partial characters the walk's memo keys by what takes them).
   const Grammar g = parse(R"(root ::= "{" (kv ("," kv)*)? "}"
-                             kv ::= "\"" [a-zé中]* "\"" ":" ([0-9]+ | root))");
-  for (const std::string& prefix : {"", "{", "{\"a", "{\"é", "{\"\xC3", "{\"ab\":1", "{\"a\":{"}) {
+                             kv ::= "\"" [a-zé中]* "\"" ":" ([0-9]+ | root | "\"" [^"]* "\""))");
+  for (const std::string& prefix :
+       {"", "{", "{\"a", "{\"é", "{\"\xC3", "{\"ab\":1", "{\"a\":{", "{\"a\":\"", "{\"a\":\"\xE4",
+        "{\"a\":\"\xE4\xB8", "{\"a\":\"\xF0\x9F"}) {
     for (int spaces : {0, 1}) {
       Matcher m(&g);
       MatchState s = m.initial(), next;
@@ -208,13 +216,14 @@ TEST(TokenMaskTest, TrieWalkEqualsTokenByTokenOverRandomVocabularies) {
         s = next;
       }
       const std::vector<uint64_t> reference = reference_mask(g, tokens, prefix, spaces);
-      // With the walk's state memo, with one too small for this grammar
-      // (the walk starts over without it), and without it.
-      for (size_t memo : {kMaxMemoStates, size_t{3}, size_t{0}}) {
+      // With a memo of this matcher's, then with it again (full of what
+      // the first walk met), with a fresh one, with one too small for this
+      // grammar (the walk starts over, then goes without it), and without.
+      MaskMemo kept, tiny(3), none(0);
+      for (MaskMemo* memo : {&kept, &kept, static_cast<MaskMemo*>(nullptr), &tiny, &none}) {
         std::vector<uint64_t> mask((tokens.size() + 63) / 64, 0);
         compute_token_mask(&m, s, spaces, trie, mask.data(), memo);
-        EXPECT_EQ(mask, reference)
-            << "prefix " << prefix << ", spaces " << spaces << ", memo " << memo;
+        EXPECT_EQ(mask, reference) << "prefix " << prefix << ", spaces " << spaces;
       }
       std::vector<uint64_t> mask((tokens.size() + 63) / 64, 0);
       compute_token_mask(&m, s, spaces, trie, mask.data());
