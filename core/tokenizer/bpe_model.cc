@@ -71,10 +71,17 @@ Status BpeModel::parse(const json& config, std::unique_ptr<BpeModel>* out) {
     return malformed(field_path(path, "vocab"), "is missing or not an object");
   }
   model->vocab_.reserve(vocab->size());
+  // The id table is as long as the largest id: ids far beyond the number of
+  // entries would make a small file allocate gigabytes (found by
+  // fuzz_tokenizer_json), so they must stay below twice that number, plus
+  // room for padding.
+  const int64_t max_id =
+      std::min<int64_t>(int64_t{1} << 30, 2 * static_cast<int64_t>(vocab->size()) + kIdSlack);
   for (const auto& [token, id] : vocab->items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 30)) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= max_id) {
       return malformed(field_path(path, "vocab") + "[" + json(token).dump() + "]",
-                       "is not a valid id");
+                       "is not a valid id (0 to " + std::to_string(max_id - 1) +
+                           " for a vocab of " + std::to_string(vocab->size()) + " entries)");
     }
     const auto index = static_cast<int32_t>(id.get<int64_t>());
     model->vocab_[token] = index;

@@ -21,6 +21,9 @@ namespace pvllm {
 
 class BpeModel {
  public:
+  // Ids may run this far past twice the number of entries (padding, holes);
+  // the id tables are as long as the largest id.
+  static constexpr int64_t kIdSlack = 1 << 16;
   // Builds the model from the "model" object of tokenizer.json. Options
   // other than those listed above (dropout, a word prefix or suffix) are
   // Unsupported.

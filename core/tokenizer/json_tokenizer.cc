@@ -75,7 +75,18 @@ Status JsonTokenizer::parse(const json& root) {
                                              &post_processor_));
   PVLLM_RETURN_IF_ERROR(TokenDecoder::parse(root.value("decoder", json()), &decoder_));
 
-  // The id tables: model tokens, then added tokens over them.
+  // The id tables: model tokens, then added tokens over them; an added
+  // token's id as bounded as the model's (BpeModel::kIdSlack).
+  const int64_t max_added_id =
+      2 * static_cast<int64_t>(model_->tokens().size() + added_tokens_.size()) + BpeModel::kIdSlack;
+  for (size_t i = 0; i < added_tokens_.size(); ++i) {
+    if (added_tokens_[i].id >= max_added_id) {
+      return Status(StatusCode::kTokenizerError,
+                    "tokenizer.json: added_tokens[" + std::to_string(i) + "].id " +
+                        std::to_string(added_tokens_[i].id) + " is not a valid id (below " +
+                        std::to_string(max_added_id) + " for this vocabulary)");
+    }
+  }
   tokens_ = model_->tokens();
   for (const AddedToken& token : added_tokens_) {
     if (static_cast<size_t>(token.id) >= tokens_.size()) tokens_.resize(token.id + 1);

@@ -637,6 +637,9 @@ TEST(JsonTokenizerRefusalTest, EachMalformedFieldIsNamed) {
       {"fuse_unk", set("/model/fuse_unk", "x"), bad, "model.fuse_unk"},
       {"vocab", set("/model/vocab", json::array()), bad, "model.vocab"},
       {"vocab id", set("/model/vocab/h", -1), bad, "model.vocab[\"h\"]"},
+      // A small file with a huge id made the id table gigabytes long
+      // (fuzz_tokenizer_json ran out of memory).
+      {"vocab id far past the vocab", set("/model/vocab/h", 900000000), bad, "model.vocab[\"h\"]"},
       {"unk_token type", set("/model/unk_token", 5), bad, "model.unk_token"},
       {"unk_token unknown", set("/model/unk_token", "<nope>"), bad, "model.unk_token"},
       {"merges", set("/model/merges", 5), bad, "model.merges"},
@@ -688,6 +691,8 @@ TEST(JsonTokenizerRefusalTest, EachMalformedFieldIsNamed) {
       {"added tokens", set("/added_tokens", 5), bad, "added_tokens"},
       {"added token", set("/added_tokens/0", 5), bad, "added_tokens[0]"},
       {"added token id", set("/added_tokens/0/id", -1), bad, "added_tokens[0].id"},
+      {"added token id far past the vocab", set("/added_tokens/0/id", 900000000), bad,
+       "added_tokens[0].id"},
       {"added token content", set("/added_tokens/0/content", ""), bad, "added_tokens[0].content"},
       {"added token special", set("/added_tokens/0/special", "x"), bad, "added_tokens[0].special"},
       {"added token rstrip", set("/added_tokens/0/rstrip", true), StatusCode::kUnsupported,
