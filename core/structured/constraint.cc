@@ -132,8 +132,16 @@ Status ConstraintCompiler::compile(const ConstraintSpec& spec,
   std::lock_guard<std::mutex> lock(mu_);
   if (!trie_) trie_ = std::make_shared<const VocabTrie>(token_bytes_);
   auto compiled = std::make_shared<const CompiledConstraint>(std::move(grammar), trie_);
-  if (cache_.size() >= kMaxCached) cache_.clear();
-  cache_.emplace(key, compiled);
+  size_t bytes = key.size() + compiled->grammar().elements.size() * sizeof(Element);
+  for (const auto& rule : compiled->grammar().rules) bytes += rule.size() * sizeof(uint32_t) + 32;
+  for (const CharSet& set : compiled->grammar().char_sets) {
+    bytes += set.ranges.size() * sizeof(CharRange) + sizeof(CharSet);
+  }
+  if (cache_.size() >= kMaxCached || cached_bytes_ + bytes > kMaxCachedBytes) {
+    cache_.clear();
+    cached_bytes_ = 0;
+  }
+  if (cache_.emplace(key, compiled).second) cached_bytes_ += bytes;
   *out = compiled;
   return Status::Ok();
 }

@@ -60,13 +60,19 @@ class ConstraintCompiler {
   // unimplemented features Unsupported naming them.
   Status compile(const ConstraintSpec& spec, std::shared_ptr<const CompiledConstraint>* out);
 
+  // The cache starts over past either bound (its grammars' bytes are
+  // counted roughly: elements, rule tables, character sets).
   static constexpr size_t kMaxCached = 256;
+  static constexpr size_t kMaxCachedBytes = size_t{64} << 20;
+  size_t num_cached() const { return cache_.size(); }
+  size_t cached_bytes() const { return cached_bytes_; }
 
  private:
   std::mutex mu_;
   std::vector<std::string> token_bytes_;
   std::shared_ptr<const VocabTrie> trie_;  // built on first use
   std::unordered_map<std::string, std::shared_ptr<const CompiledConstraint>> cache_;
+  size_t cached_bytes_ = 0;
 };
 
 // One sequence's progress through a constraint, token by token. The text

@@ -270,6 +270,29 @@ TEST(TokenMatcherTest, FollowsTokensAndTheStrippedLeadingSpace) {
   EXPECT_EQ((*m)[0], 0u) << "nothing may follow a complete object";
 }
 
+TEST(ConstraintTest, TheCompiledCacheStaysBoundedInEntriesAndBytes) {
+  ConstraintCompiler compiler({"a", "b"});
+  std::shared_ptr<const CompiledConstraint> c;
+  ConstraintSpec spec;
+  spec.kind = ConstraintKind::kRegex;
+  for (int i = 0; i < 300; ++i) {
+    spec.text = "a{" + std::to_string(i) + "}";
+    ASSERT_TRUE(compiler.compile(spec, &c).ok());
+    EXPECT_LE(compiler.num_cached(), ConstraintCompiler::kMaxCached);
+  }
+  // Grammars of a few MB each: the byte bound starts the cache over.
+  spec.kind = ConstraintKind::kGrammar;
+  size_t most = 0;
+  for (int i = 0; i < 40; ++i) {
+    spec.text = "root ::= " + std::string(i % 2 ? "\"b\"" : "\"a\"") +
+                " (\"a\"{0,10000} \"b\"{0,10000} \"a\"{0,10000}) \"x\"{" + std::to_string(i) + "}";
+    ASSERT_TRUE(compiler.compile(spec, &c).ok());
+    most = std::max(most, compiler.cached_bytes());
+    EXPECT_LE(compiler.cached_bytes(), ConstraintCompiler::kMaxCachedBytes);
+  }
+  EXPECT_GT(most, ConstraintCompiler::kMaxCachedBytes / 4) << "the grammars were not large";
+}
+
 TEST(ConstraintTest, ChoicesAndKindsRefusedAtCompile) {
   ConstraintCompiler compiler({"a", "b"});
   std::shared_ptr<const CompiledConstraint> c;
