@@ -3,7 +3,9 @@
 #include "core/chat/renderer.h"
 
 #include <optional>
+#include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "core/chat/builtins.h"
 #include "core/chat/error.h"
@@ -41,6 +43,26 @@ void unpack(const std::vector<std::string>& targets, const Value& item,
   TemplateError positioned(e.code(), e.message(), pos);
   positioned.raised_by_template = e.raised_by_template;
   throw positioned;
+}
+
+// Whether `v` is or holds (through lists, dicts and namespaces) the
+// container `target`. Visits each container once.
+bool holds(const Value& v, const Dict* target) {
+  std::vector<const Value*> todo = {&v};
+  std::unordered_set<const void*> seen;
+  while (!todo.empty()) {
+    const Value* x = todo.back();
+    todo.pop_back();
+    if (x->is_list()) {
+      if (!seen.insert(&x->as_list()).second) continue;
+      for (const Value& item : x->as_list()) todo.push_back(&item);
+    } else if (x->is_dict() || x->is_namespace()) {
+      if (&x->as_dict() == target) return true;
+      if (!seen.insert(&x->as_dict()).second) continue;
+      for (const auto& [key, item] : x->as_dict().entries) todo.push_back(&item);
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -195,6 +217,12 @@ void Renderer::exec_set(const Stmt& s, std::string* out) {
     if (!target.is_namespace()) {
       invalid("cannot assign attribute '" + s.text + "' of '" + s.targets[0] +
               "': it is not a namespace()");
+    }
+    // Values are shared, reference-counted: a namespace holding itself
+    // would never be freed (found by fuzz_chat_template as a leak).
+    if (holds(value, &target.as_dict())) {
+      unsupported("'" + s.targets[0] + "." + s.text + "' would make namespace '" + s.targets[0] +
+                  "' hold itself");
     }
     target.as_dict().set(s.text, std::move(value));
     return;

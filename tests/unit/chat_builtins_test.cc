@@ -388,6 +388,7 @@ const RenderCase kStatementsRenders[] = {
     {"{% set ns = namespace(a=[1]) %}{{ ns.a[0] }}|{{ ns['a'][0] }}|{{ ns.b is defined }}", "",
      "1|1|False"},
     {"{% set ns = namespace(a=1) %}{% set ns.a = ns.a + 1 %}{{ ns.a }}", "", "2"},
+    {"{% set ns = namespace(a=1) %}{% set ns.a = namespace(b=ns.a) %}{{ ns.a.b }}", "", "1"},
     {"{% for x in [[1, 2], [3, 4]] %}{% for y in x %}{{ loop.index }}{{ y }}{% endfor %};{% endfor "
      "%}",
      "", "1122;1324;"},
@@ -511,6 +512,13 @@ const FailCase kMethodsFailures[] = {
     {"{{ [1, 2].append(3) }}", "", StatusCode::kUnsupported,
      "chat template line 1, column 17: list method 'append' would change a value; chat templates "
      "render immutably"},
+    // A namespace holding itself, directly or inside a list or dict, would
+    // be a reference cycle that is never freed (fuzz_chat_template's leak);
+    // Python's garbage collector takes cycles, pvllm refuses them.
+    {"{% set ns = namespace(a=1) %}{% set ns.a = ns %}", "", StatusCode::kUnsupported,
+     "chat template line 1, column 33: 'ns.a' would make namespace 'ns' hold itself"},
+    {"{% set ns = namespace(a=1) %}{% set ns.a = [1, {'k': ns}] %}", "", StatusCode::kUnsupported,
+     "chat template line 1, column 33: 'ns.a' would make namespace 'ns' hold itself"},
     {"{{ [1, 2].copy() }}", "", StatusCode::kUnsupported,
      "chat template line 1, column 15: list method 'copy' is not supported"},
     {"{{ d.update({'c': 1}) }}", "{\"d\": {\"a\": 1}}", StatusCode::kUnsupported,
