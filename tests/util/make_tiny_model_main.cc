@@ -83,13 +83,26 @@ int main(int argc, char** argv) {
       return 2;
     }
     // One past the largest id of the model's vocabulary and added tokens.
-    const nlohmann::json tok = nlohmann::json::parse(in);
+    const nlohmann::json tok = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!tok.is_object() || !tok.contains("model") || !tok["model"].contains("vocab") ||
+        !tok["model"]["vocab"].is_object()) {
+      std::fprintf(stderr, "pvllm_make_tiny_model: %s/tokenizer.json has no model.vocab object\n",
+                   tokenizer.c_str());
+      return 2;
+    }
     int64_t size = 0;
-    for (const auto& [piece, id] : tok.at("model").at("vocab").items()) {
-      size = std::max<int64_t>(size, id.get<int64_t>() + 1);
+    for (const auto& [piece, id] : tok["model"]["vocab"].items()) {
+      if (id.is_number_integer()) size = std::max<int64_t>(size, id.get<int64_t>() + 1);
     }
     for (const auto& added : tok.value("added_tokens", nlohmann::json::array())) {
-      size = std::max<int64_t>(size, added.at("id").get<int64_t>() + 1);
+      if (added.is_object() && added.contains("id") && added["id"].is_number_integer()) {
+        size = std::max<int64_t>(size, added["id"].get<int64_t>() + 1);
+      }
+    }
+    if (size <= 0 || size > (int64_t{1} << 22)) {
+      std::fprintf(stderr, "pvllm_make_tiny_model: %s/tokenizer.json: vocabulary size %lld\n",
+                   tokenizer.c_str(), static_cast<long long>(size));
+      return 2;
     }
     spec.vocab_size = static_cast<int32_t>(size);
   }
@@ -121,9 +134,10 @@ int main(int argc, char** argv) {
     fs::remove(fs::path(dir) / "tokenizer.model");
     std::ifstream tok_in(fs::path(tokenizer) / "tokenizer.json");
     std::ifstream config_in(fs::path(tokenizer) / "tokenizer_config.json");
-    const nlohmann::json tok = nlohmann::json::parse(tok_in);
-    const nlohmann::json config =
-        config_in ? nlohmann::json::parse(config_in) : nlohmann::json::object();
+    const nlohmann::json tok = nlohmann::json::parse(tok_in, nullptr, false);
+    nlohmann::json config =
+        config_in ? nlohmann::json::parse(config_in, nullptr, false) : nlohmann::json::object();
+    if (!config.is_object()) config = nlohmann::json::object();  // no BOS/EOS names then
     pvllm::testing::edit_hf_config(dir, {{"bos_token_id", special_id(tok, config, "bos_token")},
                                          {"eos_token_id", special_id(tok, config, "eos_token")}});
     for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
