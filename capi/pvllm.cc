@@ -727,6 +727,8 @@ const char* format_name(pvllm::ModelFormat format) {
       return "huggingface";
     case pvllm::ModelFormat::kLlama2c:
       return "llama2c";
+    case pvllm::ModelFormat::kPvllm:
+      return "pvllm";
   }
   return "unknown";  // GCOVR_EXCL_LINE: the switch covers every ModelFormat
 }

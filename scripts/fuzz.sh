@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of fuzz/ (clang, sanitized, in build-fuzz)
 # and runs each for a bounded time: scripts/fuzz.sh [seconds_per_target]
-# [target...]. The default, 12 s for each of the 8 targets, keeps a CI run
+# [target...]. The default, 12 s for each of the 9 targets, keeps a CI run
 # near 100 s after the build. Fails on the first crash, leak, timeout or
 # sanitizer report, printing the reproducer's path. New corpus entries go
 # to build-fuzz/corpus/<target> (the seeds in fuzz/corpus are only read);
@@ -13,7 +13,7 @@ seconds="${1:-12}"
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(tokenizer_json tokenizer_model chat_template hf_config
-                                     safetensors llama2c capi constraint)
+                                     safetensors llama2c capi constraint pvllm_file)
 build="${PVLLM_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 
 if ! command -v clang++ >/dev/null; then

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build ccache pkg-config
           libsentencepiece-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev
+          flatbuffers-compiler libflatbuffers-dev libxxhash-dev  # the .pvllm file format
           libgtest-dev
           clang libclang-rt-14-dev  # scripts/fuzz.sh: clang and its libFuzzer runtime
           abigail-tools lintian python3)  # abi_check.sh, deb_check.sh

@@ -84,9 +84,9 @@ fi
 # every suite; docs/guarantees.md says what runs where.
 start=$(date +%s)
 echo "test: scripts/sanitize.sh asan"
-PVLLM_SANITIZE_TARGETS="capi_test event_router_test engine_test fault_walk_test pvllm_stress structured_test" \
+PVLLM_SANITIZE_TARGETS="capi_test event_router_test engine_test fault_walk_test pvllm_stress structured_test pvllm_format_test" \
   bash scripts/sanitize.sh asan \
-  -R '^(Capi|EventRouter|Engine|BothFormats|SlidingWindowEngine|RandomWeightsEngine|FaultWalk|pvllm_stress|StructuredOutput|Gbnf|Matcher|TokenMask|TokenMatcher|Constraint|JsonSchema|Cases/Regex|Regex|Syntax/Regex|Unsupported/Regex)'
+  -R '^(Capi|EventRouter|Engine|EveryFormat|Pvllm|EveryArch/Pvllm|SlidingWindowEngine|RandomWeightsEngine|FaultWalk|pvllm_stress|StructuredOutput|Gbnf|Matcher|TokenMask|TokenMatcher|Constraint|JsonSchema|Cases/Regex|Regex|Syntax/Regex|Unsupported/Regex)'
 echo "test: scripts/sanitize.sh asan took $(( $(date +%s) - start )) s"
 start=$(date +%s)
 echo "test: scripts/sanitize.sh tsan"

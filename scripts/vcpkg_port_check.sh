@@ -23,7 +23,7 @@ version="$(sed -n 's/^project(pvllm VERSION \([0-9.]*\) .*/\1/p' CMakeLists.txt)
 grep -q "\"version\": \"$version\"" "$port/vcpkg.json" || fail "$port/vcpkg.json is not version $version"
 # Every library the build looks for is a dependency of the port.
 for dep in "sentencepiece:sentencepiece" "libpcre2-8:pcre2" "libutf8proc:utf8proc" \
-           "nlohmann_json:nlohmann-json"; do
+           "nlohmann_json:nlohmann-json" "flatc:flatbuffers" "xxhash.h:xxhash"; do
   grep -rqs --include=CMakeLists.txt "[ (]${dep%%:*}[ )]" CMakeLists.txt core capi ||
     fail "the build no longer uses ${dep%%:*}: update this list and $port/vcpkg.json"
   grep -q "\"${dep#*:}\"" "$port/vcpkg.json" || fail "$port/vcpkg.json lacks the dependency ${dep#*:}"

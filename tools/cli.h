@@ -17,6 +17,10 @@ void add_generate_command(CLI::App& app, int* exit_code);
 // Registers the `inspect` subcommand, likewise.
 void add_inspect_command(CLI::App& app, int* exit_code);
 
+// Registers the `convert` subcommand (tools/convert.cc), likewise. It uses
+// the core model library directly.
+void add_convert_command(CLI::App& app, int* exit_code);
+
 // Registers the `bench` subcommand (tools/bench.cc), likewise.
 void add_bench_command(CLI::App& app, int* exit_code);
 

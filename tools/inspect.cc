@@ -6,6 +6,8 @@
 #include <string>
 
 #include "cli.h"
+#include "core/chat/chat_template.h"
+#include "core/model/pvllm_file.h"
 
 namespace pvllm_cli {
 namespace {
@@ -93,6 +95,72 @@ void print_tensors(const pvllm::cxx::ModelInfo& info) {
   }
 }
 
+const char* tokenizer_kind_name(pvllm::EmbeddedTokenizer::Kind kind) {
+  switch (kind) {
+    case pvllm::EmbeddedTokenizer::Kind::kSentencePiece:
+      return "sentencepiece tokenizer.model";
+    case pvllm::EmbeddedTokenizer::Kind::kJson:
+      return "tokenizer.json";
+    case pvllm::EmbeddedTokenizer::Kind::kNone:
+      break;
+  }
+  return "none";
+}
+
+// A .pvllm file's own header: version, provenance, what it carries and its
+// tensor table with layouts, extents and checksums (docs/format.md).
+int print_pvllm_header(const std::string& path) {
+  std::shared_ptr<pvllm::MappedFile> file;
+  pvllm::pvllm_format::FileHeader h;
+  const pvllm::Status st = pvllm::pvllm_format::open_file(path, &file, &h);
+  if (!st.ok()) {
+    std::fprintf(stderr, "pvllm: cannot read the .pvllm header: %s (%s)\n", st.message().c_str(),
+                 pvllm_status_to_string(static_cast<pvllm_status>(st.code())));
+    return 1;
+  }
+  std::printf("\npvllm file\n");
+  std::printf("  format version           %u.%u\n", h.major_version, h.minor_version);
+  std::printf("  file size                %s\n", human_bytes(file->size()).c_str());
+  std::printf("  header                   %" PRIu64 " bytes, data from offset %" PRIu64 "\n",
+              h.header_size, h.data_offset);
+  std::printf("  written by               %s\n", h.writer.c_str());
+  std::printf("  source                   %s (%s)\n", h.source.c_str(),
+              h.source_format == pvllm::ModelFormat::kLlama2c ? "llama2.c" : "Hugging Face");
+  std::printf("  tokenizer                %s, %zu bytes\n", tokenizer_kind_name(h.tokenizer.kind),
+              h.tokenizer.data.size());
+  std::printf("  tokenizer_config.json    %s\n",
+              h.tokenizer.config_json.empty()
+                  ? "none"
+                  : (std::to_string(h.tokenizer.config_json.size()) + " bytes").c_str());
+  pvllm::chat::ChatTemplates templates;
+  std::string names;
+  if (pvllm::chat::ChatTemplates::from_texts(path, h.tokenizer.config_json,
+                                             h.tokenizer.chat_template_jinja, &templates)
+          .ok()) {
+    for (const std::string& n : templates.names()) names += (names.empty() ? "" : ", ") + n;
+    if (!templates.bos_token().empty() || !templates.eos_token().empty()) {
+      std::printf("  special tokens           bos \"%s\", eos \"%s\"\n",
+                  templates.bos_token().c_str(), templates.eos_token().c_str());
+    }
+  }
+  std::printf("  chat templates           %s\n", names.empty() ? "none" : names.c_str());
+  std::printf("\ntensor table (%zu; checksums XXH3-64, checked when loaded)\n", h.tensors.size());
+  std::printf("  %-48s %-5s %-9s %-14s %12s %12s  %s\n", "name", "dtype", "layout", "shape",
+              "offset", "bytes", "checksum");
+  for (const auto& t : h.tensors) {
+    std::string shape = "[";
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      shape += (d > 0 ? "," : "") + std::to_string(t.shape[d]);
+    }
+    shape += "]";
+    std::printf("  %-48s %-5s %-9s %-14s %12" PRIu64 " %12" PRIu64 "  %016" PRIx64 "\n",
+                t.name.c_str(), pvllm::dtype_name(t.dtype),
+                t.layout == pvllm::Layout::kPanels16 ? "panels16" : "row-major", shape.c_str(),
+                t.offset, t.size, t.checksum);
+  }
+  return 0;
+}
+
 void print_estimate(const InspectOptions& o) {
   pvllm_engine_params params = o.engine;
   params.model_path = o.model.empty() ? nullptr : o.model.c_str();
@@ -126,7 +194,11 @@ int run_inspect(const InspectOptions& o) {
     what = "cannot read the config";
     print_config(info.config());
     what = "cannot read a tensor";
-    print_tensors(info);
+    if (pvllm::is_pvllm_path(o.model)) {
+      if (const int rc = print_pvllm_header(o.model); rc != 0) return rc;
+    } else {
+      print_tensors(info);
+    }
     what = "cannot estimate memory";
     print_estimate(o);
   } catch (const pvllm::cxx::Error& e) {
@@ -145,14 +217,16 @@ void add_inspect_command(CLI::App& app, int* exit_code) {
   CLI::App* sub = app.add_subcommand(
       "inspect",
       "Print a model's config, its tensor table (name, dtype, shape) and the memory serving it "
-      "needs, without loading the weights.");
+      "needs, without loading the weights; for a .pvllm file, its header too.");
   sub->footer(
       "Examples:\n"
       "  pvllm inspect stories260K.bin\n"
+      "  pvllm inspect stories260K.pvllm\n"
       "  pvllm inspect TinyLlama-1.1B --kv-cache-mb 1024 --block-size 32\n"
       "  pvllm inspect --random-weights llama-3-8b");
   sub->add_option("model", o->model,
-                  "A Hugging Face folder or a llama2.c .bin (with tokenizer.model beside it)");
+                  "A Hugging Face folder, a llama2.c .bin (with tokenizer.model beside it) or a "
+                  ".pvllm file (its header, tokenizer and tensor table too)");
   sub->add_option("--random-weights", o->random_weights,
                   "Instead of a model, a random-weights shape (tiny, tinyllama-1.1b, "
                   "llama-2-7b, llama-3-8b), as bf16");

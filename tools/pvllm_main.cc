@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
       "  pvllm generate --model models/stories260K/stories260K.bin --prompt \"Once upon a "
       "time\"\n"
       "  pvllm inspect models/TinyLlama-1.1B\n"
+      "  pvllm convert models/TinyLlama-1.1B tinyllama.pvllm --dtype bf16\n"
       "  pvllm bench --model tiny8k --workload chat --kv-allocator both\n"
       "  echo \"Hello world\" | pvllm tokenize models/Qwen3-0.6B --json\n"
       "  pvllm chat models/TinyLlama-1.1B-Chat --temperature 0.7\n"
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   pvllm_cli::add_generate_command(app, &exit_code);
   pvllm_cli::add_inspect_command(app, &exit_code);
+  pvllm_cli::add_convert_command(app, &exit_code);
   pvllm_cli::add_bench_command(app, &exit_code);
   pvllm_cli::add_tokenize_commands(app, &exit_code);
   pvllm_cli::add_chat_template_command(app, &exit_code);

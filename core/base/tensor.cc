@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "core/base/panel_layout.h"
+
 namespace pvllm {
 
 const char* dtype_name(DType t) {
@@ -16,6 +18,15 @@ const char* dtype_name(DType t) {
       return "BF16";
   }
   return "unknown";
+}
+
+size_t Tensor::nbytes() const {
+  if (layout == Layout::kPanels16) {
+    panels::Shape s;
+    if (shape.size() != 2 || !panels::shape_of(shape[0], shape[1], dtype, &s).ok()) return 0;
+    return static_cast<size_t>(s.bytes());
+  }
+  return static_cast<size_t>(numel()) * dtype_size(dtype);
 }
 
 size_t dtype_size(DType t) {

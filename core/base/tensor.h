@@ -11,6 +11,11 @@ namespace pvllm {
 
 enum class DType : uint8_t { kF32 = 0, kF16 = 1, kBF16 = 2 };
 
+// How a tensor's elements are ordered. kPanels16: a matrix already packed in
+// the CPU GEMM's panel layout (panel_layout.h), as a .pvllm file may store
+// it; only code that asks for it reads one (the CPU backend, unpacking).
+enum class Layout : uint8_t { kRowMajor = 0, kPanels16 = 1 };
+
 const char* dtype_name(DType t);
 size_t dtype_size(DType t);
 
@@ -19,13 +24,16 @@ struct Tensor {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;  // row-major; matrices are [out_features, in_features]
   const void* data = nullptr;  // nbytes() bytes, alignment of the element type not guaranteed
+  Layout layout = Layout::kRowMajor;
 
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     return n;
   }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  // The bytes the tensor takes: numel * element size, or its panels'
+  // bytes (padding included) for kPanels16.
+  size_t nbytes() const;
   bool empty() const { return data == nullptr; }
 };
 

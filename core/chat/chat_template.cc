@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/chat/json_value.h"
+#include "core/model/pvllm_file.h"
 
 namespace pvllm::chat {
 namespace {
@@ -78,17 +79,32 @@ Status ChatTemplates::load(const std::string& model_path, ChatTemplates* out) {
   std::error_code ec;
   const fs::path path(model_path);
   if (!fs::exists(path, ec)) return NotFound("no model at " + model_path);
+  if (is_pvllm_path(model_path) && fs::is_regular_file(path, ec)) {
+    std::shared_ptr<MappedFile> file;
+    pvllm_format::FileHeader header;
+    PVLLM_RETURN_IF_ERROR(pvllm_format::open_file(model_path, &file, &header));
+    return from_texts(model_path, header.tokenizer.config_json,
+                      header.tokenizer.chat_template_jinja, out);
+  }
   const fs::path folder = fs::is_directory(path, ec) ? path : path.parent_path();
-  ChatTemplates set;
-  set.folder_ = folder.string();
-
+  std::string config_text, jinja_text;
   const fs::path config_path = folder / "tokenizer_config.json";
-  if (fs::exists(config_path, ec)) {
-    std::string text;
-    PVLLM_RETURN_IF_ERROR(read_file(config_path, &text));
-    const nlohmann::ordered_json config = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (fs::exists(config_path, ec)) PVLLM_RETURN_IF_ERROR(read_file(config_path, &config_text));
+  const fs::path jinja_path = folder / "chat_template.jinja";
+  if (fs::exists(jinja_path, ec)) PVLLM_RETURN_IF_ERROR(read_file(jinja_path, &jinja_text));
+  return from_texts(folder.string(), config_text, jinja_text, out);
+}
+
+Status ChatTemplates::from_texts(const std::string& origin, std::string_view config_text,
+                                 std::string_view jinja_text, ChatTemplates* out) {
+  ChatTemplates set;
+  set.origin_ = origin;
+  const std::string config_name = origin + "'s tokenizer_config.json";
+  if (!config_text.empty()) {
+    const nlohmann::ordered_json config =
+        nlohmann::ordered_json::parse(config_text.begin(), config_text.end(), nullptr, false);
     if (config.is_discarded() || !config.is_object()) {
-      return CorruptModel(config_path.string() + " is not a JSON object");
+      return CorruptModel(config_name + " is not a JSON object");
     }
     for (const char* token : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
       if (!config.contains(token)) continue;
@@ -104,22 +120,17 @@ Status ChatTemplates::load(const std::string& model_path, ChatTemplates* out) {
           if (!item.is_object() || !item.contains("name") || !item["name"].is_string() ||
               !item.contains("template") || !item["template"].is_string()) {
             return CorruptModel(
-                config_path.string() +
+                config_name +
                 ": chat_template list entries must be {\"name\", \"template\"} strings");
           }
           set.add(item["name"].get<std::string>(), item["template"].get<std::string>());
         }
       } else if (!ct.is_null()) {
-        return CorruptModel(config_path.string() + ": chat_template must be a string or a list");
+        return CorruptModel(config_name + ": chat_template must be a string or a list");
       }
     }
   }
-  const fs::path jinja_path = folder / "chat_template.jinja";
-  if (fs::exists(jinja_path, ec)) {
-    std::string text;
-    PVLLM_RETURN_IF_ERROR(read_file(jinja_path, &text));
-    set.add("default", std::move(text));
-  }
+  if (!jinja_text.empty()) set.add("default", std::string(jinja_text));
   *out = std::move(set);
   return Status::Ok();
 }
@@ -135,8 +146,8 @@ std::string ChatTemplates::eos_token() const { return special_tokens_.value("eos
 
 Status ChatTemplates::apply(const ChatRequest& request, std::string* out) const {
   if (templates_.empty()) {
-    return NotFound("the model has no chat template (no chat_template in " + folder_ +
-                    "/tokenizer_config.json and no chat_template.jinja)");
+    return NotFound("the model has no chat template (no chat_template in " + origin_ +
+                    "'s tokenizer_config.json and no chat_template.jinja)");
   }
   std::string name = request.template_name;
   if (name.empty()) {

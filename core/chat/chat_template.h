@@ -7,13 +7,14 @@
 // it; bos_token, eos_token, unk_token and pad_token from
 // tokenizer_config.json (a string or {"content": ...}). The folder is the
 // model path itself, or the folder holding it for a single-file model
-// (a llama2.c .bin).
+// (a llama2.c .bin); a .pvllm file carries both texts in its header.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/base/status.h"
@@ -46,7 +47,12 @@ class ChatTemplates {
   // Reads the model's templates. A folder without any template loads as an
   // empty set (apply then says NOT_FOUND); a malformed tokenizer_config.json
   // is CORRUPT_MODEL; a missing path is NOT_FOUND.
+  // A .pvllm file gives the texts it carries.
   static Status load(const std::string& model_path, ChatTemplates* out);
+  // From tokenizer_config.json's text and chat_template.jinja's (either may
+  // be empty); `origin` (the folder or file) is named in errors.
+  static Status from_texts(const std::string& origin, std::string_view config_text,
+                           std::string_view jinja_text, ChatTemplates* out);
 
   bool empty() const { return templates_.empty(); }
   std::vector<std::string> names() const;
@@ -66,7 +72,7 @@ class ChatTemplates {
   };
   void add(const std::string& name, std::string source);
 
-  std::string folder_;
+  std::string origin_;
   std::map<std::string, Entry> templates_;
   nlohmann::ordered_json special_tokens_ = nlohmann::ordered_json::object();  // name -> text
 };

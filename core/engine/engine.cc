@@ -14,22 +14,10 @@
 #include "core/engine/create_progress.h"
 #include "core/engine/memory_plan.h"
 #include "core/engine/request.h"
+#include "core/engine/weight_reader.h"
 #include "core/model/random_model.h"
 
 namespace pvllm {
-
-namespace {
-
-// Reads one byte per page of a tensor so the OS maps it in.
-void touch_pages(const Tensor& t) {
-  const volatile unsigned char* p = static_cast<const unsigned char*>(t.data);
-  if (p == nullptr) return;
-  unsigned char sink = 0;
-  for (size_t off = 0; off < t.nbytes(); off += 4096) sink ^= p[off];
-  (void)sink;
-}
-
-}  // namespace
 
 Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) {
   PVLLM_RETURN_IF_ERROR(config.validate());
@@ -73,31 +61,30 @@ Status Engine::load_model_and_tokenizer(const CreateProgress& progress) {
     PVLLM_RETURN_IF_ERROR(
         make_random_model(config_.random_weights, DType::kBF16, /*seed=*/0, &model_));
   } else {
-    PVLLM_RETURN_IF_ERROR(load_model(config_.model_path, &model_));
+    LoadOptions options;
+    options.checksums = config_.model_checksums;
+    PVLLM_RETURN_IF_ERROR(load_model(config_.model_path, &model_, options));
   }
   const ModelConfig& mc = model_->config;
 
-  // Read every weight page now, so a large model's disk reads happen here
-  // with progress shown rather than inside the first step.
-  const auto& layers = model_->weights.layers;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const LayerWeights& l = layers[i];
-    for (const Tensor* t :
-         {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down}) {
-      touch_pages(*t);
-    }
-    progress.report(CreateStage::kReadingWeights,
-                    static_cast<float>(i + 1) / static_cast<float>(layers.size()));
-  }
-  touch_pages(model_->weights.embed);
-  touch_pages(model_->weights.lm_head);
+  // Every weight page read now (a lazily checked .pvllm file's tensors
+  // checked by the same read), so the disk reads happen here with progress.
+  PVLLM_RETURN_IF_ERROR(read_weights(*model_, config_.num_threads, [&](float fraction) {
+    progress.report(CreateStage::kReadingWeights, fraction);
+  }));
 
   progress.report(CreateStage::kLoadingTokenizer);
-  if (!model_->tokenizer_path.empty()) {
+  const EmbeddedTokenizer& embedded = model_->embedded_tokenizer;
+  if (embedded.kind != EmbeddedTokenizer::Kind::kNone) {
+    const Status st = Tokenizer::load_embedded(embedded, &tokenizer_);
+    if (!st.ok()) return Status(st.code(), model_->path + ": " + st.message());
+  } else if (!model_->tokenizer_path.empty()) {
     PVLLM_RETURN_IF_ERROR(Tokenizer::load(model_->tokenizer_path, &tokenizer_));
+  }
+  if (tokenizer_ != nullptr) {
     if (tokenizer_->vocab_size() > mc.vocab_size) {
-      return CorruptModel(model_->tokenizer_path + ": tokenizer has " +
-                          std::to_string(tokenizer_->vocab_size()) +
+      return CorruptModel((model_->tokenizer_path.empty() ? model_->path : model_->tokenizer_path) +
+                          ": tokenizer has " + std::to_string(tokenizer_->vocab_size()) +
                           " pieces but the model's vocabulary is " + std::to_string(mc.vocab_size));
     }
     // The most text one token can stand for: its decoded bytes, or its
@@ -118,6 +105,9 @@ Status Engine::load_model_and_tokenizer(const CreateProgress& progress) {
 Status Engine::open_backend(const DeviceSpec& device, bool use_cuda,
                             const CreateProgress& progress) {
   progress.report(CreateStage::kOpeningBackend);
+  // Only the CPU backend reads matrices in the panel layout; any other gets
+  // them row-major (a copy, which it uploads or reads as it would any).
+  if (use_cuda || config_.backend_factory) PVLLM_RETURN_IF_ERROR(unpack_weights(model_.get()));
   bool opened = false;
   if (use_cuda) PVLLM_RETURN_IF_ERROR(open_cuda_backend(device, &opened));
   if (opened) {

@@ -11,11 +11,10 @@
 #include "core/backend/backend.h"
 #include "core/base/status.h"
 #include "core/kv/block_manager.h"
+#include "core/model/model.h"
 #include "core/sched/scheduler.h"
 
 namespace pvllm {
-
-struct Model;
 
 struct EngineConfig {
   std::string model_path;
@@ -23,6 +22,11 @@ struct EngineConfig {
   // built in memory with random bf16 weights and model_path is ignored.
   // Empty = load model_path. Such a model has no tokenizer.
   std::string random_weights;
+  // A .pvllm model's tensor checksums: kFull checks every one before create
+  // returns; kLazy as the engine first reads each tensor (create's page
+  // pass), one read instead of two; kNone not at all. The header is always
+  // checked. Other formats have no checksums.
+  ChecksumMode model_checksums = ChecksumMode::kFull;
   std::string device = "auto";  // "cpu", "cuda", "cuda:N" or "auto" (CUDA when usable)
   int32_t block_size = 16;      // power of two, 8..256
   // KV pool: num_kv_blocks when > 0, otherwise as many blocks as

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/model/model.h"
+#include "core/model/pvllm_file.h"
 
 namespace pvllm {
 
@@ -11,54 +12,80 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Calls fn once per distinct weight tensor (by data pointer, so tied
-// embeddings are visited once), in checkpoint order.
-void for_each_weight(const ModelWeights& w, const std::function<void(const Tensor&)>& fn) {
+}  // namespace
+
+// In checkpoint order; by data pointer, so tied embeddings are visited once.
+void Model::for_each_weight(const std::function<void(const Tensor&)>& fn) const {
+  const ModelWeights& w = weights;
   std::set<const void*> seen;
   auto visit = [&](const Tensor& t) {
     if (t.empty() || !seen.insert(t.data).second) return;
     fn(t);
   };
   visit(w.embed);
-  for (const LayerWeights& l : w.layers) {
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights& l = w.layers[i];
     for (const Tensor* t : {&l.attn_norm, &l.wq, &l.bq, &l.wk, &l.bk, &l.wv, &l.bv, &l.q_norm,
                             &l.k_norm, &l.wo, &l.bo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down}) {
       visit(*t);
     }
+    if (i < w.packed.size()) {
+      const PackedLayerWeights& p = w.packed[i];
+      for (const Tensor* t : {&p.qkv, &p.wo, &p.gate_up, &p.down}) visit(*t);
+    }
   }
   visit(w.final_norm);
   visit(w.lm_head);
+  visit(w.packed_lm_head);
 }
-
-}  // namespace
 
 size_t Model::weight_bytes() const {
   size_t total = 0;
-  for_each_weight(weights, [&](const Tensor& t) { total += t.nbytes(); });
+  for_each_weight([&](const Tensor& t) { total += t.nbytes(); });
   return total;
 }
 
-Status load_model(const std::string& path, std::unique_ptr<Model>* out) {
+Status load_model(const std::string& path, std::unique_ptr<Model>* out,
+                  const LoadOptions& options) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st)) return NotFound(path + ": no such file or folder");
   if (fs::is_directory(st)) return load_hf_model(path, out);
+  if (fs::is_regular_file(st) && is_pvllm_path(path)) return load_pvllm_model(path, options, out);
   if (fs::is_regular_file(st) && fs::path(path).extension() == ".bin") {
     return load_llama2c_model(path, out);
   }
   return Unsupported(path + ": not a model pvllm can load (expected a Hugging Face folder " +
-                     "or a llama2.c .bin file)");
+                     "a llama2.c .bin file or a .pvllm file)");
 }
 
-// Loading maps the files, but reading the header pages is all it touches;
-// the mappings are dropped before returning.
+// Loading maps the files, but reading the header pages is all it touches
+// (no .pvllm tensor checksum); the mappings are dropped before returning.
 Status inspect_model(const std::string& path, ModelSummary* out) {
+  // A .pvllm file's header says it all: its tensor table is the model's.
+  std::error_code ec;
+  if (is_pvllm_path(path) && fs::is_regular_file(path, ec)) {
+    std::shared_ptr<MappedFile> file;
+    pvllm_format::FileHeader header;
+    PVLLM_RETURN_IF_ERROR(pvllm_format::open_file(path, &file, &header));
+    ModelSummary summary;
+    summary.config = header.config;
+    summary.format = ModelFormat::kPvllm;
+    for (const pvllm_format::TensorEntry& t : header.tensors) {
+      summary.tensors.push_back({t.name, t.dtype, t.shape});
+      summary.weight_bytes += t.size;
+    }
+    *out = std::move(summary);
+    return Status::Ok();
+  }
   std::unique_ptr<Model> model;
-  PVLLM_RETURN_IF_ERROR(load_model(path, &model));
+  LoadOptions options;
+  options.checksums = ChecksumMode::kNone;
+  PVLLM_RETURN_IF_ERROR(load_model(path, &model, options));
   ModelSummary summary;
   summary.config = model->config;
   summary.format = model->format;
-  for_each_weight(model->weights, [&](const Tensor& t) {
+  model->for_each_weight([&](const Tensor& t) {
     summary.tensors.push_back({t.name, t.dtype, t.shape});
     summary.weight_bytes += t.nbytes();
   });

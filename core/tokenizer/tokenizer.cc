@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "core/model/pvllm_file.h"
 #include "core/tokenizer/json_tokenizer.h"
 #include "core/tokenizer/sentencepiece_tokenizer.h"
 
@@ -12,8 +13,29 @@ namespace pvllm {
 
 namespace fs = std::filesystem;
 
+Status Tokenizer::load_embedded(const EmbeddedTokenizer& embedded,
+                                std::unique_ptr<Tokenizer>* out) {
+  switch (embedded.kind) {
+    case EmbeddedTokenizer::Kind::kSentencePiece:
+      return SentencePieceTokenizer::load_from_bytes(embedded.data, out);
+    case EmbeddedTokenizer::Kind::kJson:
+      return JsonTokenizer::load_from_text(embedded.data, embedded.config_json, out);
+    case EmbeddedTokenizer::Kind::kNone:
+      break;
+  }
+  return NotFound("the model file carries no tokenizer");
+}
+
 Status Tokenizer::load(const std::string& path, std::unique_ptr<Tokenizer>* out) {
   std::error_code ec;
+  if (is_pvllm_path(path) && fs::is_regular_file(path, ec)) {
+    std::shared_ptr<MappedFile> file;
+    pvllm_format::FileHeader header;
+    PVLLM_RETURN_IF_ERROR(pvllm_format::open_file(path, &file, &header));
+    const Status st = load_embedded(header.tokenizer, out);
+    if (!st.ok()) return Status(st.code(), path + ": " + st.message());
+    return Status::Ok();
+  }
   if (fs::is_directory(path, ec)) {
     const fs::path model = fs::path(path) / "tokenizer.model";
     const fs::path json = fs::path(path) / "tokenizer.json";

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/base/status.h"
+#include "core/model/model.h"
 #include "core/tokenizer/utf8.h"
 
 namespace pvllm {
@@ -22,8 +23,11 @@ class Tokenizer {
   // the .json extension), or a folder holding one. A folder with both uses
   // tokenizer.model, so the sentencepiece models already served keep their
   // exact tokenization. tokenizer.json reads tokenizer_config.json beside it
-  // for the BOS and EOS names.
+  // for the BOS and EOS names. A .pvllm file gives the tokenizer it carries
+  // (only its header is read).
   static Status load(const std::string& path, std::unique_ptr<Tokenizer>* out);
+  // The tokenizer a .pvllm file carries. NOT_FOUND when it has none.
+  static Status load_embedded(const EmbeddedTokenizer& embedded, std::unique_ptr<Tokenizer>* out);
   virtual ~Tokenizer() = default;
 
   // Encodes text. `add_special`: add the special tokens the tokenizer adds

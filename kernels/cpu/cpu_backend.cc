@@ -27,15 +27,16 @@
 namespace pvllm {
 namespace {
 
-Status check_shape(const Tensor& t, std::vector<int64_t> shape, const std::string& what) {
-  if (t.empty() || t.shape != shape) {
+Status check_shape(const Tensor& t, std::vector<int64_t> shape, const std::string& what,
+                   Layout layout = Layout::kRowMajor) {
+  if (t.empty() || t.shape != shape || t.layout != layout) {
     std::string want;
     for (int64_t d : shape) {
       if (!want.empty()) want += "x";
       want += std::to_string(d);
     }
     return CorruptModel("cpu backend: weight " + what + " (" + t.name + ") is missing or not " +
-                        want);
+                        want + (layout == Layout::kPanels16 ? " in panels" : ""));
   }
   return Status::Ok();
 }
@@ -63,18 +64,36 @@ Status check_model(const Model& model) {
   if (!w.lm_head.empty()) {
     PVLLM_RETURN_IF_ERROR(check_shape(w.lm_head, {c.vocab_size, hidden}, "lm_head"));
   }
+  const bool packed = w.is_packed();
+  if (packed) {
+    if (static_cast<int32_t>(w.packed.size()) != c.num_layers) {
+      return CorruptModel("cpu backend: model has " + std::to_string(w.packed.size()) +
+                          " layers of packed weights, config says " + std::to_string(c.num_layers));
+    }
+    constexpr Layout kP = Layout::kPanels16;
+    PVLLM_RETURN_IF_ERROR(check_shape(w.packed_lm_head, {c.vocab_size, hidden}, "lm_head", kP));
+  }
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
     const std::string at = " of layer " + std::to_string(l);
     PVLLM_RETURN_IF_ERROR(check_shape(lw.attn_norm, {hidden}, "attn_norm" + at));
-    PVLLM_RETURN_IF_ERROR(check_shape(lw.wq, {q_dim, hidden}, "wq" + at));
-    PVLLM_RETURN_IF_ERROR(check_shape(lw.wk, {kv_dim, hidden}, "wk" + at));
-    PVLLM_RETURN_IF_ERROR(check_shape(lw.wv, {kv_dim, hidden}, "wv" + at));
-    PVLLM_RETURN_IF_ERROR(check_shape(lw.wo, {hidden, q_dim}, "wo" + at));
     PVLLM_RETURN_IF_ERROR(check_shape(lw.ffn_norm, {hidden}, "ffn_norm" + at));
-    PVLLM_RETURN_IF_ERROR(check_shape(lw.w_gate, {inter, hidden}, "w_gate" + at));
-    PVLLM_RETURN_IF_ERROR(check_shape(lw.w_up, {inter, hidden}, "w_up" + at));
-    PVLLM_RETURN_IF_ERROR(check_shape(lw.w_down, {hidden, inter}, "w_down" + at));
+    if (packed) {
+      constexpr Layout kP = Layout::kPanels16;
+      const PackedLayerWeights& pw = w.packed[l];
+      PVLLM_RETURN_IF_ERROR(check_shape(pw.qkv, {q_dim + 2 * kv_dim, hidden}, "qkv" + at, kP));
+      PVLLM_RETURN_IF_ERROR(check_shape(pw.wo, {hidden, q_dim}, "wo" + at, kP));
+      PVLLM_RETURN_IF_ERROR(check_shape(pw.gate_up, {2 * inter, hidden}, "gate_up" + at, kP));
+      PVLLM_RETURN_IF_ERROR(check_shape(pw.down, {hidden, inter}, "down" + at, kP));
+    } else {
+      PVLLM_RETURN_IF_ERROR(check_shape(lw.wq, {q_dim, hidden}, "wq" + at));
+      PVLLM_RETURN_IF_ERROR(check_shape(lw.wk, {kv_dim, hidden}, "wk" + at));
+      PVLLM_RETURN_IF_ERROR(check_shape(lw.wv, {kv_dim, hidden}, "wv" + at));
+      PVLLM_RETURN_IF_ERROR(check_shape(lw.wo, {hidden, q_dim}, "wo" + at));
+      PVLLM_RETURN_IF_ERROR(check_shape(lw.w_gate, {inter, hidden}, "w_gate" + at));
+      PVLLM_RETURN_IF_ERROR(check_shape(lw.w_up, {inter, hidden}, "w_up" + at));
+      PVLLM_RETURN_IF_ERROR(check_shape(lw.w_down, {hidden, inter}, "w_down" + at));
+    }
     if (c.qkv_bias) {
       PVLLM_RETURN_IF_ERROR(check_shape(lw.bq, {q_dim}, "bq" + at));
       PVLLM_RETURN_IF_ERROR(check_shape(lw.bk, {kv_dim}, "bk" + at));
@@ -260,8 +279,22 @@ Status CpuBackend::init() {
   return Status::Ok();
 }
 
+// From a packed .pvllm file the matrices are views of its mapping;
+// otherwise packed here, once.
 Status CpuBackend::pack_matrices() {
   using cpu::PackedMatrix;
+  const ModelWeights& w = model_.weights;
+  if (w.is_packed()) {
+    for (const PackedLayerWeights& pw : w.packed) {
+      LayerMatrices m;
+      PVLLM_RETURN_IF_ERROR(PackedMatrix::view(pw.qkv, &m.qkv));
+      PVLLM_RETURN_IF_ERROR(PackedMatrix::view(pw.wo, &m.wo));
+      PVLLM_RETURN_IF_ERROR(PackedMatrix::view(pw.gate_up, &m.gate_up));
+      PVLLM_RETURN_IF_ERROR(PackedMatrix::view(pw.down, &m.down));
+      matrices_.push_back(std::move(m));
+    }
+    return PackedMatrix::view(w.packed_lm_head, &lm_head_);
+  }
   for (const LayerWeights& lw : model_.weights.layers) {
     LayerMatrices m;
     const Tensor* qkv[] = {&lw.wq, &lw.wk, &lw.wv};
@@ -272,7 +305,6 @@ Status CpuBackend::pack_matrices() {
     PVLLM_RETURN_IF_ERROR(PackedMatrix::pack(lw.w_down, &pool_, &m.down));
     matrices_.push_back(std::move(m));
   }
-  const ModelWeights& w = model_.weights;
   return PackedMatrix::pack(w.lm_head.empty() ? w.embed : w.lm_head, &pool_, &lm_head_);
 }
 

@@ -1,21 +1,15 @@
-// A weight matrix repacked once, at load, into the layout the CPU GEMM
-// reads (kernels/cpu/gemm.cc).
-//
-// W [rows, cols] (rows = output features, cols = input features, row-major
-// as the checkpoint stores it) becomes panels of kPanelRows rows: panel p
-// holds rows [16p, 16p + 16) as [cols][16] elements of W's dtype, so that
-// for each input index k the sixteen weights of a panel are one contiguous
-// 32- or 64-byte load. bf16 weights of a k step are stored as eight pairs
-// (row i, row 8 + i), so that one 32-byte load gives rows 0-7 by a shift
-// and rows 8-15 by a mask, where the plain order needs a widening shuffle
-// and a shift for each eight. The last panel is zero-padded. Panels are
-// 64-byte aligned.
+// A weight matrix in the layout the CPU GEMM reads (kernels/cpu/gemm.cc):
+// 16-row panels, defined in core/base/panel_layout.h. Either packed once,
+// at load, from a row-major tensor (owning the copy), or a view of a matrix
+// a .pvllm file already stores in that layout (served from the file's
+// mapping, nothing copied).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
 
+#include "core/base/panel_layout.h"
 #include "core/base/status.h"
 #include "core/base/tensor.h"
 #include "kernels/cpu/host_buffer.h"
@@ -25,12 +19,10 @@ namespace pvllm::cpu {
 
 class PackedMatrix {
  public:
-  static constexpr int64_t kPanelRows = 16;
+  static constexpr int64_t kPanelRows = panels::kRows;
 
   // Where row r (< kPanelRows) of a k step sits among its sixteen elements.
-  static int64_t slot_of_row(DType dtype, int64_t r) {
-    return dtype == DType::kBF16 ? (r < 8 ? 2 * r : 2 * (r - 8) + 1) : r;
-  }
+  static int64_t slot_of_row(DType dtype, int64_t r) { return panels::slot_of_row(dtype, r); }
 
   PackedMatrix() = default;
 
@@ -45,6 +37,11 @@ class PackedMatrix {
   // counts differ.
   static Status pack(std::span<const Tensor* const> parts, ThreadPool* pool, PackedMatrix* out);
 
+  // Serves `t`, a kPanels16 tensor (already in this layout), in place; the
+  // tensor's bytes must outlive the matrix. InvalidArgument when t is not a
+  // non-empty panel matrix or its panels are not 64-byte aligned.
+  static Status view(const Tensor& t, PackedMatrix* out);
+
   DType dtype() const { return dtype_; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
@@ -52,12 +49,15 @@ class PackedMatrix {
   // Bytes of one panel: cols * kPanelRows elements.
   int64_t panel_bytes() const { return panel_bytes_; }
   // Panel p: [cols][kPanelRows] elements of dtype() (bf16: in pairs).
-  const uint8_t* panel(int64_t p) const { return data_.get() + p * panel_bytes_; }
+  const uint8_t* panel(int64_t p) const { return data_ + p * panel_bytes_; }
   bool empty() const { return data_ == nullptr; }
+  // True when the panels are this matrix's own copy (false for a view).
+  bool owns_data() const { return owned_ != nullptr; }
   size_t nbytes() const { return static_cast<size_t>(num_panels() * panel_bytes_); }
 
  private:
-  HostBuffer data_;
+  HostBuffer owned_;  // empty for a view
+  const uint8_t* data_ = nullptr;
   DType dtype_ = DType::kF32;
   int64_t rows_ = 0;
   int64_t cols_ = 0;

@@ -1,6 +1,8 @@
 // The golden test: greedy generation of the real stories260K checkpoint, in
-// llama2.c format and in Hugging Face format, must reproduce llama2.c's
-// reference run.c token for token (golden/stories260K-greedy.json).
+// llama2.c format and in Hugging Face format, and each converted to .pvllm
+// (packed and row-major, checksums checked fully and lazily), must
+// reproduce llama2.c's reference run.c token for token
+// (golden/stories260K-greedy.json).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +11,9 @@
 
 #include "kernels/cpu/isa.h"
 #include "tests/integration/engine_harness.h"
+#include "tests/util/pvllm_file_edit.h"
 #include "tests/util/shared_paths.h"
+#include "tests/util/tiny_model.h"
 
 namespace pvllm::testing {
 namespace {
@@ -60,7 +64,14 @@ class GoldenTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     golden_path_ = shared_path("golden/stories260K-greedy.json");
-    model_path_ = shared_path(GetParam());
+    // "pvllm-<layout>[-lazy]:<source>": the source converted to .pvllm.
+    std::string param = GetParam();
+    std::string conversion;
+    if (param.rfind("pvllm-", 0) == 0) {
+      conversion = param.substr(0, param.find(':'));
+      param = param.substr(conversion.size() + 1);
+    }
+    model_path_ = shared_path(param);
     if (golden_path_.empty() || model_path_.empty()) {
       GTEST_SKIP() << "needs golden/stories260K-greedy.json and " << GetParam()
                    << " under $PVLLM_SHARED_DIR (unset or missing; .ci/run sets it)";
@@ -71,12 +82,21 @@ class GoldenTest : public ::testing::TestWithParam<const char*> {
     if (!isa.ok()) GTEST_SKIP() << isa.message();
     cases_ = read_golden(golden_path_);
     ASSERT_FALSE(cases_.empty());
+    if (!conversion.empty()) {
+      ConvertOptions options;
+      options.packed = conversion.find("packed") != std::string::npos;
+      if (conversion.find("lazy") != std::string::npos) checksums_ = ChecksumMode::kLazy;
+      const std::string out = make_temp_dir("golden_pvllm") + "/model.pvllm";
+      convert_model(model_path_, out, options);
+      model_path_ = out;
+    }
   }
 
   EngineConfig config() const {
     EngineConfig c;
     c.model_path = model_path_;
     c.device = "cpu";
+    c.model_checksums = checksums_;
     return c;
   }
 
@@ -100,6 +120,7 @@ class GoldenTest : public ::testing::TestWithParam<const char*> {
 
   std::string golden_path_;
   std::string model_path_;
+  ChecksumMode checksums_ = ChecksumMode::kFull;
   std::vector<GoldenCase> cases_;
 };
 
@@ -159,12 +180,20 @@ TEST_P(GoldenTest, PreemptedRequestsStillMatchReference) {
   for (size_t i = 0; i < cases_.size(); ++i) expect_matches(cases_[i], out.at({ids[i], 0}));
 }
 
-INSTANTIATE_TEST_SUITE_P(BothFormats, GoldenTest,
+std::string golden_format_name(const ::testing::TestParamInfo<const char*>& info) {
+  static const char* const kNames[] = {"Llama2c", "HuggingFace", "PvllmPackedFromLlama2c",
+                                       "PvllmRowMajorFromHuggingFace",
+                                       "PvllmPackedLazyFromHuggingFace"};
+  return kNames[info.index];
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryFormat, GoldenTest,
                          ::testing::Values("models/stories260K/stories260K.bin",
-                                           "models/stories260K-hf"),
-                         [](const auto& info) {
-                           return std::string(info.index == 0 ? "Llama2c" : "HuggingFace");
-                         });
+                                           "models/stories260K-hf",
+                                           "pvllm-packed:models/stories260K/stories260K.bin",
+                                           "pvllm-rowmajor:models/stories260K-hf",
+                                           "pvllm-packed-lazy:models/stories260K-hf"),
+                         golden_format_name);
 
 }  // namespace
 }  // namespace pvllm::testing

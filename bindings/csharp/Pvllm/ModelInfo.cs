@@ -28,7 +28,7 @@ namespace Pvllm
         private ModelInfo() { }
 
         public string Architecture { get; private set; }
-        /// <summary>"huggingface" or "llama2c".</summary>
+        /// <summary>"huggingface", "llama2c" or "pvllm".</summary>
         public string Format { get; private set; }
         public int HiddenSize { get; private set; }
         public int IntermediateSize { get; private set; }

@@ -331,7 +331,7 @@ func EstimateMemory(cfg Config) (MemoryEstimate, error) { return estimateMemory(
 // ModelConfig is a model's configuration as pvllm reads it.
 type ModelConfig struct {
 	Architecture          string
-	Format                string // "huggingface" or "llama2c"
+	Format                string // "huggingface", "llama2c" or "pvllm"
 	HiddenSize            int
 	IntermediateSize      int
 	NumLayers             int

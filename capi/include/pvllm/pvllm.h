@@ -209,8 +209,10 @@ typedef void (*pvllm_progress_fn)(float fraction, const char* stage, void* user_
 
 typedef struct pvllm_engine_params {
   uint32_t struct_size;
-  /* A Hugging Face folder (config.json, *.safetensors, tokenizer.model)
-   * or a llama2.c .bin with a tokenizer.model beside it. Required. */
+  /* A Hugging Face folder (config.json, *.safetensors, tokenizer.model),
+   * a llama2.c .bin with a tokenizer.model beside it, or a .pvllm file
+   * (docs/format.md; its tensor checksums are checked before create
+   * returns). Required. */
   const char* model_path;
   /* "cpu", "cuda" (= "cuda:0"), "cuda:N" or "auto" (default): auto runs on
    * CUDA device 0 when the CUDA backend module (libpvllm_cuda.so, next to
@@ -403,8 +405,8 @@ typedef enum pvllm_constraint_kind {
   PVLLM_CONSTRAINT_JSON_OBJECT = 2, /* any JSON object, compact */
   /* A GBNF grammar (rules `name ::= ...`, output starts at `root`). */
   PVLLM_CONSTRAINT_GRAMMAR = 3,
-  PVLLM_CONSTRAINT_REGEX = 4,  /* a regular expression the whole text matches */
-  PVLLM_CONSTRAINT_CHOICE = 5  /* one of `choices` */
+  PVLLM_CONSTRAINT_REGEX = 4, /* a regular expression the whole text matches */
+  PVLLM_CONSTRAINT_CHOICE = 5 /* one of `choices` */
 } pvllm_constraint_kind;
 
 /* Values of pvllm_sampling_params.early_stopping (since 0.5), as Hugging
@@ -894,7 +896,7 @@ PVLLM_API pvllm_status pvllm_apply_chat_template(pvllm_engine* engine,
 typedef struct pvllm_model_config {
   uint32_t struct_size; /* set by the caller (pvllm_model_config_init) */
   char architecture[32];
-  char format[32]; /* "huggingface" or "llama2c" */
+  char format[32]; /* "huggingface", "llama2c" or "pvllm" */
   int32_t hidden_size;
   int32_t intermediate_size;
   int32_t num_layers;

@@ -18,6 +18,10 @@ vcpkg_check_features(OUT_FEATURE_OPTIONS FEATURE_OPTIONS
         cuda PVLLM_CUDA
 )
 
+# The .pvllm schema is compiled by the host's flatc (the flatbuffers port's
+# tool); the FlatBuffers and xxhash headers come from their ports.
+vcpkg_add_to_path("${CURRENT_HOST_INSTALLED_DIR}/tools/flatbuffers")
+
 # pvllm finds sentencepiece, pcre2 and utf8proc through pkg-config.
 vcpkg_find_acquire_program(PKGCONFIG)
 set(ENV{PKG_CONFIG} "${PKGCONFIG}")

@@ -1,0 +1,556 @@
+// The .pvllm model file: conversion from every source pvllm loads gives the
+// same tokens and logprobs as the source (every tiny architecture, both
+// layouts, every source format, dtype conversions against sources written
+// in that dtype), the tokenizer and chat templates travel inside it, and
+// every kind of broken file is a clear status.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "core/chat/chat_template.h"
+#include "core/model/pvllm_file.h"
+#include "core/tokenizer/tokenizer.h"
+#include "tests/integration/engine_harness.h"
+#include "tests/util/pvllm_file_edit.h"
+#include "tests/util/tiny_model.h"
+
+namespace pvllm::testing {
+namespace {
+
+namespace fs = std::filesystem;
+namespace fb = pvllm::format;
+
+// dir + name, created.
+std::string subdir(const std::string& dir, const std::string& name) {
+  fs::create_directories(dir + name);
+  return dir + name;
+}
+
+// Prompts long enough for llama-dynamic (max_position_embeddings 16) to
+// grow its RoPE base, and short ones.
+std::vector<std::vector<int32_t>> prompts() {
+  std::vector<int32_t> longer = {1};
+  for (int32_t i = 0; i < 22; ++i) longer.push_back(3 + (i * 37) % 200);
+  return {{1, 10, 20, 30}, {1, 50}, longer};
+}
+
+struct Generation {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<OutputLogprobs>> logprobs;
+};
+
+Generation generate(const std::string& model_path, ChecksumMode checksums = ChecksumMode::kFull) {
+  EngineConfig config;
+  config.model_path = model_path;
+  config.device = "cpu";
+  config.num_threads = 1;
+  config.model_checksums = checksums;
+  auto engine = make_engine(config);
+  std::vector<uint64_t> ids;
+  for (const auto& p : prompts()) {
+    SamplingParams params = greedy(8);
+    params.logprobs = 5;
+    uint64_t id = 0;
+    const Status st = engine->submit_tokens(p, params, 0, &id);
+    EXPECT_TRUE(st.ok()) << st.message();
+    ids.push_back(id);
+  }
+  Outputs out = run_to_completion(engine.get());
+  Generation g;
+  for (uint64_t id : ids) {
+    g.tokens.push_back(out.at({id, 0}).token_ids);
+    g.logprobs.push_back(out.at({id, 0}).logprobs);
+  }
+  return g;
+}
+
+// Tokens and every logprob (chosen and top 5) bit for bit.
+void expect_same(const Generation& a, const Generation& b, const std::string& what) {
+  ASSERT_EQ(a.tokens.size(), b.tokens.size());
+  for (size_t r = 0; r < a.tokens.size(); ++r) {
+    EXPECT_EQ(a.tokens[r], b.tokens[r]) << what << ", prompt " << r;
+    ASSERT_EQ(a.logprobs[r].size(), b.logprobs[r].size()) << what;
+    for (size_t i = 0; i < a.logprobs[r].size(); ++i) {
+      const OutputLogprobs& x = a.logprobs[r][i];
+      const OutputLogprobs& y = b.logprobs[r][i];
+      EXPECT_EQ(x.logprob, y.logprob) << what << ", prompt " << r << ", token " << i;
+      ASSERT_EQ(x.top.size(), y.top.size());
+      for (size_t k = 0; k < x.top.size(); ++k) {
+        EXPECT_EQ(x.top[k].token_id, y.top[k].token_id) << what;
+        EXPECT_EQ(x.top[k].logprob, y.top[k].logprob) << what;
+      }
+    }
+  }
+}
+
+ConvertOptions layout(bool packed,
+                      ConvertOptions::DTypeChoice dtype = ConvertOptions::DTypeChoice::kKeep) {
+  ConvertOptions o;
+  o.packed = packed;
+  o.dtype = dtype;
+  return o;
+}
+
+// Every tiny architecture, packed and row-major.
+class PvllmRoundTripTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(PvllmRoundTripTest, SameTokensAndLogprobsAsTheSource) {
+  const auto& [arch, packed] = GetParam();
+  const std::string dir = make_temp_dir("pvllm_rt");
+  const std::string src = write_tiny_hf_model(subdir(dir, "/hf"), tiny_arch_spec(arch));
+  const std::string out = dir + "/model.pvllm";
+  convert_model(src, out, layout(packed));
+  std::unique_ptr<Model> model;
+  ASSERT_TRUE(load_model(out, &model).ok());
+  EXPECT_EQ(model->format, ModelFormat::kPvllm);
+  EXPECT_EQ(model->weights.is_packed(), packed);
+  EXPECT_EQ(model->config.architecture, tiny_arch_spec(arch).arch);
+  expect_same(generate(src), generate(out), arch);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryArch, PvllmRoundTripTest,
+                         ::testing::Combine(::testing::ValuesIn(tiny_arch_names()),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           std::string name = std::get<0>(info.param) +
+                                              (std::get<1>(info.param) ? "_packed" : "_rowmajor");
+                           for (char& c : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
+                         });
+
+TEST(PvllmSourcesTest, Llama2cCheckpointConvertsExactly) {
+  const std::string dir = make_temp_dir("pvllm_l2c");
+  TinyModelSpec spec;
+  const std::string bin = write_tiny_llama2c_model(dir, spec);
+  for (bool packed : {true, false}) {
+    const std::string out = dir + (packed ? "/packed.pvllm" : "/rowmajor.pvllm");
+    convert_model(bin, out, layout(packed));
+    expect_same(generate(bin), generate(out), out);
+    std::unique_ptr<Model> model;
+    ASSERT_TRUE(load_model(out, &model).ok());
+    // llama2.c's conventions travel: interleaved RoPE, BOS ends a story.
+    EXPECT_EQ(model->config.rope_style, RopeStyle::kInterleaved);
+    EXPECT_EQ(model->config.extra_stop_token_ids, std::vector<int32_t>{1});
+  }
+}
+
+TEST(PvllmSourcesTest, ShardedCheckpointConvertsExactly) {
+  const std::string dir = make_temp_dir("pvllm_shards");
+  TinyModelSpec spec = tiny_arch_spec("llama3");
+  const std::string src = write_tiny_hf_model(subdir(dir, "/hf"), spec, /*num_shards=*/3);
+  convert_model(src, dir + "/m.pvllm");
+  expect_same(generate(src), generate(dir + "/m.pvllm"), "sharded");
+}
+
+TEST(PvllmSourcesTest, PvllmFileReconvertsBetweenLayouts) {
+  const std::string dir = make_temp_dir("pvllm_re");
+  const std::string src = write_tiny_hf_model(subdir(dir, "/hf"), tiny_arch_spec("qwen3"));
+  convert_model(src, dir + "/a.pvllm", layout(true));
+  convert_model(dir + "/a.pvllm", dir + "/b.pvllm", layout(false));
+  convert_model(dir + "/b.pvllm", dir + "/c.pvllm", layout(true));
+  const Generation want = generate(src);
+  expect_same(want, generate(dir + "/b.pvllm"), "packed to row-major");
+  expect_same(want, generate(dir + "/c.pvllm"), "and back");
+  // Packing is deterministic: the same tensor bytes, hence checksums.
+  std::shared_ptr<MappedFile> fa, fc;
+  pvllm_format::FileHeader ha, hc;
+  ASSERT_TRUE(pvllm_format::open_file(dir + "/a.pvllm", &fa, &ha).ok());
+  ASSERT_TRUE(pvllm_format::open_file(dir + "/c.pvllm", &fc, &hc).ok());
+  ASSERT_EQ(ha.tensors.size(), hc.tensors.size());
+  for (size_t i = 0; i < ha.tensors.size(); ++i) {
+    EXPECT_EQ(ha.tensors[i].name, hc.tensors[i].name);
+    EXPECT_EQ(ha.tensors[i].checksum, hc.tensors[i].checksum) << ha.tensors[i].name;
+  }
+}
+
+TEST(PvllmSourcesTest, LazyChecksumsServeTheSameModel) {
+  const std::string dir = make_temp_dir("pvllm_lazy");
+  const std::string src = write_tiny_hf_model(subdir(dir, "/hf"), tiny_arch_spec("qwen2"));
+  convert_model(src, dir + "/m.pvllm");
+  expect_same(generate(dir + "/m.pvllm", ChecksumMode::kFull),
+              generate(dir + "/m.pvllm", ChecksumMode::kLazy), "lazy");
+}
+
+// A conversion to bf16 or fp16 rounds as the tiny writer does (to nearest
+// even), so it serves exactly the checkpoint written in that dtype; fp32 of
+// a half-precision checkpoint widens exactly.
+TEST(PvllmDtypeTest, ConvertedDtypesMatchCheckpointsWrittenInThem) {
+  using C = ConvertOptions::DTypeChoice;
+  const std::string dir = make_temp_dir("pvllm_dtype");
+  TinyModelSpec spec = tiny_arch_spec("llama-bias");
+  const std::string f32 = write_tiny_hf_model(subdir(dir, "/f32"), spec);
+  for (const auto& [choice, dtype, name] :
+       {std::tuple{C::kBF16, DType::kBF16, "bf16"}, std::tuple{C::kF16, DType::kF16, "fp16"}}) {
+    spec.dtype = dtype;
+    const std::string half = write_tiny_hf_model(subdir(dir, std::string("/") + name), spec);
+    for (bool packed : {true, false}) {
+      const std::string out = dir + "/" + name + (packed ? "_p" : "_r") + ".pvllm";
+      convert_model(f32, out, layout(packed, choice));
+      std::unique_ptr<Model> model;
+      ASSERT_TRUE(load_model(out, &model).ok());
+      EXPECT_EQ(model->weights.embed.dtype, dtype);
+      expect_same(generate(half), generate(out), out);
+    }
+    const std::string widened = dir + "/" + name + "_to_f32.pvllm";
+    convert_model(half, widened, layout(true, C::kF32));
+    expect_same(generate(half), generate(widened), widened);
+  }
+}
+
+TEST(PvllmTokenizerTest, CarriesSentencepieceModelAndChatTemplates) {
+  const std::string dir = make_temp_dir("pvllm_tok");
+  const std::string src = write_tiny_hf_model(subdir(dir, "/hf"), TinyModelSpec());
+  const char* data = std::getenv("PVLLM_TEST_DATA");
+  if (data == nullptr) GTEST_SKIP() << "needs PVLLM_TEST_DATA (run through ctest)";
+  fs::copy_file(fs::path(data) / "chat_template_tiny" / "tokenizer_config.json",
+                fs::path(src) / "tokenizer_config.json");
+  const std::string out = dir + "/m.pvllm";
+  convert_model(src, out);
+  // The source folder is gone: everything comes from the file.
+  const std::string moved = dir + "/alone.pvllm";
+  fs::rename(out, moved);
+  std::unique_ptr<Tokenizer> from_folder, from_file;
+  ASSERT_TRUE(Tokenizer::load(src, &from_folder).ok());
+  ASSERT_TRUE(Tokenizer::load(moved, &from_file).ok());
+  fs::remove_all(src);
+  for (const char* text : {"Once upon a time", "héllo wörld 123", " leading space", "日本"}) {
+    std::vector<int32_t> a, b;
+    ASSERT_TRUE(from_folder->encode(text, true, &a).ok());
+    ASSERT_TRUE(from_file->encode(text, true, &b).ok());
+    EXPECT_EQ(a, b) << text;
+  }
+  chat::ChatTemplates templates;
+  const Status st = chat::ChatTemplates::load(moved, &templates);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_FALSE(templates.empty());
+  EXPECT_EQ(templates.bos_token(), "<s>");
+  chat::ChatRequest request;
+  ASSERT_TRUE(
+      chat::parse_chat_request(R"([{"role":"user","content":"Hi"}])", nullptr, nullptr, &request)
+          .ok());
+  std::string rendered;
+  ASSERT_TRUE(templates.apply(request, &rendered).ok());
+  EXPECT_NE(rendered.find("Hi"), std::string::npos) << rendered;
+  // An engine serves text prompts from the file alone.
+  EngineConfig config;
+  config.model_path = moved;
+  config.device = "cpu";
+  auto engine = make_engine(config);
+  uint64_t id = 0;
+  ASSERT_TRUE(engine->submit_text("Once upon a time", greedy(4), 0, &id).ok());
+  Outputs outs = run_to_completion(engine.get());
+  EXPECT_EQ(outs.at({id, 0}).token_ids.size(), 4u);
+}
+
+TEST(PvllmTokenizerTest, CarriesTokenizerJsonOfQwen3) {
+  const char* refs = std::getenv("PVLLM_REFERENCE_TOKENIZERS");
+  const fs::path package =
+      refs == nullptr ? fs::path() : fs::path(refs) / "tokenizer-qwen3" / "models";
+  if (refs == nullptr || !fs::exists(package / "tokenizer.json")) {
+    GTEST_SKIP() << "needs PVLLM_REFERENCE_TOKENIZERS with tokenizer-qwen3 "
+                    "(bash scripts/reference/install.sh)";
+  }
+  const std::string dir = make_temp_dir("pvllm_json");
+  TinyModelSpec spec = tiny_arch_spec("qwen3");
+  spec.vocab_size = 151936;
+  const std::string src = write_tiny_hf_model(subdir(dir, "/hf"), spec);
+  fs::remove(fs::path(src) / "tokenizer.model");
+  fs::copy_file(package / "tokenizer.json", fs::path(src) / "tokenizer.json");
+  fs::copy_file(package / "tokenizer_config.json", fs::path(src) / "tokenizer_config.json");
+  convert_model(src, dir + "/q.pvllm");
+  std::unique_ptr<Tokenizer> a, b;
+  ASSERT_TRUE(Tokenizer::load(src, &a).ok());
+  ASSERT_TRUE(Tokenizer::load(dir + "/q.pvllm", &b).ok());
+  EXPECT_EQ(a->eos_id(), b->eos_id());
+  EXPECT_EQ(a->vocab_size(), b->vocab_size());
+  for (const char* text :
+       {"Hello, world!", "<|im_start|>user\nhi<|im_end|>", "def f(x):\n  return x"}) {
+    std::vector<int32_t> x, y;
+    ASSERT_TRUE(a->encode(text, true, &x).ok());
+    ASSERT_TRUE(b->encode(text, true, &y).ok());
+    EXPECT_EQ(x, y) << text;
+  }
+  chat::ChatTemplates ta, tb;
+  ASSERT_TRUE(chat::ChatTemplates::load(src, &ta).ok());
+  ASSERT_TRUE(chat::ChatTemplates::load(dir + "/q.pvllm", &tb).ok());
+  EXPECT_EQ(ta.names(), tb.names());
+  EXPECT_EQ(ta.eos_token(), tb.eos_token());
+}
+
+// ---- Broken files ---------------------------------------------------------
+
+class PvllmBadFileTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(make_temp_dir("pvllm_bad"));
+    TinyModelSpec spec;
+    spec.num_layers = 1;
+    const std::string src = write_tiny_hf_model(subdir(*dir_, "/hf"), spec);
+    good_ = new std::string(*dir_ + "/good.pvllm");
+    convert_model(src, *good_);
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+    delete good_;
+  }
+
+  static Status load(const std::string& path, ChecksumMode mode = ChecksumMode::kFull) {
+    std::unique_ptr<Model> model;
+    LoadOptions options;
+    options.checksums = mode;
+    return load_model(path, &model, options);
+  }
+  // `bytes` as a file of its own.
+  static std::string file_of(const std::string& bytes) {
+    const std::string path = *dir_ + "/case" + std::to_string(counter_++) + ".pvllm";
+    write_bytes(path, bytes);
+    return path;
+  }
+  static std::string edited(const std::function<void(fb::ModelT&)>& edit) {
+    const std::string path = *dir_ + "/edit" + std::to_string(counter_++) + ".pvllm";
+    rewrite_header(*good_, path, edit);
+    return path;
+  }
+  static void expect_refused(const Status& st, StatusCode code, const std::string& phrase) {
+    EXPECT_EQ(st.code(), code) << st.message();
+    EXPECT_NE(st.message().find(phrase), std::string::npos)
+        << "\"" << st.message() << "\" does not say \"" << phrase << "\"";
+  }
+  static fb::TensorT& tensor(fb::ModelT& m, const std::string& name) {
+    for (auto& t : m.tensors) {
+      if (t->name == name) return *t;
+    }
+    throw std::runtime_error("no tensor " + name);
+  }
+
+  static std::string* dir_;
+  static std::string* good_;
+  static int counter_;
+};
+std::string* PvllmBadFileTest::dir_ = nullptr;
+std::string* PvllmBadFileTest::good_ = nullptr;
+int PvllmBadFileTest::counter_ = 0;
+
+TEST_F(PvllmBadFileTest, TheGoodFileLoadsAndAnUneditedRewriteToo) {
+  EXPECT_TRUE(load(*good_).ok());
+  EXPECT_TRUE(load(edited([](fb::ModelT&) {})).ok());
+}
+
+TEST_F(PvllmBadFileTest, TruncatedAnywhereIsCorruptModel) {
+  const std::string bytes = read_bytes(*good_);
+  pvllm_format::Preamble p;
+  std::memcpy(&p, bytes.data(), sizeof(p));
+  for (size_t cut : {size_t{0}, size_t{10}, size_t{63}, size_t{64}, size_t{100},
+                     static_cast<size_t>(64 + p.header_size - 1),
+                     static_cast<size_t>(p.data_offset), bytes.size() / 2, bytes.size() - 1}) {
+    const Status st = load(file_of(bytes.substr(0, cut)));
+    EXPECT_EQ(st.code(), StatusCode::kCorruptModel) << "cut at " << cut << ": " << st.message();
+    EXPECT_TRUE(st.message().find("truncated") != std::string::npos ||
+                st.message().find("shorter") != std::string::npos)
+        << st.message();
+  }
+}
+
+TEST_F(PvllmBadFileTest, MagicAndVersion) {
+  std::string bytes = read_bytes(*good_);
+  std::string wrong = bytes;
+  wrong[0] = 'X';
+  expect_refused(load(file_of(wrong)), StatusCode::kCorruptModel, "not a .pvllm file");
+  pvllm_format::Preamble p;
+  std::memcpy(&p, bytes.data(), sizeof(p));
+  p.major_version = 2;
+  std::memcpy(wrong.data(), &p, sizeof(p));
+  wrong[0] = 'P';
+  expect_refused(load(file_of(wrong)), StatusCode::kUnsupported, "format version 2.0");
+  // A newer minor version of the same major only adds what may be ignored.
+  p.major_version = 1;
+  p.minor_version = 7;
+  std::memcpy(wrong.data(), &p, sizeof(p));
+  EXPECT_TRUE(load(file_of(wrong)).ok());
+}
+
+TEST_F(PvllmBadFileTest, DamagedHeaderFailsItsChecksum) {
+  std::string bytes = read_bytes(*good_);
+  bytes[64 + 40] ^= 0x10;
+  expect_refused(load(file_of(bytes)), StatusCode::kCorruptModel, "header's checksum");
+}
+
+// Random damage with the checksum made to match: the FlatBuffers verifier
+// and the field checks must refuse or accept cleanly, never crash (the
+// sanitizer runs of this suite check the reads).
+TEST_F(PvllmBadFileTest, RandomHeaderDamageWithAMatchingChecksumIsHandled) {
+  const std::string bytes = read_bytes(*good_);
+  pvllm_format::Preamble p;
+  std::memcpy(&p, bytes.data(), sizeof(p));
+  std::mt19937 rng(7);
+  int refused = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::string damaged = bytes;
+    for (int k = 0; k < 1 + i % 3; ++k) {
+      damaged[64 + rng() % p.header_size] = static_cast<char>(rng());
+    }
+    pvllm_format::Preamble q = p;
+    q.header_checksum = pvllm_format::checksum(damaged.data() + 64, p.header_size);
+    std::memcpy(damaged.data(), &q, sizeof(q));
+    const Status st = load(file_of(damaged));
+    if (!st.ok()) {
+      ++refused;
+      EXPECT_TRUE(st.code() == StatusCode::kCorruptModel || st.code() == StatusCode::kUnsupported ||
+                  st.code() == StatusCode::kNotFound || st.code() == StatusCode::kInvalidArgument)
+          << st.message();
+    }
+  }
+  EXPECT_GT(refused, 0);
+}
+
+TEST_F(PvllmBadFileTest, DamagedTensorFailsItsChecksumFullyOrLazily) {
+  std::shared_ptr<MappedFile> f;
+  pvllm_format::FileHeader h;
+  ASSERT_TRUE(pvllm_format::open_file(*good_, &f, &h).ok());
+  const pvllm_format::TensorEntry* target = nullptr;
+  for (const auto& e : h.tensors) {
+    if (e.name == "model.layers.0.mlp.down_proj.weight") target = &e;
+  }
+  ASSERT_NE(target, nullptr);
+  std::string bytes = read_bytes(*good_);
+  bytes[target->offset + target->size / 2] ^= 0x01;
+  const std::string path = file_of(bytes);
+  expect_refused(load(path), StatusCode::kCorruptModel,
+                 "tensor model.layers.0.mlp.down_proj.weight does not match its checksum");
+  // Lazily: the load is fine, the engine's first read of the tensor is not.
+  EXPECT_TRUE(load(path, ChecksumMode::kLazy).ok());
+  EXPECT_TRUE(load(path, ChecksumMode::kNone).ok());
+  EngineConfig config;
+  config.model_path = path;
+  config.device = "cpu";
+  config.model_checksums = ChecksumMode::kLazy;
+  std::unique_ptr<Engine> engine;
+  expect_refused(Engine::create(config, &engine), StatusCode::kCorruptModel,
+                 "down_proj.weight does not match its checksum");
+}
+
+TEST_F(PvllmBadFileTest, TensorTableMistakes) {
+  const std::string norm = "model.norm.weight";
+  const std::string down = "model.layers.0.mlp.down_proj.weight";
+  const std::string qkv = "model.layers.0.self_attn.qkv_proj.weight";
+  expect_refused(load(edited([&](fb::ModelT& m) { tensor(m, norm).offset += 8; })),
+                 StatusCode::kCorruptModel, "is not a multiple of 4096");
+  expect_refused(
+      load(edited([&](fb::ModelT& m) { tensor(m, norm).offset = tensor(m, down).offset; })),
+      StatusCode::kCorruptModel, "overlap");
+  expect_refused(load(edited([&](fb::ModelT& m) { tensor(m, norm).offset += 1 << 30; })),
+                 StatusCode::kCorruptModel, "outside the data area");
+  expect_refused(load(edited([&](fb::ModelT& m) { tensor(m, norm).size -= 4; })),
+                 StatusCode::kCorruptModel, "does not match its shape");
+  expect_refused(load(edited([&](fb::ModelT& m) { tensor(m, norm).size = ~uint64_t{0}; })),
+                 StatusCode::kCorruptModel, "does not match its shape");
+  expect_refused(
+      load(edited([&](fb::ModelT& m) { tensor(m, norm).dtype = static_cast<fb::DType>(9); })),
+      StatusCode::kCorruptModel, "dtype 9 is not one this reader knows");
+  expect_refused(
+      load(edited([&](fb::ModelT& m) { tensor(m, norm).layout = static_cast<fb::Layout>(5); })),
+      StatusCode::kCorruptModel, "layout 5 is not one this reader knows");
+  expect_refused(load(edited([&](fb::ModelT& m) { tensor(m, norm).name = down; })),
+                 StatusCode::kCorruptModel, "listed twice");
+  expect_refused(load(edited([&](fb::ModelT& m) { tensor(m, norm).name = ""; })),
+                 StatusCode::kCorruptModel, "empty name");
+  expect_refused(load(edited([&](fb::ModelT& m) { tensor(m, norm).shape = {0}; })),
+                 StatusCode::kCorruptModel, "dimension 0");
+  expect_refused(load(edited([&](fb::ModelT& m) { tensor(m, norm).shape = {}; })),
+                 StatusCode::kCorruptModel, "0 dimensions");
+  expect_refused(
+      load(edited([&](fb::ModelT& m) { tensor(m, norm).layout = fb::Layout::Panels16; })),
+      StatusCode::kCorruptModel, "must be a matrix");
+  // Panels where row-major is read, and the reverse (the sizes agree here).
+  expect_refused(load(edited([&](fb::ModelT& m) { tensor(m, qkv).layout = fb::Layout::RowMajor; })),
+                 StatusCode::kCorruptModel, "stored row-major, expected panels");
+  expect_refused(load(edited([&](fb::ModelT& m) {
+                   m.tensors.erase(m.tensors.begin());  // the embedding
+                 })),
+                 StatusCode::kNotFound, "missing tensor model.embed_tokens.weight");
+  expect_refused(load(edited([&](fb::ModelT& m) { tensor(m, norm).name = "model.norm.bias"; })),
+                 StatusCode::kNotFound, "missing tensor model.norm.weight");
+}
+
+TEST_F(PvllmBadFileTest, ConfigValuesAreRangeCheckedBeforeUse) {
+  expect_refused(
+      load(edited([](fb::ModelT& m) { m.config->hidden_size = (int64_t{1} << 32) + 64; })),
+      StatusCode::kCorruptModel, "hidden_size = 4294967360 is outside");
+  expect_refused(load(edited([](fb::ModelT& m) { m.config->num_layers = 3000000; })),
+                 StatusCode::kCorruptModel, "num_layers = 3000000 is outside");
+  expect_refused(load(edited([](fb::ModelT& m) { m.config->max_position_embeddings = -1; })),
+                 StatusCode::kCorruptModel, "max_position_embeddings = -1");
+  expect_refused(load(edited([](fb::ModelT& m) { m.config->num_heads = 3; })),
+                 StatusCode::kCorruptModel, "num_heads");
+  expect_refused(load(edited([](fb::ModelT& m) { m.config->rms_norm_eps = NAN; })),
+                 StatusCode::kCorruptModel, "rms_norm_eps is not finite");
+  expect_refused(load(edited([](fb::ModelT& m) {
+                   m.config->rope_scaling->type = static_cast<fb::RopeScalingType>(9);
+                 })),
+                 StatusCode::kCorruptModel, "rope_scaling type 9");
+  expect_refused(load(edited([](fb::ModelT& m) { m.config->architecture = "gpt2"; })),
+                 StatusCode::kUnsupported, "architecture \"gpt2\"");
+  expect_refused(load(edited([](fb::ModelT& m) { m.config->eos_token_id = 1 << 20; })),
+                 StatusCode::kCorruptModel, "eos_token_id");
+  // A config that no longer matches the tensors: named by the tensor.
+  expect_refused(load(edited([](fb::ModelT& m) { m.config->intermediate_size = 64; })),
+                 StatusCode::kCorruptModel, "has shape");
+}
+
+TEST_F(PvllmBadFileTest, TokenizerRecordMistakes) {
+  expect_refused(
+      load(edited([](fb::ModelT& m) { m.tokenizer->kind = static_cast<fb::TokenizerKind>(7); })),
+      StatusCode::kCorruptModel, "tokenizer kind 7");
+  expect_refused(load(edited([](fb::ModelT& m) { m.tokenizer->data.clear(); })),
+                 StatusCode::kCorruptModel, "has a kind but no data");
+  // Bytes that are no sentencepiece model: the engine says so, naming the file.
+  const std::string path = edited([](fb::ModelT& m) { m.tokenizer->data.assign(100, 0x7f); });
+  EXPECT_TRUE(load(path).ok());
+  EngineConfig config;
+  config.model_path = path;
+  config.device = "cpu";
+  std::unique_ptr<Engine> engine;
+  const Status st = Engine::create(config, &engine);
+  EXPECT_EQ(st.code(), StatusCode::kTokenizerError) << st.message();
+  EXPECT_NE(st.message().find(path), std::string::npos) << st.message();
+}
+
+TEST_F(PvllmBadFileTest, NotAFileAtAll) {
+  expect_refused(load(*dir_ + "/absent.pvllm"), StatusCode::kNotFound, "absent.pvllm");
+  fs::create_directories(*dir_ + "/folder.pvllm");
+  // A folder named .pvllm is read as a Hugging Face folder (and has no config).
+  EXPECT_EQ(load(*dir_ + "/folder.pvllm").code(), StatusCode::kNotFound);
+}
+
+TEST(PvllmWriterTest, BadOutputsAreIoErrorsAndLeaveNoFile) {
+  const std::string dir = make_temp_dir("pvllm_w");
+  const std::string src = write_tiny_hf_model(subdir(dir, "/hf"), TinyModelSpec());
+  std::unique_ptr<Model> model;
+  ASSERT_TRUE(load_model(src, &model).ok());
+  const Status st = write_pvllm(model.get(), dir + "/no/such/folder/m.pvllm", ConvertOptions());
+  EXPECT_EQ(st.code(), StatusCode::kIoError) << st.message();
+  EXPECT_FALSE(fs::exists(dir + "/no"));
+  ConvertOptions::DTypeChoice choice;
+  EXPECT_EQ(parse_dtype_choice("int8", &choice).code(), StatusCode::kInvalidArgument);
+  // Progress reaches the total exactly once at the end.
+  uint64_t last_done = 0, last_total = 1, calls = 0;
+  ConvertOptions options;
+  options.progress = [&](uint64_t done, uint64_t total, const std::string&) {
+    EXPECT_GE(done, last_done);
+    last_done = done;
+    last_total = total;
+    ++calls;
+  };
+  ASSERT_TRUE(write_pvllm(model.get(), dir + "/m.pvllm", options).ok());
+  EXPECT_EQ(last_done, last_total);
+  EXPECT_GT(calls, 5u);
+  EXPECT_FALSE(fs::exists(dir + "/m.pvllm.tmp"));
+}
+
+}  // namespace
+}  // namespace pvllm::testing
