@@ -77,6 +77,9 @@ struct pvllm_model_info {
 namespace {
 
 // StatusCode values are pinned to equal pvllm_status values.
+static_assert(static_cast<int>(pvllm::ChecksumMode::kFull) == PVLLM_MODEL_CHECKSUMS_FULL);
+static_assert(static_cast<int>(pvllm::ChecksumMode::kLazy) == PVLLM_MODEL_CHECKSUMS_LAZY);
+static_assert(static_cast<int>(pvllm::ChecksumMode::kNone) == PVLLM_MODEL_CHECKSUMS_NONE);
 static_assert(static_cast<int>(pvllm::StatusCode::kOk) == PVLLM_STATUS_OK);
 static_assert(static_cast<int>(pvllm::StatusCode::kInvalidArgument) ==
               PVLLM_STATUS_INVALID_ARGUMENT);
@@ -259,7 +262,8 @@ std::span<const AppendedField> appended_fields<pvllm_engine_params>() {
       PVLLM_APPENDED(pvllm_engine_params, dtype),
       PVLLM_APPENDED(pvllm_engine_params, enable_cuda_graphs),
       PVLLM_APPENDED(pvllm_engine_params, swap_space_bytes),
-      PVLLM_APPENDED(pvllm_engine_params, preemption_mode)};
+      PVLLM_APPENDED(pvllm_engine_params, preemption_mode),
+      PVLLM_APPENDED(pvllm_engine_params, model_checksums)};
   return kFields;
 }
 template <>
@@ -388,6 +392,7 @@ pvllm_engine_params default_engine_params() {
   p.enable_cuda_graphs = d.enable_cuda_graphs ? 1 : 0;
   p.swap_space_bytes = d.swap_space_bytes;
   p.preemption_mode = static_cast<int32_t>(d.preemption_mode);
+  p.model_checksums = static_cast<int64_t>(d.model_checksums);
   return p;
 }
 
@@ -481,6 +486,14 @@ Status to_engine_config(const pvllm_engine_params* in, pvllm::EngineConfig* conf
         std::to_string(params.preemption_mode));
   }
   config->preemption_mode = static_cast<pvllm::PreemptionMode>(params.preemption_mode);
+  if (params.model_checksums < PVLLM_MODEL_CHECKSUMS_FULL ||
+      params.model_checksums > PVLLM_MODEL_CHECKSUMS_NONE) {
+    return invalid(
+        "params->model_checksums must be PVLLM_MODEL_CHECKSUMS_FULL (0), "
+        "PVLLM_MODEL_CHECKSUMS_LAZY (1) or PVLLM_MODEL_CHECKSUMS_NONE (2), got " +
+        std::to_string(params.model_checksums));
+  }
+  config->model_checksums = static_cast<pvllm::ChecksumMode>(params.model_checksums);
   if (params.progress != nullptr) {
     config->progress = [fn = params.progress, user = params.progress_user_data](
                            float fraction, const char* stage) { fn(fraction, stage, user); };

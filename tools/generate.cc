@@ -45,6 +45,7 @@ struct GenerateOptions {
   CLI::Option* seed_option = nullptr;
   int32_t priority = 0;
   std::string device = "auto";
+  std::string model_checksums = "full";  // a .pvllm file's: full, lazy or none
   int64_t kv_cache_mb = 0;
   bool no_prefix_caching = false;
   bool json = false;
@@ -196,6 +197,9 @@ class Generator {
     params.device = o_.device.c_str();
     params.kv_cache_bytes = o_.kv_cache_mb * (int64_t{1} << 20);
     params.enable_prefix_caching = o_.no_prefix_caching ? 0 : 1;
+    params.model_checksums = o_.model_checksums == "lazy"   ? PVLLM_MODEL_CHECKSUMS_LAZY
+                             : o_.model_checksums == "none" ? PVLLM_MODEL_CHECKSUMS_NONE
+                                                            : PVLLM_MODEL_CHECKSUMS_FULL;
     stderr_is_tty_ = isatty(STDERR_FILENO) != 0;
     if (!o_.quiet) {
       params.progress = print_progress;
@@ -456,7 +460,8 @@ void add_generate_command(CLI::App& app, int* exit_code) {
 
   sub->add_option("-m,--model", o->model,
                   "Model to load: a Hugging Face folder (config.json, *.safetensors, "
-                  "tokenizer.model) or a llama2.c .bin with a tokenizer.model beside it");
+                  "tokenizer.model), a llama2.c .bin with a tokenizer.model beside it, or a "
+                  ".pvllm file (pvllm convert)");
   sub->add_option("--random-weights", o->random_weights,
                   "Instead of --model, build a model of this shape with random bf16 weights "
                   "(tiny, tinyllama-1.1b, llama-2-7b, llama-3-8b); it has no tokenizer, so "
@@ -569,6 +574,12 @@ void add_generate_command(CLI::App& app, int* exit_code) {
                 "Do not reuse the KV cache of shared prompt prefixes")
       ->group(engine_group);
   sub->add_option("--threads", o->engine.num_threads, "CPU threads; 0 = all cores")
+      ->capture_default_str()
+      ->group(engine_group);
+  sub->add_option("--model-checksums", o->model_checksums,
+                  "A .pvllm file's tensor checksums: full (checked while loading), lazy (as "
+                  "the engine first reads each tensor) or none")
+      ->check(CLI::IsMember({"full", "lazy", "none"}))
       ->capture_default_str()
       ->group(engine_group);
 

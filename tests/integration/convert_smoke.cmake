@@ -33,6 +33,18 @@ foreach(layout packed row-major)
   endforeach()
 endforeach()
 
+foreach(mode lazy none)
+  pvllm_run("" ${gen} --model "${WORK}/s.pvllm" --model-checksums ${mode})
+  expect_ok("generate --model-checksums ${mode}")
+  if(NOT out STREQUAL want)
+    message(FATAL_ERROR "--model-checksums ${mode}: generated\n${out}\nwant\n${want}")
+  endif()
+endforeach()
+pvllm_run("" ${gen} --model "${WORK}/s.pvllm" --model-checksums sometimes)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "--model-checksums sometimes was accepted")
+endif()
+
 pvllm_run("" inspect "${WORK}/s.pvllm")
 expect_ok("inspect")
 foreach(expected "format +pvllm" "format version +1.0" "source +stories260K.bin \\(llama2.c\\)"

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/util/pvllm_file_edit.h"
 #include "tests/util/tiny_model.h"
 
 namespace {
@@ -74,6 +75,9 @@ int main(int argc, char** argv) {
   app.add_option("--tokenizer", tokenizer,
                  "A folder with tokenizer.json (and tokenizer_config.json) to serve instead of "
                  "the tiny tokenizer; the vocabulary becomes its size");
+  std::string pvllm_file;
+  app.add_option("--pvllm", pvllm_file,
+                 "Also convert the folder into this .pvllm file (packed, dtypes kept)");
   CLI11_PARSE(app, argc, argv);
   namespace fs = std::filesystem;
   if (!tokenizer.empty()) {
@@ -145,6 +149,14 @@ int main(int argc, char** argv) {
         fs::copy_file(fs::path(tokenizer) / name, fs::path(dir) / name,
                       fs::copy_options::overwrite_existing);
       }
+    }
+  }
+  if (!pvllm_file.empty()) {
+    try {
+      pvllm::testing::convert_model(dir, pvllm_file);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "pvllm_make_tiny_model: %s\n", e.what());
+      return 1;
     }
   }
   return 0;

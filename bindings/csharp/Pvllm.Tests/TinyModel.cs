@@ -27,6 +27,19 @@ namespace Pvllm.Tests
             }
         }
 
+        /// <summary>The same model converted into a .pvllm file (made with the folder).</summary>
+        public static string PvllmPath
+        {
+            get
+            {
+                lock (Gate)
+                {
+                    if (path == null) path = Make();
+                    return System.IO.Path.Combine(tempDir, "tiny.pvllm");
+                }
+            }
+        }
+
         /// <summary>Small KV pool and one thread: the CI machine is shared.</summary>
         public static EngineOptions Options()
         {
@@ -59,7 +72,8 @@ namespace Pvllm.Tests
             tempDir = System.IO.Path.Combine(System.IO.Path.GetTempPath(), "pvllm-cs-" + Guid.NewGuid().ToString("N"));
             Directory.CreateDirectory(tempDir);
             string dir = System.IO.Path.Combine(tempDir, "tiny");
-            var info = new ProcessStartInfo(maker, "\"" + dir + "\"")
+            string pvllmFile = System.IO.Path.Combine(tempDir, "tiny.pvllm");
+            var info = new ProcessStartInfo(maker, "\"" + dir + "\" --pvllm \"" + pvllmFile + "\"")
             {
                 UseShellExecute = false,
                 RedirectStandardOutput = true,

@@ -30,6 +30,7 @@ int main(void) {
   FIELD(pvllm_engine_params, enable_cuda_graphs);
   FIELD(pvllm_engine_params, swap_space_bytes);
   FIELD(pvllm_engine_params, preemption_mode);
+  FIELD(pvllm_engine_params, model_checksums);
 
   SIZE(pvllm_sampling_params);
   FIELD(pvllm_sampling_params, struct_size);

@@ -38,6 +38,22 @@ namespace Pvllm
     }
 
     /// <summary>
+    /// pvllm_model_checksums: when a .pvllm model file's tensor checksums are
+    /// checked. Its header is always checked; a damaged tensor makes
+    /// Engine.Create throw with Status.CorruptModel naming it. Other model
+    /// formats have no checksums. Since 0.7.
+    /// </summary>
+    public enum ModelChecksums
+    {
+        /// <summary>Every tensor while the model loads.</summary>
+        Full = 0,
+        /// <summary>Each tensor as the engine first reads it: the file is read once.</summary>
+        Lazy = 1,
+        /// <summary>No tensor.</summary>
+        None = 2,
+    }
+
+    /// <summary>
     /// pvllm_engine_params. A new instance holds the library's defaults
     /// (pvllm_engine_params_init); only ModelPath is required.
     /// </summary>
@@ -65,9 +81,10 @@ namespace Pvllm
             EnableCudaGraphs = p.enable_cuda_graphs != 0;
             SwapSpaceBytes = p.swap_space_bytes;
             PreemptionMode = (PreemptionMode)p.preemption_mode;
+            ModelChecksums = (ModelChecksums)p.model_checksums;
         }
 
-        /// <summary>A Hugging Face folder or a llama2.c .bin with a tokenizer.model beside it.</summary>
+        /// <summary>A Hugging Face folder, a llama2.c .bin with a tokenizer.model beside it, or a .pvllm file.</summary>
         public string ModelPath { get; set; }
         /// <summary>"cpu" or "auto"; null keeps the library's default.</summary>
         public string Device { get; set; }
@@ -104,6 +121,8 @@ namespace Pvllm
         public PreemptionMode PreemptionMode { get; set; }
         /// <summary>The host swap space of Swap and Auto in bytes; 0 = as many blocks as the KV pool. Since 0.5.</summary>
         public long SwapSpaceBytes { get; set; }
+        /// <summary>When a .pvllm file's tensor checksums are checked; default Full. Since 0.7.</summary>
+        public ModelChecksums ModelChecksums { get; set; }
         /// <summary>
         /// Called while the engine loads, on the thread inside Engine.Create, with
         /// a fraction in [0, 1] and a short stage description. An exception it
@@ -132,6 +151,7 @@ namespace Pvllm
             p.enable_cuda_graphs = EnableCudaGraphs ? (byte)1 : (byte)0;
             p.swap_space_bytes = SwapSpaceBytes;
             p.preemption_mode = (int)PreemptionMode;
+            p.model_checksums = (long)ModelChecksums;
             return p;
         }
     }

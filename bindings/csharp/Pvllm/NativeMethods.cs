@@ -23,7 +23,8 @@ namespace Pvllm
 
         // The oldest library release this binding calls into (0.6.0:
         // the sampling params' constraint fields, part of the struct it
-        // passes; 0.5.0: pvllm_output's timing, prompt logprobs and score, read as part of
+        // passes; the engine params' model_checksums of 0.7.0 is not needed:
+        // an older library ignores it, and it reads no .pvllm file anyway; 0.5.0: pvllm_output's timing, prompt logprobs and score, read as part of
         // the whole struct, and on_output handlers; 0.4.0 brought
         // pvllm_output.sequence; 0.3.0 pvllm_apply_chat_template; 0.2.0 the
         // per-request calls and pvllm_output.request_finished), as
@@ -98,6 +99,7 @@ namespace Pvllm
             public byte enable_cuda_graphs;       // uint8_t boolean
             public long swap_space_bytes;         // int64_t (since 0.5)
             public int preemption_mode;           // pvllm_preemption_mode (since 0.5)
+            public long model_checksums;          // pvllm_model_checksums, int64_t (since 0.7)
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]

@@ -170,6 +170,7 @@ func cEngineParams(cfg *Config, p *C.pvllm_engine_params) (free func()) {
 	}
 	p.preemption_mode = C.int32_t(cfg.PreemptionMode)
 	p.swap_space_bytes = C.int64_t(cfg.SwapSpaceBytes)
+	p.model_checksums = C.int64_t(cfg.ModelChecksums)
 	return func() {
 		for _, s := range strs {
 			C.free(unsafe.Pointer(s))

@@ -3,8 +3,8 @@ package pvllm
 // Config describes an engine. Zero fields keep the library's defaults
 // (pvllm_engine_params_init); only ModelPath is required.
 type Config struct {
-	// A Hugging Face folder (config.json, *.safetensors, tokenizer.model) or
-	// a llama2.c .bin with its tokenizer beside it.
+	// A Hugging Face folder (config.json, *.safetensors, tokenizer.model), a
+	// llama2.c .bin with its tokenizer beside it, or a .pvllm file.
 	ModelPath string
 	// RandomWeights, when set, names a shape ("tiny", "tinyllama-1.1b",
 	// "llama-2-7b", "llama-3-8b") that the library builds in memory with
@@ -33,6 +33,10 @@ type Config struct {
 	// blocks as the KV pool).
 	PreemptionMode PreemptionMode
 	SwapSpaceBytes int64
+
+	// ModelChecksums (libpvllm 0.7): when a .pvllm model file's tensor
+	// checksums are checked (default ModelChecksumsFull).
+	ModelChecksums ModelChecksums
 
 	// Progress, when set, is called while New loads the model, on the
 	// goroutine that called New. fraction is in [0, 1].
@@ -63,6 +67,18 @@ const (
 	PreemptionRecompute PreemptionMode = 0 // free the blocks, compute the tokens again later
 	PreemptionSwap      PreemptionMode = 1 // copy the K/V to the host swap space and back
 	PreemptionAuto      PreemptionMode = 2 // per victim, whichever the backend estimates cheaper
+)
+
+// ModelChecksums mirrors pvllm_model_checksums (libpvllm 0.7): when a
+// .pvllm file's tensor checksums are checked. Its header is always checked;
+// a damaged tensor makes New fail with StatusCorruptModel naming it. Other
+// model formats have no checksums.
+type ModelChecksums int32
+
+const (
+	ModelChecksumsFull ModelChecksums = 0 // every tensor while the model loads
+	ModelChecksumsLazy ModelChecksums = 1 // each tensor as the engine first reads it: the file is read once
+	ModelChecksumsNone ModelChecksums = 2 // none
 )
 
 // DType mirrors pvllm_dtype: the GPU's weight, activation and K/V type.

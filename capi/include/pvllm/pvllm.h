@@ -13,7 +13,8 @@
  *  - Everything carries the release that added it. No mark means 0.1 (ABI
  *    1's first release); "Since 0.2." marks what 0.2.0 appended,
  *    "Since 0.3." what 0.3.0 appended, "Since 0.4." what 0.4.0 appended,
- *    "Since 0.5." what 0.5.0 appended, "Since 0.6." what 0.6.0 appended.
+ *    "Since 0.5." what 0.5.0 appended, "Since 0.6." what 0.6.0 appended,
+ *    "Since 0.7." what 0.7.0 appended.
  *    A program built against this header and using something marked "since X.Y"
  *    needs a library at least that new: a missing function fails at load
  *    time; for an enum value or a struct field, check
@@ -130,7 +131,7 @@ extern "C" {
  * ------------------------------------------------------------------------ */
 
 #define PVLLM_VERSION_MAJOR 0
-#define PVLLM_VERSION_MINOR 6
+#define PVLLM_VERSION_MINOR 7
 #define PVLLM_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define PVLLM_VERSION_NUMBER \
@@ -266,7 +267,25 @@ typedef struct pvllm_engine_params {
   /* Since 0.5. How a running sequence is preempted when the KV pool runs
    * dry, a pvllm_preemption_mode; default RECOMPUTE. */
   int32_t preemption_mode;
+  /* Since 0.7. When a .pvllm model file's tensor checksums are checked, a
+   * pvllm_model_checksums; default FULL. Other formats have none. 64 bits
+   * wide so that it starts past the 0.6 struct's tail padding (an older
+   * caller's struct_size covers that padding, whatever it holds). */
+  int64_t model_checksums;
 } pvllm_engine_params;
+
+/* Values of pvllm_engine_params.model_checksums (since 0.7). The file's
+ * header is always checked (docs/format.md); a tensor whose checksum does
+ * not match fails create with CORRUPT_MODEL naming it. */
+typedef enum pvllm_model_checksums {
+  /* Every tensor is checked while the model loads, before anything reads it. */
+  PVLLM_MODEL_CHECKSUMS_FULL = 0,
+  /* Each tensor is checked as the engine first reads its pages, later in
+   * create: the file is read once. */
+  PVLLM_MODEL_CHECKSUMS_LAZY = 1,
+  /* No tensor is checked. */
+  PVLLM_MODEL_CHECKSUMS_NONE = 2
+} pvllm_model_checksums;
 
 /* Values of pvllm_engine_params.preemption_mode (since 0.5). Every mode
  * gives the same tokens; they differ in the work a preemption costs. */

@@ -40,6 +40,22 @@ pub struct EngineConfig {
     enable_cuda_graphs: Option<bool>,
     preemption_mode: Option<PreemptionMode>,
     swap_space_bytes: Option<u64>,
+    model_checksums: Option<ModelChecksums>,
+}
+
+/// When a `.pvllm` model file's tensor checksums are checked
+/// (`pvllm_model_checksums`, libpvllm 0.7). The file's header is always
+/// checked; a tensor that does not match fails engine creation with
+/// [`crate::Status::CorruptModel`]. Other model formats have no checksums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ModelChecksums {
+    /// Every tensor, while the model loads (the default).
+    Full,
+    /// Each tensor as the engine first reads it, later in creation: the
+    /// file is read once.
+    Lazy,
+    /// None.
+    None,
 }
 
 /// How a running sequence makes room when the KV pool runs dry
@@ -79,8 +95,9 @@ pub enum KvAllocator {
 }
 
 impl EngineConfig {
-    /// A Hugging Face folder (config.json, *.safetensors, tokenizer.model)
-    /// or a llama2.c `.bin` with a tokenizer.model beside it.
+    /// A Hugging Face folder (config.json, *.safetensors, tokenizer.model),
+    /// a llama2.c `.bin` with a tokenizer.model beside it, or a `.pvllm`
+    /// file (`pvllm convert`).
     pub fn new(model_path: impl AsRef<Path>) -> EngineConfig {
         EngineConfig {
             model_path: model_path.as_ref().to_path_buf(),
@@ -100,6 +117,7 @@ impl EngineConfig {
             enable_cuda_graphs: None,
             preemption_mode: None,
             swap_space_bytes: None,
+            model_checksums: None,
         }
     }
 
@@ -220,6 +238,13 @@ impl EngineConfig {
         self
     }
 
+    /// When a `.pvllm` model file's tensor checksums are checked (default
+    /// [`ModelChecksums::Full`]; libpvllm 0.7).
+    pub fn model_checksums(mut self, mode: ModelChecksums) -> Self {
+        self.model_checksums = Some(mode);
+        self
+    }
+
     /// The C parameter struct, with the strings it points into.
     pub(crate) fn to_raw(&self) -> Result<RawEngineParams> {
         let model_path = path_to_cstring(&self.model_path)?;
@@ -301,6 +326,13 @@ impl EngineConfig {
         if let Some(bytes) = self.swap_space_bytes {
             raw.swap_space_bytes =
                 i64::try_from(bytes).map_err(|_| range_error("swap_space_bytes", bytes))?;
+        }
+        if let Some(mode) = self.model_checksums {
+            raw.model_checksums = match mode {
+                ModelChecksums::Full => sys::pvllm_model_checksums_PVLLM_MODEL_CHECKSUMS_FULL,
+                ModelChecksums::Lazy => sys::pvllm_model_checksums_PVLLM_MODEL_CHECKSUMS_LAZY,
+                ModelChecksums::None => sys::pvllm_model_checksums_PVLLM_MODEL_CHECKSUMS_NONE,
+            } as i64;
         }
         Ok(RawEngineParams {
             raw,

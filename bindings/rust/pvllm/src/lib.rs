@@ -74,7 +74,8 @@ mod stream;
 pub use async_stream::{AsyncOutputStream, Next};
 pub use chat::ChatTemplateOptions;
 pub use config::{
-    estimate_memory, Dtype, EngineConfig, KvAllocator, MemoryEstimate, PreemptionMode,
+    estimate_memory, Dtype, EngineConfig, KvAllocator, MemoryEstimate, ModelChecksums,
+    PreemptionMode,
 };
 pub use engine::{abi_version, version, version_number, Engine, Stats};
 pub use error::{Error, Result, Status};
