@@ -5,14 +5,21 @@
 // every kind of broken file is a clear status.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <random>
 
+#include "core/base/panel_layout.h"
 #include "core/chat/chat_template.h"
 #include "core/model/pvllm_file.h"
 #include "core/tokenizer/tokenizer.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/packed_matrix.h"
 #include "tests/integration/engine_harness.h"
+#include "tests/integration/forwarding_backend.h"
 #include "tests/util/pvllm_file_edit.h"
 #include "tests/util/tiny_model.h"
 
@@ -41,12 +48,14 @@ struct Generation {
   std::vector<std::vector<OutputLogprobs>> logprobs;
 };
 
-Generation generate(const std::string& model_path, ChecksumMode checksums = ChecksumMode::kFull) {
+Generation generate(const std::string& model_path, ChecksumMode checksums = ChecksumMode::kFull,
+                    decltype(EngineConfig::backend_factory) factory = nullptr) {
   EngineConfig config;
   config.model_path = model_path;
   config.device = "cpu";
   config.num_threads = 1;
   config.model_checksums = checksums;
+  config.backend_factory = std::move(factory);
   auto engine = make_engine(config);
   std::vector<uint64_t> ids;
   for (const auto& p : prompts()) {
@@ -83,6 +92,34 @@ void expect_same(const Generation& a, const Generation& b, const std::string& wh
       }
     }
   }
+}
+
+// A copy of the .pvllm file `path` at `out` with one byte of `tensor` flipped.
+void damaged_copy(const std::string& path, const std::string& tensor, const std::string& out) {
+  std::shared_ptr<MappedFile> f;
+  pvllm_format::FileHeader h;
+  ASSERT_TRUE(pvllm_format::open_file(path, &f, &h).ok());
+  std::string bytes = read_bytes(path);
+  bool found = false;
+  for (const auto& e : h.tensors) {
+    if (e.name != tensor) continue;
+    bytes[e.offset + e.size / 2] ^= 0x20;
+    found = true;
+  }
+  ASSERT_TRUE(found) << tensor;
+  write_bytes(out, bytes);
+}
+
+// The status of creating an engine over `path` (the engine is dropped).
+Status create_status(const std::string& path, ChecksumMode checksums,
+                     decltype(EngineConfig::backend_factory) factory = nullptr) {
+  EngineConfig config;
+  config.model_path = path;
+  config.device = "cpu";
+  config.model_checksums = checksums;
+  config.backend_factory = std::move(factory);
+  std::unique_ptr<Engine> engine;
+  return Engine::create(config, &engine);
 }
 
 ConvertOptions layout(bool packed,
@@ -281,6 +318,214 @@ TEST(PvllmTokenizerTest, CarriesTokenizerJsonOfQwen3) {
   EXPECT_EQ(ta.eos_token(), tb.eos_token());
 }
 
+// A backend other than the built-in CPU one (here the CPU backend behind a
+// wrapper, as the engine tests build theirs) gets the packed matrices
+// row-major: the engine unpacks them before opening it, checking a lazily
+// checked file's tensors as it reads them.
+TEST(PvllmSourcesTest, OtherBackendsGetUnpackedRowMajorWeights) {
+  const std::string dir = make_temp_dir("pvllm_other");
+  TinyModelSpec spec = tiny_arch_spec("llama-bias");
+  spec.tie_word_embeddings = false;
+  const std::string src = write_tiny_hf_model(subdir(dir, "/hf"), spec);
+  convert_model(src, dir + "/m.pvllm");
+  bool saw_row_major = false;
+  auto factory = [&saw_row_major](const Model& m, const BackendOptions& o,
+                                  std::unique_ptr<Backend>* out) {
+    saw_row_major = !m.weights.is_packed() && !m.weights.layers[0].wq.empty() &&
+                    m.weights.layers[0].wq.layout == Layout::kRowMajor &&
+                    !m.weights.lm_head.empty();
+    std::unique_ptr<Backend> cpu;
+    PVLLM_RETURN_IF_ERROR(create_cpu_backend(m, o, &cpu));
+    *out = std::make_unique<ForwardingBackend>(std::move(cpu));
+    return Status::Ok();
+  };
+  const Generation want = generate(src);
+  for (ChecksumMode mode : {ChecksumMode::kFull, ChecksumMode::kLazy}) {
+    saw_row_major = false;
+    expect_same(want, generate(dir + "/m.pvllm", mode, factory), "unpacked");
+    EXPECT_TRUE(saw_row_major);
+  }
+  // A damaged packed tensor is found by the unpacking read, lazily.
+  damaged_copy(dir + "/m.pvllm", "model.layers.1.mlp.gate_up_proj.weight", dir + "/bad.pvllm");
+  const Status st = create_status(dir + "/bad.pvllm", ChecksumMode::kLazy, factory);
+  EXPECT_EQ(st.code(), StatusCode::kCorruptModel) << st.message();
+  EXPECT_NE(st.message().find("gate_up_proj.weight does not match its checksum"), std::string::npos)
+      << st.message();
+}
+
+// A model over 16 MiB: checksums and the page reads run on several threads;
+// a damaged tensor is still named, in both modes.
+TEST(PvllmSourcesTest, LargeModelsAreCheckedOnSeveralThreads) {
+  const std::string dir = make_temp_dir("pvllm_large");
+  TinyModelSpec spec;
+  spec.hidden_size = 256;
+  spec.intermediate_size = 1024;
+  spec.num_layers = 5;
+  spec.num_heads = 8;
+  spec.num_kv_heads = 4;
+  const std::string src = write_tiny_hf_model(subdir(dir, "/hf"), spec);
+  convert_model(src, dir + "/m.pvllm");
+  ASSERT_GT(fs::file_size(dir + "/m.pvllm"), uintmax_t{16} << 20);
+  const Generation want = generate(src);
+  expect_same(want, generate(dir + "/m.pvllm", ChecksumMode::kFull), "full");
+  expect_same(want, generate(dir + "/m.pvllm", ChecksumMode::kLazy), "lazy");
+  damaged_copy(dir + "/m.pvllm", "model.layers.2.mlp.down_proj.weight", dir + "/bad.pvllm");
+  for (ChecksumMode mode : {ChecksumMode::kFull, ChecksumMode::kLazy}) {
+    const Status st = create_status(dir + "/bad.pvllm", mode);
+    EXPECT_EQ(st.code(), StatusCode::kCorruptModel) << st.message();
+    EXPECT_NE(st.message().find("layers.2.mlp.down_proj.weight does not match"), std::string::npos)
+        << st.message();
+  }
+  // Converting the damaged file again checks it while reading: no output.
+  std::unique_ptr<Model> model;
+  LoadOptions lazy;
+  lazy.checksums = ChecksumMode::kLazy;
+  ASSERT_TRUE(load_model(dir + "/bad.pvllm", &model, lazy).ok());
+  const Status st = write_pvllm(model.get(), dir + "/again.pvllm", ConvertOptions());
+  EXPECT_EQ(st.code(), StatusCode::kCorruptModel) << st.message();
+  EXPECT_FALSE(fs::exists(dir + "/again.pvllm"));
+}
+
+// What the folder carries besides the weights travels: chat_template.jinja
+// (which overrides tokenizer_config.json's template); a folder without any
+// tokenizer gives a file without one.
+TEST(PvllmTokenizerTest, ChatTemplateJinjaTravelsAndNoTokenizerStaysNone) {
+  const std::string dir = make_temp_dir("pvllm_jinja");
+  const std::string src = write_tiny_hf_model(subdir(dir, "/hf"), TinyModelSpec());
+  {
+    std::ofstream out(src + "/chat_template.jinja");
+    out << "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}";
+  }
+  convert_model(src, dir + "/j.pvllm");
+  chat::ChatTemplates templates;
+  ASSERT_TRUE(chat::ChatTemplates::load(dir + "/j.pvllm", &templates).ok());
+  chat::ChatRequest request;
+  ASSERT_TRUE(
+      chat::parse_chat_request(R"([{"role":"user","content":"Hi"}])", nullptr, nullptr, &request)
+          .ok());
+  std::string rendered;
+  ASSERT_TRUE(templates.apply(request, &rendered).ok());
+  EXPECT_EQ(rendered, "<user>Hi");
+
+  fs::remove(src + "/tokenizer.model");
+  fs::remove(src + "/chat_template.jinja");
+  convert_model(src, dir + "/none.pvllm");
+  std::unique_ptr<Model> model;
+  ASSERT_TRUE(load_model(dir + "/none.pvllm", &model).ok());
+  EXPECT_EQ(model->embedded_tokenizer.kind, EmbeddedTokenizer::Kind::kNone);
+  std::unique_ptr<Tokenizer> tokenizer;
+  EXPECT_EQ(Tokenizer::load(dir + "/none.pvllm", &tokenizer).code(), StatusCode::kNotFound);
+  chat::ChatTemplates none;
+  ASSERT_TRUE(chat::ChatTemplates::load(dir + "/none.pvllm", &none).ok());
+  EXPECT_TRUE(none.empty());
+  // The engine serves token ids, and says why text cannot be.
+  EngineConfig config;
+  config.model_path = dir + "/none.pvllm";
+  config.device = "cpu";
+  auto engine = make_engine(config);
+  uint64_t id = 0;
+  EXPECT_EQ(engine->submit_text("Once", greedy(2), 0, &id).code(), StatusCode::kTokenizerError);
+  ASSERT_TRUE(engine->submit_tokens({1, 5, 9}, greedy(2), 0, &id).ok());
+  EXPECT_EQ(run_to_completion(engine.get()).at({id, 0}).token_ids.size(), 2u);
+}
+
+// The panel layout the writer stores is the one the CPU GEMM packs itself,
+// byte for byte, for every dtype, with padding rows and panel tails; and
+// unpacking gives the matrix back.
+TEST(PanelLayoutTest, WriterLayoutIsTheGemmsAndUnpacksExactly) {
+  std::mt19937 rng(3);
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (const auto& [rows_a, rows_b, cols] : {std::tuple{16, 16, 64}, std::tuple{5, 30, 3},
+                                               std::tuple{1, 1, 1}, std::tuple{17, 0, 40}}) {
+      std::vector<Tensor> parts;
+      std::vector<std::vector<uint8_t>> storage;
+      for (int rows : {rows_a, rows_b}) {
+        if (rows == 0) continue;
+        storage.emplace_back(static_cast<size_t>(rows * cols) * dtype_size(dtype));
+        for (uint8_t& b : storage.back()) b = static_cast<uint8_t>(rng());
+        Tensor t;
+        t.name = "part";
+        t.dtype = dtype;
+        t.shape = {rows, cols};
+        t.data = storage.back().data();
+        parts.push_back(t);
+      }
+      std::vector<const Tensor*> ptrs;
+      for (const Tensor& t : parts) ptrs.push_back(&t);
+      panels::Shape shape;
+      ASSERT_TRUE(panels::shape_of(ptrs, &shape).ok());
+      std::vector<uint8_t> packed(static_cast<size_t>(shape.bytes()), 0xee);
+      panels::pack(ptrs, shape, packed.data());
+      cpu::PackedMatrix gemm;
+      ASSERT_TRUE(cpu::PackedMatrix::pack(ptrs, nullptr, &gemm).ok());
+      ASSERT_EQ(gemm.nbytes(), packed.size());
+      EXPECT_EQ(std::memcmp(gemm.panel(0), packed.data(), packed.size()), 0)
+          << dtype_name(dtype) << " " << rows_a << "+" << rows_b << "x" << cols;
+      std::vector<uint8_t> back(static_cast<size_t>(shape.rows * cols) * dtype_size(dtype));
+      panels::unpack(packed.data(), shape, back.data());
+      std::vector<uint8_t> want;
+      for (const auto& s : storage) want.insert(want.end(), s.begin(), s.end());
+      EXPECT_EQ(back, want);
+      // Served as a view, the same panels.
+      Tensor view;
+      view.name = "view";
+      view.dtype = dtype;
+      view.layout = Layout::kPanels16;
+      view.shape = {shape.rows, cols};
+      view.data = gemm.panel(0);
+      cpu::PackedMatrix served;
+      ASSERT_TRUE(cpu::PackedMatrix::view(view, &served).ok());
+      EXPECT_FALSE(served.owns_data());
+      EXPECT_EQ(served.panel(0), gemm.panel(0));
+      EXPECT_EQ(view.nbytes(), packed.size());
+    }
+  }
+}
+
+TEST(PanelLayoutTest, BadShapesAreRefused) {
+  panels::Shape shape;
+  EXPECT_EQ(panels::shape_of(0, 4, DType::kF32, &shape).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(panels::shape_of(4, -1, DType::kF32, &shape).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(panels::shape_of(int64_t{1} << 40, int64_t{1} << 40, DType::kF32, &shape).code(),
+            StatusCode::kOutOfMemory);
+  EXPECT_EQ(panels::shape_of(std::span<const Tensor* const>(), &shape).code(),
+            StatusCode::kInvalidArgument);
+  float data[8] = {};
+  Tensor vec;
+  vec.name = "vec";
+  vec.shape = {8};
+  vec.data = data;
+  const Tensor* one[] = {&vec};
+  EXPECT_EQ(panels::shape_of(one, &shape).code(), StatusCode::kInvalidArgument);
+  Tensor a = vec, b = vec;
+  a.shape = {2, 4};
+  b.shape = {4, 2};
+  const Tensor* mismatched[] = {&a, &b};
+  EXPECT_EQ(panels::shape_of(mismatched, &shape).code(), StatusCode::kInvalidArgument);
+  Tensor tall = a;
+  tall.shape = {std::numeric_limits<int64_t>::max() / 4, 4};
+  const Tensor* too_tall[] = {&a, &tall};
+  EXPECT_EQ(panels::shape_of(too_tall, &shape).code(), StatusCode::kOutOfMemory);
+  Tensor half = a;
+  half.dtype = DType::kBF16;
+  const Tensor* mixed[] = {&a, &half};
+  ASSERT_TRUE(panels::shape_of(mixed, &shape).ok());
+  EXPECT_EQ(shape.dtype, DType::kF32);  // mixed dtypes pack as fp32
+  Tensor packed_view = a;
+  packed_view.layout = Layout::kPanels16;
+  const Tensor* already[] = {&packed_view};
+  EXPECT_EQ(panels::shape_of(already, &shape).code(), StatusCode::kInvalidArgument);
+  cpu::PackedMatrix m;
+  EXPECT_EQ(cpu::PackedMatrix::view(a, &m).code(), StatusCode::kInvalidArgument);
+  packed_view.data = reinterpret_cast<const uint8_t*>(data) + 4;  // not 64-byte aligned
+  EXPECT_EQ(cpu::PackedMatrix::view(packed_view, &m).code(), StatusCode::kInvalidArgument);
+  ConvertOptions::DTypeChoice choice;
+  for (const char* name : {"keep", "fp32", "bf16", "fp16"}) {
+    EXPECT_TRUE(parse_dtype_choice(name, &choice).ok()) << name;
+  }
+  EXPECT_EQ(choice, ConvertOptions::DTypeChoice::kF16);
+}
+
 // ---- Broken files ---------------------------------------------------------
 
 class PvllmBadFileTest : public ::testing::Test {
@@ -409,29 +654,16 @@ TEST_F(PvllmBadFileTest, RandomHeaderDamageWithAMatchingChecksumIsHandled) {
 }
 
 TEST_F(PvllmBadFileTest, DamagedTensorFailsItsChecksumFullyOrLazily) {
-  std::shared_ptr<MappedFile> f;
-  pvllm_format::FileHeader h;
-  ASSERT_TRUE(pvllm_format::open_file(*good_, &f, &h).ok());
-  const pvllm_format::TensorEntry* target = nullptr;
-  for (const auto& e : h.tensors) {
-    if (e.name == "model.layers.0.mlp.down_proj.weight") target = &e;
-  }
-  ASSERT_NE(target, nullptr);
-  std::string bytes = read_bytes(*good_);
-  bytes[target->offset + target->size / 2] ^= 0x01;
-  const std::string path = file_of(bytes);
+  const std::string path = *dir_ + "/damaged.pvllm";
+  damaged_copy(*good_, "model.layers.0.mlp.down_proj.weight", path);
   expect_refused(load(path), StatusCode::kCorruptModel,
                  "tensor model.layers.0.mlp.down_proj.weight does not match its checksum");
   // Lazily: the load is fine, the engine's first read of the tensor is not.
   EXPECT_TRUE(load(path, ChecksumMode::kLazy).ok());
   EXPECT_TRUE(load(path, ChecksumMode::kNone).ok());
-  EngineConfig config;
-  config.model_path = path;
-  config.device = "cpu";
-  config.model_checksums = ChecksumMode::kLazy;
-  std::unique_ptr<Engine> engine;
-  expect_refused(Engine::create(config, &engine), StatusCode::kCorruptModel,
+  expect_refused(create_status(path, ChecksumMode::kLazy), StatusCode::kCorruptModel,
                  "down_proj.weight does not match its checksum");
+  EXPECT_TRUE(create_status(path, ChecksumMode::kNone).ok());
 }
 
 TEST_F(PvllmBadFileTest, TensorTableMistakes) {
@@ -500,6 +732,84 @@ TEST_F(PvllmBadFileTest, ConfigValuesAreRangeCheckedBeforeUse) {
   // A config that no longer matches the tensors: named by the tensor.
   expect_refused(load(edited([](fb::ModelT& m) { m.config->intermediate_size = 64; })),
                  StatusCode::kCorruptModel, "has shape");
+}
+
+TEST_F(PvllmBadFileTest, PreambleExtentsMustFitTheFile) {
+  const std::string bytes = read_bytes(*good_);
+  pvllm_format::Preamble p;
+  std::memcpy(&p, bytes.data(), sizeof(p));
+  auto with = [&](const std::function<void(pvllm_format::Preamble*)>& edit) {
+    pvllm_format::Preamble q = p;
+    edit(&q);
+    std::string b = bytes;
+    std::memcpy(b.data(), &q, sizeof(q));
+    return file_of(b);
+  };
+  const std::string phrase = "header and data extents do not fit";
+  using P = pvllm_format::Preamble;
+  expect_refused(load(with([](P* q) { q->header_offset = 128; })), StatusCode::kCorruptModel,
+                 phrase);
+  expect_refused(load(with([](P* q) { q->header_size = 0; })), StatusCode::kCorruptModel, phrase);
+  expect_refused(load(with([&](P* q) { q->header_size = bytes.size(); })),
+                 StatusCode::kCorruptModel, phrase);
+  expect_refused(load(with([](P* q) { q->data_offset = 64; })), StatusCode::kCorruptModel, phrase);
+  expect_refused(load(with([&](P* q) { q->data_offset = bytes.size() + 4096; })),
+                 StatusCode::kCorruptModel, phrase);
+  expect_refused(load(with([](P* q) { q->data_offset += 8; })), StatusCode::kCorruptModel, phrase);
+  expect_refused(load(with([](P* q) { q->file_size += 4096; })), StatusCode::kCorruptModel,
+                 "(truncated)");
+  expect_refused(load(with([](P* q) { q->file_size -= 1; })), StatusCode::kCorruptModel,
+                 "its preamble says");
+  std::shared_ptr<MappedFile> f;
+  pvllm_format::FileHeader h;
+  EXPECT_EQ(pvllm_format::open_file(*dir_ + "/absent.pvllm", &f, &h).code(), StatusCode::kNotFound);
+}
+
+TEST_F(PvllmBadFileTest, MoreConfigAndTableValues) {
+  using M = fb::ModelT;
+  expect_refused(load(edited([](M& m) { m.config->num_heads = 0; })), StatusCode::kCorruptModel,
+                 "num_heads = 0 is outside");
+  expect_refused(load(edited([](M& m) { m.config->num_kv_heads = -2; })), StatusCode::kCorruptModel,
+                 "num_kv_heads = -2 is outside");
+  expect_refused(load(edited([](M& m) { m.config->vocab_size = int64_t{1} << 31; })),
+                 StatusCode::kCorruptModel, "vocab_size = 2147483648 is outside");
+  expect_refused(load(edited([](M& m) { m.config->rope_theta = INFINITY; })),
+                 StatusCode::kCorruptModel, "rope_theta is not finite");
+  expect_refused(load(edited([](M& m) { m.config->rope_scaling->factor = NAN; })),
+                 StatusCode::kCorruptModel, "rope_scaling.factor is not finite");
+  expect_refused(load(edited([](M& m) { m.config->rope_scaling->low_freq_factor = NAN; })),
+                 StatusCode::kCorruptModel, "low_freq_factor is not finite");
+  expect_refused(load(edited([](M& m) { m.config->rope_scaling->high_freq_factor = -INFINITY; })),
+                 StatusCode::kCorruptModel, "high_freq_factor is not finite");
+  expect_refused(
+      load(edited([](M& m) { m.config->rope_scaling->original_max_position_embeddings = 0; })),
+      StatusCode::kCorruptModel, "original_max_position_embeddings = 0");
+  expect_refused(load(edited([](M& m) { m.config->rope_style = static_cast<fb::RopeStyle>(4); })),
+                 StatusCode::kCorruptModel, "rope_style 4");
+  expect_refused(load(edited([](M& m) { m.config->extra_stop_token_ids.assign(1025, 2); })),
+                 StatusCode::kCorruptModel, "more than 1024 extra stop token ids");
+  expect_refused(load(edited([](M& m) { m.config->extra_stop_token_ids = {-1}; })),
+                 StatusCode::kCorruptModel, "extra_stop_token_ids = -1");
+  expect_refused(load(edited([](M& m) { m.source_format = static_cast<fb::SourceFormat>(6); })),
+                 StatusCode::kCorruptModel, "source format 6");
+  // Optional tables may be absent: no RoPE scaling, no tokenizer.
+  EXPECT_TRUE(load(edited([](M& m) { m.config->rope_scaling.reset(); })).ok());
+  EXPECT_TRUE(load(edited([](M& m) { m.tokenizer.reset(); })).ok());
+  const std::string norm = "model.norm.weight";
+  expect_refused(load(edited([&](M& m) {
+                   tensor(m, norm).shape = {int64_t{1} << 30, int64_t{1} << 30};
+                 })),
+                 StatusCode::kCorruptModel, "more than 2^40 elements");
+  expect_refused(load(edited([&](M& m) {
+                   tensor(m, norm).shape = {1, 2, 3, 4, 5};
+                 })),
+                 StatusCode::kCorruptModel, "5 dimensions");
+  // The last tensor moved one page on: inside the file no more.
+  expect_refused(load(edited([](M& m) { m.tensors.back()->offset += 4096; })),
+                 StatusCode::kCorruptModel, "outside the data area");
+  // Before the data area.
+  expect_refused(load(edited([](M& m) { m.tensors.front()->offset -= 4096; })),
+                 StatusCode::kCorruptModel, "outside the data area");
 }
 
 TEST_F(PvllmBadFileTest, TokenizerRecordMistakes) {

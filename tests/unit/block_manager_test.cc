@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 namespace pvllm {
@@ -407,6 +408,246 @@ TEST(BlockManagerTest, PrefixCachingOffNeverHitsAndFreesStraightToFreeList) {
   EXPECT_EQ(bm.match_prefix(prompt).num_cached_tokens, 0);
   EXPECT_EQ(bm.allocate(bm.match_prefix(prompt), 3 * bs + 1, &b), 0);
   EXPECT_EQ(bm.metrics().prefix_hits, 0);
+}
+
+TEST(BlockManagerTest, EmptySequenceMatchesNothingAndTakesNoBlocks) {
+  const int32_t bs = 8;
+  BlockManager bm(4, bs, true);
+  BlockTable a;
+  prefill(&bm, iota_tokens(2 * bs + 1), &a);
+  bm.free(&a);  // two cached blocks
+  const int64_t queries_before = bm.metrics().prefix_queries;
+  const PrefixMatch match = bm.match_prefix({});
+  EXPECT_TRUE(match.looked_up);
+  EXPECT_EQ(match.num_tokens, 0);
+  EXPECT_EQ(match.num_cached_tokens, 0);
+  EXPECT_TRUE(match.blocks.empty());
+  EXPECT_TRUE(bm.can_allocate(match, 0, 4)) << "nothing to take: the whole pool stays available";
+  BlockTable b;
+  EXPECT_EQ(bm.allocate(match, 0, &b), 0);
+  EXPECT_TRUE(b.blocks.empty());
+  EXPECT_EQ(bm.metrics().prefix_queries, queries_before) << "no full block to look up";
+  EXPECT_EQ(bm.metrics().prefix_hits, 0);
+  EXPECT_EQ(bm.metrics().num_cached_blocks, 2) << "nothing was revived or evicted";
+  expect_consistent(bm);
+}
+
+TEST(BlockManagerTest, AppendingNoTokensNeedsNothingEvenFromAFullPool) {
+  const int32_t bs = 8;
+  BlockManager bm(2, bs, false);
+  BlockTable parent, child;
+  ASSERT_EQ(bm.allocate(bm.match_prefix(iota_tokens(12)), 12, &parent), 0);  // both blocks
+  bm.fork(parent, &child);
+  ASSERT_EQ(bm.num_available_blocks(), 0);
+  // Writing a token into the shared block would need a copy (see
+  // CopyOnWriteCountsTowardCanAppend); writing none needs nothing.
+  EXPECT_TRUE(bm.can_append(child, 12, 0));
+  EXPECT_TRUE(bm.can_append(child, 16, 0)) << "even at a block boundary";
+  std::vector<BlockCopy> copies;
+  EXPECT_TRUE(bm.append(&child, 12, 0, &copies));
+  EXPECT_TRUE(bm.append(&child, 16, 0, &copies));
+  EXPECT_TRUE(copies.empty());
+  EXPECT_EQ(child.blocks, parent.blocks);
+  EXPECT_EQ(bm.ref_count(parent.blocks[1]), 2) << "still shared";
+  EXPECT_EQ(bm.metrics().num_cow_copies, 0);
+}
+
+TEST(BlockManagerTest, NoPrefixMatchTakesNoCachedBlockAndCountsNoQuery) {
+  const int32_t bs = 8;
+  BlockManager bm(8, bs, true);
+  const auto prompt = iota_tokens(3 * bs + 1);
+  BlockTable a;
+  prefill(&bm, prompt, &a);
+  bm.free(&a);
+  ASSERT_EQ(bm.match_prefix(prompt).num_cached_tokens, 3 * bs);
+  const BlockManagerMetrics before = bm.metrics();
+  BlockTable b;
+  EXPECT_EQ(bm.allocate(no_prefix_match(3 * bs + 1), 3 * bs + 1, &b), 0);
+  EXPECT_EQ(b.blocks.size(), 4u);
+  EXPECT_TRUE(b.hashes.empty());
+  EXPECT_EQ(bm.metrics().prefix_queries, before.prefix_queries);
+  EXPECT_EQ(bm.metrics().prefix_hits, before.prefix_hits);
+  EXPECT_EQ(bm.metrics().num_cached_blocks, 3) << "new blocks come from the free list first";
+  expect_consistent(bm);
+}
+
+TEST(BlockManagerTest, ChildForkedBeforeCachingTakesTheHashesItsParentRegistered) {
+  const int32_t bs = 8;
+  BlockManager bm(8, bs, true);
+  const auto tokens = iota_tokens(2 * bs + 4);
+  BlockTable parent, child;
+  ASSERT_EQ(bm.allocate(bm.match_prefix(tokens), 2 * bs + 4, &parent), 0);
+  bm.fork(parent, &child);  // nothing registered yet: the child has no hashes
+  ASSERT_TRUE(child.hashes.empty());
+  bm.cache_full_blocks(&parent, tokens, 2 * bs + 4);
+  ASSERT_EQ(parent.hashes.size(), 2u);
+  // The shared blocks are already registered by the parent: the child only
+  // records their hashes.
+  bm.cache_full_blocks(&child, tokens, 2 * bs + 4);
+  EXPECT_EQ(child.hashes, parent.hashes);
+  EXPECT_EQ(child.blocks, parent.blocks);
+  const auto shared = parent.blocks;
+  bm.free(&parent);
+  bm.free(&child);
+  EXPECT_EQ(bm.metrics().num_cached_blocks, 2) << "each full block is cached once";
+  const PrefixMatch match = bm.match_prefix(concat(tokens, {1}));
+  EXPECT_EQ(match.blocks, (std::vector<BlockId>{shared[0], shared[1]}));
+  expect_consistent(bm);
+}
+
+TEST(BlockManagerTest, ABlockComputedTwiceConcurrentlyIsCachedOnce) {
+  const int32_t bs = 8;
+  BlockManager bm(8, bs, true);
+  const auto prompt = iota_tokens(2 * bs + 1);
+  BlockTable a, b;
+  // Both are admitted before either has computed anything: no hit.
+  ASSERT_EQ(bm.allocate(bm.match_prefix(prompt), 2 * bs + 1, &a), 0);
+  ASSERT_EQ(bm.allocate(bm.match_prefix(prompt), 2 * bs + 1, &b), 0);
+  bm.cache_full_blocks(&a, prompt, 2 * bs + 1);
+  bm.cache_full_blocks(&b, prompt, 2 * bs + 1);
+  EXPECT_EQ(b.hashes, a.hashes) << "the chain is recorded in both tables";
+  EXPECT_EQ(bm.match_prefix(prompt).blocks, (std::vector<BlockId>{a.blocks[0], a.blocks[1]}))
+      << "the first registered copy is the one found";
+  // b's duplicates were never registered: they go straight back to the
+  // free list, not to the cache.
+  bm.free(&b);
+  EXPECT_EQ(bm.metrics().num_cached_blocks, 0);
+  EXPECT_EQ(bm.metrics().num_free_blocks, 5);
+  bm.free(&a);
+  EXPECT_EQ(bm.metrics().num_cached_blocks, 2);
+  EXPECT_EQ(bm.match_prefix(prompt).num_cached_tokens, 2 * bs);
+  expect_consistent(bm);
+}
+
+// The chained block hash (a copy of block_manager.cc's, to construct
+// collisions) and its inverse: splitmix64's finaliser is a bijection.
+uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t unxorshift(uint64_t y, int shift) {
+  uint64_t x = y;
+  for (int s = shift; s < 64; s += shift) x ^= y >> s;
+  return x;
+}
+
+uint64_t inverse_mod_2_64(uint64_t odd) {
+  uint64_t x = odd;  // right to 3 bits; each Newton step doubles them
+  for (int i = 0; i < 5; ++i) x *= 2 - odd * x;
+  return x;
+}
+
+uint64_t unmix64(uint64_t x) {
+  x = unxorshift(x, 31) * inverse_mod_2_64(0x94d049bb133111ebULL);
+  x = unxorshift(x, 27) * inverse_mod_2_64(0xbf58476d1ce4e5b9ULL);
+  return unxorshift(x, 30) - 0x9e3779b97f4a7c15ULL;
+}
+
+// A block of `bs` tokens, starting with `first`, whose hash after `parent`
+// is `target`: each token moves only the low 32 bits of the chained state,
+// so a meet in the middle on the high 32 bits of the state before token
+// bs - 2 finds one (forward over token bs - 3, backward over token bs - 1).
+std::vector<int32_t> colliding_block(uint64_t parent, uint64_t target, int32_t bs, int32_t first) {
+  std::vector<int32_t> block = iota_tokens(bs, first);
+  uint64_t s = mix64(parent ^ (static_cast<uint64_t>(bs) << 32));
+  for (int32_t k = 0; k < bs - 3; ++k) s = mix64(s ^ static_cast<uint32_t>(block[k]));
+  std::unordered_map<uint32_t, uint32_t> forward;  // high 32 bits of the state -> token bs - 3
+  for (uint32_t i = 0; i < (1u << 18); ++i) forward.emplace(mix64(s ^ i) >> 32, i);
+  const uint64_t before_last = unmix64(target);
+  for (uint32_t j = 0; j < (1u << 26); ++j) {
+    const uint64_t v = unmix64(before_last ^ j);  // state before token bs - 2, xor that token
+    const auto it = forward.find(static_cast<uint32_t>(v >> 32));
+    if (it == forward.end()) continue;
+    block[bs - 3] = static_cast<int32_t>(it->second);
+    block[bs - 2] = static_cast<int32_t>(static_cast<uint32_t>(v ^ mix64(s ^ it->second)));
+    block[bs - 1] = static_cast<int32_t>(j);
+    return block;
+  }
+  return {};
+}
+
+TEST(BlockManagerTest, HashCollisionNeverServesAnotherBlocksKv) {
+  const int32_t bs = 8;
+  BlockManager bm(8, bs, true);
+  const auto head = iota_tokens(bs, 100);
+  const auto body = iota_tokens(bs, 200);
+  BlockTable x;
+  prefill(&bm, concat(concat(head, body), {1}), &x);  // registers head and body
+  ASSERT_EQ(x.hashes.size(), 2u);
+
+  // Other tokens after the same parent, with the same hash as body.
+  const auto impostor = colliding_block(x.hashes[0], x.hashes[1], bs, 300);
+  ASSERT_EQ(impostor.size(), static_cast<size_t>(bs));
+  ASSERT_NE(impostor, body);
+  ASSERT_EQ(BlockManager::hash_block(x.hashes[0], impostor), x.hashes[1])
+      << "the test's copy of the block hash no longer matches block_manager.cc";
+  const PrefixMatch same_parent = bm.match_prefix(concat(concat(head, impostor), {1}));
+  EXPECT_EQ(same_parent.blocks, (std::vector<BlockId>{x.blocks[0]}))
+      << "the stored token ids must reject the colliding block";
+
+  // The same hash after another parent: the stored parent hash rejects it.
+  const auto other_head = iota_tokens(bs, 400);
+  BlockTable w;
+  prefill(&bm, concat(other_head, {1}), &w);
+  ASSERT_EQ(w.hashes.size(), 1u);
+  const auto stranger = colliding_block(w.hashes[0], x.hashes[1], bs, 500);
+  ASSERT_EQ(BlockManager::hash_block(w.hashes[0], stranger), x.hashes[1]);
+  const PrefixMatch other_parent = bm.match_prefix(concat(concat(other_head, stranger), {1}));
+  EXPECT_EQ(other_parent.blocks, (std::vector<BlockId>{w.blocks[0]}));
+}
+
+// Two cached blocks under one hash: each is found by its own tokens, and
+// evicting either (whichever the hash map lists first) unregisters that
+// one only.
+TEST(BlockManagerTest, CollidingCachedBlocksAreEvictedOneByOne) {
+  const int32_t bs = 8;
+  const auto head = iota_tokens(bs, 100);
+  const auto body = iota_tokens(bs, 200);
+  for (const bool x_freed_first : {true, false}) {
+    SCOPED_TRACE(x_freed_first ? "x freed first" : "y freed first");
+    BlockManager bm(5, bs, true);
+    const auto x_tokens = concat(concat(head, body), {1});
+    BlockTable x, y;
+    prefill(&bm, x_tokens, &x);
+    const auto impostor = colliding_block(x.hashes[0], x.hashes[1], bs, 300);
+    ASSERT_EQ(BlockManager::hash_block(x.hashes[0], impostor), x.hashes[1]);
+    const auto y_tokens = concat(concat(head, impostor), {2});
+    EXPECT_EQ(prefill(&bm, y_tokens, &y), bs) << "y shares only the head";
+    ASSERT_EQ(y.hashes, x.hashes) << "the two chains collide";
+    ASSERT_NE(y.blocks[1], x.blocks[1]);
+    const BlockId block_head = x.blocks[0];
+    const BlockId x_body = x.blocks[1];
+    const BlockId y_body = y.blocks[1];
+    ASSERT_EQ(bm.num_available_blocks(), 0);
+    if (x_freed_first) {
+      bm.free(&x);
+      bm.free(&y);
+    } else {
+      bm.free(&y);
+      bm.free(&x);
+    }
+    // Cached: both bodies and the head; the partial last blocks are free.
+    ASSERT_EQ(bm.metrics().num_cached_blocks, 3);
+    EXPECT_EQ(bm.match_prefix(x_tokens).blocks, (std::vector<BlockId>{block_head, x_body}));
+    EXPECT_EQ(bm.match_prefix(y_tokens).blocks, (std::vector<BlockId>{block_head, y_body}));
+
+    // Three new blocks: the two free ones, then the body freed first.
+    BlockTable other;
+    ASSERT_EQ(bm.allocate(bm.match_prefix(iota_tokens(3 * bs, 5000)), 3 * bs, &other), 0);
+    EXPECT_EQ(bm.metrics().num_evictions, 1);
+    const BlockId evicted = x_freed_first ? x_body : y_body;
+    EXPECT_NE(std::find(other.blocks.begin(), other.blocks.end(), evicted), other.blocks.end());
+    const auto& evicted_tokens = x_freed_first ? x_tokens : y_tokens;
+    const auto& kept_tokens = x_freed_first ? y_tokens : x_tokens;
+    const BlockId kept = x_freed_first ? y_body : x_body;
+    EXPECT_EQ(bm.match_prefix(evicted_tokens).blocks, (std::vector<BlockId>{block_head}));
+    EXPECT_EQ(bm.match_prefix(kept_tokens).blocks, (std::vector<BlockId>{block_head, kept}))
+        << "evicting one colliding block must leave the other registered";
+    expect_consistent(bm);
+  }
 }
 
 TEST(BlockManagerTest, MetricsStayConsistentUnderRandomOperations) {

@@ -163,6 +163,50 @@ TEST(ContiguousAllocatorTest, ForkFailsWithoutARunAndChangesNothing) {
   EXPECT_EQ(bm.metrics().num_used_blocks, 4);
 }
 
+TEST(ContiguousAllocatorTest, AppendingNoTokensFitsEvenAtTheEndOfTheReservation) {
+  ContiguousAllocator bm = contiguous(8, 64);
+  BlockTable t;
+  ASSERT_EQ(bm.allocate(bm.match_prefix(tokens(5)), 5, &t), 0);
+  const std::vector<BlockId> before = t.blocks;
+  std::vector<BlockCopy> copies;
+  EXPECT_FALSE(bm.can_append(t, 64, 1));
+  EXPECT_TRUE(bm.can_append(t, 64, 0));
+  EXPECT_TRUE(bm.append(&t, 64, 0, &copies));
+  EXPECT_EQ(t.blocks, before);
+  EXPECT_TRUE(copies.empty());
+}
+
+TEST(ContiguousAllocatorTest, ForkBeforeAnythingIsComputedCopiesNothing) {
+  ContiguousAllocator bm = contiguous(16, 64);
+  BlockTable parent, child;
+  ASSERT_EQ(bm.allocate(bm.match_prefix(tokens(20)), 20, &parent), 0);
+  std::vector<BlockCopy> copies;
+  ASSERT_TRUE(bm.fork(parent, 0, &child, &copies));
+  EXPECT_EQ(child.blocks, (std::vector<BlockId>{4, 5, 6, 7})) << "a whole reservation still";
+  EXPECT_TRUE(copies.empty());
+  EXPECT_EQ(bm.metrics().num_cow_copies, 0);
+  EXPECT_EQ(bm.metrics().num_used_blocks, 8);
+}
+
+TEST(ContiguousAllocatorTest, ForkOfAWhollyReleasedPrefixCopiesNothing) {
+  ContiguousAllocator bm(16, 16, 64, /*sliding_window=*/16);
+  BlockTable parent, child;
+  ASSERT_EQ(bm.allocate(bm.match_prefix(tokens(40)), 40, &parent), 0);
+  ASSERT_EQ(bm.release_blocks_before(&parent, 32), 2);
+  ASSERT_EQ(parent.blocks, (std::vector<BlockId>{kReleasedBlock, kReleasedBlock, 2, 3}));
+  // The parent's first 32 tokens lie in released blocks only.
+  std::vector<BlockCopy> copies;
+  ASSERT_TRUE(bm.fork(parent, 32, &child, &copies));
+  EXPECT_TRUE(copies.empty());
+  EXPECT_EQ(child.blocks, (std::vector<BlockId>{kReleasedBlock, kReleasedBlock, 6, 7}))
+      << "released in the child at once";
+  EXPECT_EQ(bm.metrics().num_used_blocks, 4);
+  EXPECT_EQ(bm.num_available_blocks(), 12);
+  bm.free(&child);
+  bm.free(&parent);
+  EXPECT_EQ(bm.metrics().largest_free_run, 16);
+}
+
 TEST(ContiguousAllocatorTest, PrefixCachingIsOff) {
   ContiguousAllocator bm = contiguous(16, 64);
   EXPECT_FALSE(bm.prefix_caching());

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace pvllm {
@@ -479,7 +480,24 @@ INSTANTIATE_TEST_SUITE_P(
                       }},
         BadParamsCase{"logprobs", [](SamplingParams& p) { p.logprobs = -2; }},
         BadParamsCase{"logprobs", [](SamplingParams& p) { p.logprobs = 21; }},
-        BadParamsCase{"n", [](SamplingParams& p) { p.n = 0; }}));
+        BadParamsCase{"n", [](SamplingParams& p) { p.n = 0; }},
+        BadParamsCase{"repetition_penalty",
+                      [](SamplingParams& p) { p.repetition_penalty = INFINITY; }},
+        BadParamsCase{"repetition_penalty", [](SamplingParams& p) { p.repetition_penalty = NAN; }},
+        BadParamsCase{"presence_penalty", [](SamplingParams& p) { p.presence_penalty = INFINITY; }},
+        BadParamsCase{"presence_penalty", [](SamplingParams& p) { p.presence_penalty = NAN; }},
+        BadParamsCase{"frequency_penalty",
+                      [](SamplingParams& p) { p.frequency_penalty = -INFINITY; }},
+        BadParamsCase{"prompt_logprobs", [](SamplingParams& p) { p.prompt_logprobs = 21; }},
+        // Beam search fields are checked whether or not beam search is on.
+        BadParamsCase{"beam_width", [](SamplingParams& p) { p.beam_width = -1; }},
+        BadParamsCase{"beam_width", [](SamplingParams& p) { p.beam_width = 11; }},
+        BadParamsCase{"length_penalty", [](SamplingParams& p) { p.length_penalty = INFINITY; }},
+        BadParamsCase{"early_stopping",
+                      [](SamplingParams& p) { p.early_stopping = static_cast<EarlyStopping>(-1); }},
+        BadParamsCase{"early_stopping", [](SamplingParams& p) {
+                        p.early_stopping = static_cast<EarlyStopping>(3);
+                      }}));
 
 TEST(SamplingParamsTest, AcceptsBoundaryValues) {
   SamplingParams p;
@@ -492,6 +510,59 @@ TEST(SamplingParamsTest, AcceptsBoundaryValues) {
   p.logprobs = 20;
   EXPECT_TRUE(p.validate(100).ok());
   p.logprobs = -1;
+  EXPECT_TRUE(p.validate(100).ok());
+}
+
+// Beam search ranks tokens by the raw distribution: everything that would
+// shape or randomize it is refused with a message naming the field and
+// beam search, each setting alone on otherwise valid beam params.
+TEST(SamplingParamsTest, BeamSearchRefusesWhatWouldShapeTheDistribution) {
+  SamplingParams beams;
+  beams.temperature = 0.0f;
+  beams.beam_width = 3;
+  beams.n = 3;
+  ASSERT_TRUE(beams.validate(100).ok());
+  const std::vector<BadParamsCase> cases = {
+      {"n", [](SamplingParams& p) { p.n = 4; }},
+      {"temperature", [](SamplingParams& p) { p.temperature = 0.5f; }},
+      {"top_k", [](SamplingParams& p) { p.top_k = 1; }},
+      {"top_p", [](SamplingParams& p) { p.top_p = 0.5f; }},
+      {"min_p", [](SamplingParams& p) { p.min_p = 0.05f; }},
+      {"repetition_penalty", [](SamplingParams& p) { p.repetition_penalty = 1.2f; }},
+      {"presence_penalty", [](SamplingParams& p) { p.presence_penalty = 0.5f; }},
+      {"frequency_penalty", [](SamplingParams& p) { p.frequency_penalty = -0.5f; }},
+      {"stop", [](SamplingParams& p) { p.stop = {"."}; }},
+      {"logprobs", [](SamplingParams& p) { p.logprobs = 1; }},
+  };
+  for (const BadParamsCase& c : cases) {
+    SamplingParams p = beams;
+    c.spoil(p);
+    const Status s = p.validate(100);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.field;
+    EXPECT_EQ(s.message().rfind(std::string("sampling params: ") + c.field + " ", 0), 0u)
+        << s.message();
+    EXPECT_NE(s.message().find("beam"), std::string::npos) << s.message();
+    // The same setting without beam search is valid.
+    p.beam_width = 0;
+    EXPECT_TRUE(p.validate(100).ok()) << c.field;
+  }
+}
+
+TEST(SamplingParamsTest, AcceptsBeamSearchBoundaryValues) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.beam_width = SamplingParams::kMaxBeamWidth;
+  p.n = SamplingParams::kMaxBeamWidth;
+  p.logprobs = 0;
+  p.length_penalty = -2.0f;
+  p.early_stopping = EarlyStopping::kNever;
+  p.stop_token_ids = {0, 99};
+  EXPECT_TRUE(p.validate(100).ok());
+  p.beam_width = 1;
+  p.n = 1;
+  p.logprobs = -1;
+  p.length_penalty = 0.0f;
+  p.early_stopping = EarlyStopping::kTrue;
   EXPECT_TRUE(p.validate(100).ok());
 }
 

@@ -467,6 +467,74 @@ TEST(SchedulerTest, PriorityPreemptedSequenceIsNotReadmittedInTheSameStep) {
   EXPECT_EQ(low->token_ids, reference_tokens(iota_tokens(20), 6));
 }
 
+TEST(SchedulerTest, PrefillChunkLimitAboveTheTokenBudgetIsCutToTheBudget) {
+  FakeEngine e(64, 8, false, make_config(8, 16, /*max_prefill_chunk=*/64));
+  EXPECT_EQ(e.config().max_prefill_chunk, 16);
+  Sequence* a = e.submit(iota_tokens(40), 2);
+  std::vector<int32_t> chunks;
+  while (a->num_generated_tokens() == 0) {
+    ScheduledBatch batch = e.step();
+    ASSERT_FALSE(HasFatalFailure());
+    ASSERT_NE(find(batch, a), nullptr);
+    chunks.push_back(find(batch, a)->num_new_tokens);
+    ASSERT_LT(chunks.size(), 10u);
+  }
+  EXPECT_EQ(chunks, (std::vector<int32_t>{16, 16, 8}));
+  e.run_to_completion();
+  EXPECT_EQ(a->token_ids, reference_tokens(iota_tokens(40), 2));
+}
+
+// A prefill served first takes all the budget the decodes leave; a running
+// prefill served after it gets no chunk that step, but keeps its place, its
+// computed tokens and its blocks.
+TEST(SchedulerTest, RunningPrefillLeftWithoutBudgetWaitsAStepWithoutPreemption) {
+  FakeEngine e(64, 8, false, make_config(8, 10));
+  Sequence* low = e.submit(iota_tokens(30), 2, /*priority=*/1);
+  low->max_chunk_tokens = 6;  // its own chunk cap (as prompt logprobs set)
+  ScheduledBatch first = e.step();
+  ASSERT_NE(find(first, low), nullptr);
+  EXPECT_EQ(find(first, low)->num_new_tokens, 6);
+  Sequence* high = e.submit(iota_tokens(30, 100), 2, /*priority=*/0);
+  ScheduledBatch joined = e.step();
+  ASSERT_NE(find(joined, low), nullptr);
+  ASSERT_NE(find(joined, high), nullptr);
+  EXPECT_EQ(find(joined, low)->num_new_tokens, 6);
+  EXPECT_EQ(find(joined, high)->num_new_tokens, 4) << "what low left of the budget";
+  ScheduledBatch batch = e.step();
+  ASSERT_EQ(batch.seqs.size(), 1u);
+  EXPECT_EQ(batch.seqs[0].seq, high);
+  EXPECT_EQ(batch.seqs[0].num_new_tokens, 10);
+  EXPECT_TRUE(batch.preempted.empty());
+  EXPECT_EQ(low->status, SequenceStatus::kRunning);
+  EXPECT_EQ(low->num_computed_tokens, 12);
+  EXPECT_EQ(live_blocks(*low), 2);
+  e.run_to_completion();
+  EXPECT_EQ(low->token_ids, reference_tokens(iota_tokens(30), 2));
+  EXPECT_EQ(high->token_ids, reference_tokens(iota_tokens(30, 100), 2));
+}
+
+// An abort between schedule() and on_batch_computed: the finished sequence
+// is not advanced; the rest of the batch is.
+TEST(SchedulerTest, SequenceAbortedWhileItsBatchRunsIsNotAdvanced) {
+  const int32_t bs = 8;
+  FakeEngine e(16, bs, true, make_config(8, 256));
+  Sequence* a = e.submit(iota_tokens(20), 4);
+  Sequence* b = e.submit(iota_tokens(20, 100), 4);
+  ScheduledBatch batch = e.sched().schedule();
+  ASSERT_EQ(batch.seqs.size(), 2u);
+  e.sched().finish(a);
+  e.sched().on_batch_computed(batch);
+  EXPECT_EQ(a->status, SequenceStatus::kFinished);
+  EXPECT_EQ(a->num_computed_tokens, 0);
+  EXPECT_TRUE(a->block_table.blocks.empty());
+  EXPECT_EQ(b->num_computed_tokens, 20);
+  EXPECT_EQ(b->block_table.hashes.size(), 2u) << "b's full blocks are registered";
+  EXPECT_EQ(e.bm().metrics().num_used_blocks, 3) << "only b holds blocks";
+  EXPECT_EQ(e.bm().match_prefix(iota_tokens(20)).num_cached_tokens, 0)
+      << "nothing of a was registered";
+  EXPECT_EQ(e.sched().num_running(), 1);
+}
+
 TEST(SchedulerTest, RandomizedStressKeepsInvariantsAndFinishesEverything) {
   FakeEngine e(24, 8, true, make_config(6, 40, 16));
   RandomWorkload w;  // up to 64 + 40 = 104 tokens of 192 slots per sequence
@@ -532,6 +600,58 @@ TEST(SchedulerGroupTest, AGroupIsPreemptedTogether) {
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(group[i]->token_ids, reference_tokens(iota_tokens(16, 100 * (i + 1)), 6));
   }
+}
+
+// The member served first cannot grow, and the sequence served last is its
+// sibling: the whole group is preempted, that member included, while the
+// sequence served before them keeps running.
+TEST(SchedulerGroupTest, AMemberThatCannotGrowTakesItsWholeGroupOut) {
+  FakeEngine e(4, 8, false, no_headroom(make_config(8, 256)));
+  Sequence* solo = e.submit(iota_tokens(12, 500), 3);  // 2 blocks, room up to 16 tokens
+  std::vector<Sequence*> group;
+  for (int i = 0; i < 2; ++i) {
+    group.push_back(e.submit(iota_tokens(8, 100 * (i + 1)), 2));  // 1 block each, then 2
+    group.back()->group = 9;
+  }
+  ScheduledBatch first = e.step();
+  ASSERT_EQ(first.seqs.size(), 3u);
+  ASSERT_EQ(e.bm().num_available_blocks(), 0);
+  ScheduledBatch batch = e.step();
+  ASSERT_EQ(batch.seqs.size(), 1u);
+  EXPECT_EQ(batch.seqs[0].seq, solo);
+  EXPECT_EQ(batch.preempted, (std::vector<Sequence*>{group[0], group[1]}));
+  for (Sequence* s : group) {
+    EXPECT_EQ(s->status, SequenceStatus::kWaiting);
+    EXPECT_EQ(s->num_computed_tokens, 0);
+    EXPECT_TRUE(s->block_table.blocks.empty());
+  }
+  EXPECT_EQ(solo->num_preemptions, 0);
+  e.run_to_completion();
+  EXPECT_EQ(solo->token_ids, reference_tokens(iota_tokens(12, 500), 3));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(group[i]->token_ids, reference_tokens(iota_tokens(8, 100 * (i + 1)), 2));
+  }
+}
+
+// Admission sizes a group by its own waiting members: a sequence queued
+// behind it does not count (with it, the group would not fit).
+TEST(SchedulerGroupTest, OnlyTheGroupsOwnMembersCountTowardItsAdmission) {
+  FakeEngine e(5, 8, false, no_headroom(make_config(8, 256)));
+  std::vector<Sequence*> group;
+  for (int i = 0; i < 2; ++i) {
+    group.push_back(e.submit(iota_tokens(16, 100 * (i + 1)), 1));  // 2 blocks each
+    group.back()->group = 3;
+  }
+  Sequence* later = e.submit(iota_tokens(16, 900), 1);  // 2 more: 6 > 5
+  ScheduledBatch batch = e.step();
+  for (Sequence* s : group) EXPECT_NE(find(batch, s), nullptr);
+  EXPECT_EQ(find(batch, later), nullptr) << "1 block left, it needs 2";
+  EXPECT_TRUE(later->queued_for_memory);
+  e.run_to_completion();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(group[i]->token_ids, reference_tokens(iota_tokens(16, 100 * (i + 1)), 1));
+  }
+  EXPECT_EQ(later->token_ids, reference_tokens(iota_tokens(16, 900), 1));
 }
 
 }  // namespace
@@ -636,6 +756,185 @@ TEST(SchedulerSwapTest, AVictimMidCopyOnWriteIsSavedFromTheSource) {
   EXPECT_EQ(b->token_ids, reference_tokens(iota_tokens(6), 6, 1));
   EXPECT_EQ(c->token_ids, reference_tokens(iota_tokens(6), 6, 2));
   EXPECT_EQ(urgent->token_ids, reference_tokens(iota_tokens(28, 300), 4));
+}
+
+// kRecompute with a swap pool, and costs that would favour swapping under
+// kAuto: the pool is never used.
+TEST(SchedulerSwapTest, RecomputeModeLeavesTheSwapPoolUnused) {
+  FakeEngine e(5, 8, false,
+               swap_config(PreemptionMode::kRecompute, /*recompute_per_token=*/1.0,
+                           /*swap_per_block=*/0.5),
+               0, /*num_swap_blocks=*/16);
+  std::vector<Sequence*> seqs;
+  for (int i = 0; i < 3; ++i) seqs.push_back(e.submit(iota_tokens(6, 40 * i), 8));
+  e.run_to_completion();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(seqs[i]->token_ids, reference_tokens(iota_tokens(6, 40 * i), 8)) << i;
+  }
+  EXPECT_GT(e.sched().num_preemptions(), 0);
+  EXPECT_EQ(e.sched().num_preemptions_by_swap(), 0);
+  EXPECT_EQ(e.sched().num_blocks_swapped_out(), 0);
+  EXPECT_EQ(e.swap()->num_free(), 16);
+}
+
+// With a sliding window, a victim whose leading blocks were released cannot
+// have them swapped back: it is recomputed, though the swap pool has room.
+TEST(SchedulerSwapTest, AVictimWithReleasedBlocksIsRecomputed) {
+  const int32_t window = 8;
+  FakeEngine e(3, 8, false, swap_config(PreemptionMode::kSwap), window, /*num_swap_blocks=*/16);
+  Sequence* a = e.submit(iota_tokens(16), 6, /*priority=*/1);
+  e.step();  // the prompt; its first block falls out of the window
+  ASSERT_EQ(a->block_table.blocks[0], kReleasedBlock);
+  Sequence* b = e.submit(iota_tokens(15, 100), 3, /*priority=*/0);
+  e.step();  // a decodes into a new block; b's first chunk takes the last one
+  ASSERT_EQ(e.bm().num_available_blocks(), 0);
+  ASSERT_EQ(b->status, SequenceStatus::kRunning);
+  ScheduledBatch batch = e.step();  // b needs a block: a, served last, goes
+  ASSERT_EQ(batch.preempted, (std::vector<Sequence*>{a}));
+  EXPECT_EQ(a->status, SequenceStatus::kWaiting);
+  EXPECT_EQ(a->num_computed_tokens, 0);
+  EXPECT_TRUE(a->swapped_blocks.empty());
+  EXPECT_TRUE(batch.swap_out.empty());
+  EXPECT_EQ(e.sched().num_preemptions_by_swap(), 0);
+  EXPECT_EQ(e.swap()->num_free(), 16);
+  e.run_to_completion();
+  EXPECT_EQ(a->token_ids, reference_tokens(iota_tokens(16), 6, 0, window));
+  EXPECT_EQ(b->token_ids, reference_tokens(iota_tokens(15, 100), 3, 0, window));
+}
+
+// Blocks of 16, a budget of 8 tokens, 3 blocks. x and d (priority 0) are
+// served before c (priority 1); d's prompt is long. When d's prefill needs
+// its second block, c is swapped out; x finishes in that step.
+struct SwapScene {
+  Sequence* x = nullptr;
+  Sequence* c = nullptr;
+  Sequence* d = nullptr;
+};
+
+SchedulerConfig small_budget_swap_config() {
+  SchedulerConfig config = swap_config(PreemptionMode::kSwap);
+  config.max_num_batched_tokens = 8;
+  return config;
+}
+
+SwapScene swap_out_behind_a_prefill(FakeEngine* e) {
+  SwapScene s;
+  s.x = e->submit(iota_tokens(3), 4, /*priority=*/0);
+  s.c = e->submit(iota_tokens(3, 100), 6, /*priority=*/1);
+  e->step();
+  s.d = e->submit(iota_tokens(40, 200), 1, /*priority=*/0);
+  e->step();  // d's first chunk takes the last block
+  e->step();  // d's second chunk still fits its block
+  EXPECT_EQ(e->bm().num_available_blocks(), 0);
+  ScheduledBatch batch = e->step();
+  EXPECT_EQ(batch.preempted, (std::vector<Sequence*>{s.c}));
+  EXPECT_EQ(batch.swap_out.size(), 1u);
+  EXPECT_EQ(s.c->status, SequenceStatus::kSwapped);
+  EXPECT_EQ(s.x->status, SequenceStatus::kFinished);
+  return s;
+}
+
+TEST(SchedulerSwapTest, SwappedSequenceWaitsWhileTheRunningOnesTakeTheWholeBudget) {
+  FakeEngine e(3, 16, false, small_budget_swap_config(), 0, /*num_swap_blocks=*/16);
+  const SwapScene s = swap_out_behind_a_prefill(&e);
+  ASSERT_FALSE(HasFailure());
+  // Blocks would allow c back; the token budget does not.
+  ScheduledBatch batch = e.step();
+  ASSERT_EQ(batch.seqs.size(), 1u);
+  EXPECT_EQ(batch.seqs[0].seq, s.d);
+  EXPECT_EQ(batch.num_batched_tokens, 8);
+  EXPECT_TRUE(batch.swap_in.empty());
+  EXPECT_EQ(s.c->status, SequenceStatus::kSwapped);
+  EXPECT_EQ(e.sched().num_swapped(), 1);
+  EXPECT_GE(e.bm().num_available_blocks(), e.bm().blocks_for(s.c->num_computed_tokens + 1));
+  e.run_to_completion();
+  EXPECT_EQ(e.sched().num_blocks_swapped_in(), 1);
+  EXPECT_EQ(s.c->num_preemptions, 1);
+  EXPECT_EQ(s.c->token_ids, reference_tokens(iota_tokens(3, 100), 6));
+  EXPECT_EQ(s.d->token_ids, reference_tokens(iota_tokens(40, 200), 1));
+  EXPECT_EQ(s.x->token_ids, reference_tokens(iota_tokens(3), 4));
+}
+
+TEST(SchedulerSwapTest, FinishingASwappedSequenceReturnsItsSwapBlocks) {
+  FakeEngine e(3, 16, false, small_budget_swap_config(), 0, /*num_swap_blocks=*/16);
+  const SwapScene s = swap_out_behind_a_prefill(&e);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_EQ(e.swap()->num_free(), 15);
+  e.sched().finish(s.c);  // aborted while swapped
+  EXPECT_EQ(s.c->status, SequenceStatus::kFinished);
+  EXPECT_TRUE(s.c->swapped_blocks.empty());
+  EXPECT_EQ(e.swap()->num_free(), 16);
+  EXPECT_EQ(e.sched().num_swapped(), 0);
+  EXPECT_EQ(e.sched().num_waiting(), 0);
+  EXPECT_EQ(e.sched().num_running(), 1);
+  // Finishing it again finds it in no queue and changes nothing.
+  e.sched().finish(s.c);
+  EXPECT_EQ(e.swap()->num_free(), 16);
+  EXPECT_EQ(e.sched().num_running(), 1);
+  e.run_to_completion();
+  EXPECT_EQ(s.d->token_ids, reference_tokens(iota_tokens(40, 200), 1));
+  EXPECT_EQ(e.sched().num_blocks_swapped_in(), 0);
+}
+
+// Driven by hand: a sequence whose next token has not been appended yet
+// (a beam waiting for its siblings' draws) has nothing to compute. It is
+// skipped while running, and swapped back in it gets its blocks without a
+// chunk.
+TEST(SchedulerSwapTest, SequenceWithoutItsNextTokenSwapsBackWithoutAChunk) {
+  BlockManager bm(2, 8, false);
+  SwapPool swap(4);
+  Scheduler sched(swap_config(PreemptionMode::kSwap), &bm, &swap);
+  Sequence x, y;
+  x.seq_id = x.arrival_order = 1;
+  x.token_ids = iota_tokens(8);
+  x.num_prompt_tokens = 8;
+  y.seq_id = y.arrival_order = 2;
+  y.priority = 1;
+  y.token_ids = iota_tokens(8, 100);
+  y.num_prompt_tokens = 8;
+  sched.add(&x);
+  sched.add(&y);
+  const ScheduledBatch prefill = sched.schedule();
+  ASSERT_EQ(prefill.seqs.size(), 2u);
+  sched.on_batch_computed(prefill);
+  ASSERT_EQ(bm.num_available_blocks(), 0);
+
+  x.token_ids.push_back(1);  // x's token arrives, y's not yet
+  const ScheduledBatch grow = sched.schedule();
+  ASSERT_EQ(grow.seqs.size(), 1u);
+  EXPECT_EQ(grow.seqs[0].seq, &x);
+  ASSERT_EQ(grow.preempted, (std::vector<Sequence*>{&y})) << "x's second block is y's";
+  ASSERT_EQ(y.status, SequenceStatus::kSwapped);
+  ASSERT_EQ(y.swapped_blocks.size(), 1u);
+  const BlockId y_swap_block = y.swapped_blocks[0];
+  sched.on_batch_computed(grow);
+  sched.finish(&x);
+
+  const ScheduledBatch back = sched.schedule();
+  EXPECT_TRUE(back.seqs.empty()) << "y has no token to feed";
+  ASSERT_EQ(back.swap_in.size(), 1u);
+  EXPECT_EQ(back.swap_in[0].src, y_swap_block);
+  ASSERT_EQ(y.block_table.blocks.size(), 1u);
+  EXPECT_EQ(back.swap_in[0].dst, y.block_table.blocks[0]);
+  EXPECT_EQ(y.status, SequenceStatus::kRunning);
+  EXPECT_EQ(y.num_computed_tokens, 8);
+  sched.on_batch_computed(back);
+
+  const ScheduledBatch idle = sched.schedule();  // still no token: skipped, not preempted
+  EXPECT_TRUE(idle.seqs.empty());
+  EXPECT_TRUE(idle.preempted.empty());
+  EXPECT_EQ(sched.num_running(), 1);
+  EXPECT_EQ(swap.num_free(), 4) << "the swap-in has run: its swap block is free";
+
+  y.token_ids.push_back(2);
+  const ScheduledBatch decode = sched.schedule();
+  ASSERT_EQ(decode.seqs.size(), 1u);
+  EXPECT_EQ(decode.seqs[0].seq, &y);
+  EXPECT_EQ(decode.seqs[0].num_new_tokens, 1);
+  EXPECT_TRUE(decode.seqs[0].samples_next_token);
+  EXPECT_EQ(y.block_table.blocks.size(), 2u);
+  sched.finish(&y);
+  EXPECT_EQ(bm.num_available_blocks(), 2);
 }
 
 }  // namespace

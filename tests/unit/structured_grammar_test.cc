@@ -105,6 +105,178 @@ TEST(GbnfTest, RulesMadeForGroupsNeverCollideWithNamedRules) {
   EXPECT_FALSE(grammar_accepts(g, "aa"));
 }
 
+TEST(GbnfTest, TabsCarriageReturnsUnderscoreNamesAndATrailingComment) {
+  // CRLF line ends, tabs around '::=', a name starting with '_', and a
+  // comment that runs to the end of the text (no newline after it).
+  const Grammar g =
+      parse("root\t::=\t_item\t\"!\"\r\n_item\t::= Letter+\r\nLetter ::= [a-z]\t# no newline");
+  EXPECT_TRUE(grammar_accepts(g, "ab!"));
+  EXPECT_TRUE(grammar_accepts(g, "z!"));
+  EXPECT_FALSE(grammar_accepts(g, "ab"));
+  EXPECT_FALSE(grammar_accepts(g, "AB!"));
+  EXPECT_FALSE(grammar_accepts(g, "ab!# no newline"));
+}
+
+TEST(GbnfTest, ClassEscapesAndTheAnyCharacterNegation) {
+  const Grammar g = parse(R"(root ::= [\[\]\-\^\\]+)");
+  EXPECT_TRUE(grammar_accepts(g, "[]-^\\"));
+  EXPECT_TRUE(grammar_accepts(g, "^"));
+  EXPECT_FALSE(grammar_accepts(g, "a"));
+  EXPECT_FALSE(grammar_accepts(g, ""));
+  // [^] excludes nothing: any one character.
+  const Grammar any = parse("root ::= [^]");
+  for (const char* ok : {"a", "\n", "\xC3\xA9", "\xF0\x9F\x98\x80"}) {
+    EXPECT_TRUE(grammar_accepts(any, ok)) << ok;
+  }
+  EXPECT_FALSE(grammar_accepts(any, ""));
+  EXPECT_FALSE(grammar_accepts(any, "ab"));
+  // A '-' right before ']' is a member, not a range.
+  const Grammar dash = parse("root ::= [a-]");
+  EXPECT_TRUE(grammar_accepts(dash, "a"));
+  EXPECT_TRUE(grammar_accepts(dash, "-"));
+  EXPECT_FALSE(grammar_accepts(dash, "b"));
+  // A '-' before the end of the text is no range: the class is unterminated.
+  Grammar unused;
+  Status st = parse_gbnf("root ::= [a-", &unused);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("(byte 9): unterminated character class"), std::string::npos)
+      << st.message();
+}
+
+TEST(GbnfTest, RangesThatTouchTheSurrogatesOrTheLastCodePoint) {
+  // Surrogates are no characters: a range through them keeps the rest.
+  const Grammar into = parse(R"(root ::= [\x41-\uDA00])");
+  EXPECT_TRUE(grammar_accepts(into, "A"));
+  EXPECT_TRUE(grammar_accepts(into, "\xED\x9F\xBF"));   // U+D7FF
+  EXPECT_FALSE(grammar_accepts(into, "\xEE\x80\x80"));  // U+E000
+  EXPECT_FALSE(grammar_accepts(into, "@"));
+  const Grammar out_of = parse(R"(root ::= [\uD900-\uE001])");
+  EXPECT_TRUE(grammar_accepts(out_of, "\xEE\x80\x80"));   // U+E000
+  EXPECT_TRUE(grammar_accepts(out_of, "\xEE\x80\x81"));   // U+E001
+  EXPECT_FALSE(grammar_accepts(out_of, "\xEE\x80\x82"));  // U+E002
+  EXPECT_FALSE(grammar_accepts(out_of, "\xED\x9F\xBF"));  // U+D7FF
+  // Only surrogates: a class no character matches.
+  const Grammar none = parse(R"(root ::= [\uD800-\uDFFF] | "a")");
+  EXPECT_TRUE(grammar_accepts(none, "a"));
+  EXPECT_FALSE(grammar_accepts(none, "\xED\xA0\x80"));
+  EXPECT_FALSE(grammar_accepts(none, "\xED\x9F\xBF"));
+  // A negated class whose last range ends at U+10FFFF has nothing above it.
+  const Grammar low = parse(R"(root ::= [^b-\U0010FFFF])");
+  EXPECT_TRUE(grammar_accepts(low, "a"));
+  EXPECT_TRUE(grammar_accepts(low, std::string(1, '\0')));
+  EXPECT_FALSE(grammar_accepts(low, "b"));
+  EXPECT_FALSE(grammar_accepts(low, "\xF0\x9F\x98\x80"));
+  EXPECT_FALSE(grammar_accepts(low, "\xF4\x8F\xBF\xBF"));  // U+10FFFF
+}
+
+TEST(GbnfTest, HexEscapesInEitherCase) {
+  const Grammar g = parse(R"(root ::= "\x4a\x4A\u00E9\u00e9\U0001F600" [\x61-\x7A])");
+  EXPECT_TRUE(grammar_accepts(g, "JJ\xC3\xA9\xC3\xA9\xF0\x9F\x98\x80z"));
+  EXPECT_FALSE(grammar_accepts(g, "jJ\xC3\xA9\xC3\xA9\xF0\x9F\x98\x80z"));
+  EXPECT_FALSE(grammar_accepts(g, "JJ\xC3\xA9\xC3\xA9\xF0\x9F\x98\x80Z"));
+}
+
+TEST(GbnfTest, MultiCharacterTermsRepeatAsAWhole) {
+  const Grammar star = parse(R"(root ::= "ab"* "c")");
+  for (const char* ok : {"c", "abc", "ababc"}) EXPECT_TRUE(grammar_accepts(star, ok)) << ok;
+  for (const char* bad : {"ac", "abac", "aabc", "abab"}) {
+    EXPECT_FALSE(grammar_accepts(star, bad)) << bad;
+  }
+  const Grammar bounded = parse(R"(root ::= "xy"{2,3})");
+  EXPECT_TRUE(grammar_accepts(bounded, "xyxy"));
+  EXPECT_TRUE(grammar_accepts(bounded, "xyxyxy"));
+  EXPECT_FALSE(grammar_accepts(bounded, "xy"));
+  EXPECT_FALSE(grammar_accepts(bounded, "xyxyx"));
+  EXPECT_FALSE(grammar_accepts(bounded, "xyxyxyxy"));
+  // The empty literal made optional matches nothing more than itself.
+  const Grammar empty = parse(R"(root ::= "a" ""? "b")");
+  EXPECT_TRUE(grammar_accepts(empty, "ab"));
+  EXPECT_FALSE(grammar_accepts(empty, "a"));
+}
+
+TEST(GbnfTest, MoreErrorsSayWhereAndWhat) {
+  struct Case {
+    const char* text;
+    StatusCode code;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {"\"a\" ::= \"b\"", StatusCode::kInvalidArgument,
+       "line 1, column 1 (byte 0): expected a rule name"},
+      {"-x ::= \"b\"", StatusCode::kInvalidArgument, "(byte 0): expected a rule name"},
+      {"root ::= \"\xFF\"", StatusCode::kInvalidArgument, "(byte 10): invalid UTF-8"},
+      {"root ::= [a\xC3]", StatusCode::kInvalidArgument, "(byte 11): invalid UTF-8"},
+      {"root ::= [\\q]", StatusCode::kInvalidArgument, "(byte 10): unknown escape '\\q'"},
+      {"root ::= [a-\\q]", StatusCode::kInvalidArgument, "(byte 12): unknown escape '\\q'"},
+      {"root ::= \"\\]\"", StatusCode::kInvalidArgument, "(byte 10): unknown escape '\\]'"},
+      {"root ::= ( \"a\" | [z-a] )", StatusCode::kInvalidArgument, "(byte 18): range out of order"},
+      {"root ::= + \"a\"", StatusCode::kInvalidArgument, "(byte 9): nothing to repeat"},
+      {"root ::= \"a\" | ?", StatusCode::kInvalidArgument, "(byte 15): nothing to repeat"},
+      {"root ::= {2} \"a\"", StatusCode::kInvalidArgument, "(byte 9): nothing to repeat"},
+      {"root ::= \"a\" ; \"b\"", StatusCode::kInvalidArgument, "(byte 13): unexpected ';'"},
+      {"root ::= \"a\"{,3}", StatusCode::kInvalidArgument, "(byte 12): expected a count"},
+      {"root ::= \"a\"{2,3", StatusCode::kInvalidArgument, "(byte 12): expected '}'"},
+      {"root ::= \"a\"{2x}", StatusCode::kInvalidArgument, "(byte 12): expected '}'"},
+      {"root ::= \"a\"{1,10001}", StatusCode::kUnsupported, "above 10000 (byte 12)"},
+      {"root ::= \"a\"{99999999999,}", StatusCode::kUnsupported, "above 10000 (byte 12)"},
+      {"root ::= \"\\x!0\"", StatusCode::kInvalidArgument, "(byte 10): expected 2 hex digits"},
+      {"root ::= \"\\x:0\"", StatusCode::kInvalidArgument, "(byte 10): expected 2 hex digits"},
+      {"root ::= \"\\xg0\"", StatusCode::kInvalidArgument, "(byte 10): expected 2 hex digits"},
+      {"root ::= \"\\x0G\"", StatusCode::kInvalidArgument, "(byte 10): expected 2 hex digits"},
+      {"root ::= \"\\u12\"", StatusCode::kInvalidArgument, "(byte 10): expected 4 hex digits"},
+      {"root ::= \"\\U00110000\"", StatusCode::kInvalidArgument,
+       "(byte 10): code point beyond U+10FFFF"},
+      {"root ::= \"\"*", StatusCode::kUnsupported, "left-recursive"},
+  };
+  for (const Case& c : cases) {
+    Grammar g;
+    Status st = parse_gbnf(c.text, &g);
+    EXPECT_EQ(st.code(), c.code) << c.text << " -> " << st.message();
+    EXPECT_NE(st.message().find(c.needle), std::string::npos) << c.text << " -> " << st.message();
+  }
+}
+
+std::string nested_groups(int depth) {
+  return "root ::= " + std::string(depth, '(') + "\"a\"" + std::string(depth, ')');
+}
+
+TEST(GbnfTest, GroupsNestUpTo512Deep) {
+  const Grammar g = parse(nested_groups(512));
+  EXPECT_TRUE(grammar_accepts(g, "a"));
+  EXPECT_FALSE(grammar_accepts(g, "aa"));
+  Grammar unused;
+  Status st = parse_gbnf(nested_groups(513), &unused);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+  EXPECT_NE(st.message().find("nested deeper than 512"), std::string::npos) << st.message();
+}
+
+std::string repeated_terms(const std::string& term, int count) {
+  std::string out;
+  for (int i = 0; i < count; ++i) out += " " + term;
+  return out;
+}
+
+TEST(GbnfTest, MoreThanTwoToTheTwentyElementsAreRefused) {
+  // Each "a"{10000} writes 10,000 elements into its rule; 104 of them fit
+  // under 2^20 = 1,048,576, 105 do not, in a rule or in a group.
+  Grammar g;
+  Status st = parse_gbnf("root ::=" + repeated_terms("\"a\"{10000}", 104), &g);
+  EXPECT_TRUE(st.ok()) << st.message();
+  for (const std::string& text :
+       {"root ::=" + repeated_terms("\"a\"{10000}", 105),
+        "root ::= (" + repeated_terms("\"a\"{10000}", 105) + " )",
+        // Optional tails: rules of their own, 4 elements per count.
+        "root ::=" + repeated_terms("\"x\"{0,10000}", 27),
+        "root ::=" + repeated_terms("\"x\"{0,10000}", 25) + " \"x\"{0,3000} \"x\"{0,10000}",
+        // A repeated literal of 9,000 characters is a rule of its own.
+        "root ::=" + repeated_terms("\"x\"{0,10000}", 26) + " \"" + std::string(9000, 'y') +
+            "\"*"}) {
+    st = parse_gbnf(text, &g);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+    EXPECT_NE(st.message().find("more than 1048576 elements"), std::string::npos) << st.message();
+  }
+}
+
 TEST(MatcherTest, PartialCharactersAreCheckedAgainstWhatTheyCanBecome) {
   const Grammar g = parse("root ::= [a-z] | \"é\"");
   Matcher m(&g);

@@ -5,6 +5,7 @@
 // hostile sizes and depths are refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -426,6 +427,128 @@ TEST(JsonSchemaTest, FormatUuid) {
       {R"("123e4567-e89b-12d3-a456-426614174000")", R"("ABCDEF01-2345-6789-abcd-ef0123456789")"},
       {R"("123e4567e89b12d3a456426614174000")", R"("123e4567-e89b-12d3-a456-42661417400")",
        R"("123e4567-e89b-12d3-a456-4266141740000")", R"("g23e4567-e89b-12d3-a456-426614174000")"});
+}
+
+TEST(JsonSchemaTest, ConstOfEveryType) {
+  check(R"({"const":null})", {"null"}, {"false", "\"null\"", "0"});
+  check(R"({"const":false})", {"false"}, {"true", "0", "null"});
+  check(R"({"const":-1.5})", {"-1.5"}, {"1.5", "-1.50", "-15e-1"});
+  check(R"({"const":"x y"})", {"\"x y\""}, {"\"x\"", "x y"});
+  check(R"({"const":[]})", {"[]"}, {"[null]", "{}"});
+  check(R"({"const":{}})", {"{}"}, {"[]", "{\"a\":1}"});
+}
+
+TEST(JsonSchemaTest, DuplicateEnumValuesAreWrittenOnce) {
+  std::string gbnf;
+  ASSERT_TRUE(json_schema_to_gbnf(R"({"enum":[1,"x",1,"x",null,null]})", &gbnf).ok());
+  // One alternative per distinct value: no ambiguous parses to follow.
+  EXPECT_EQ(std::count(gbnf.begin(), gbnf.end(), '|'), 2) << gbnf;
+  check(R"({"enum":[1,"x",1,"x",null,null]})", {"1", "\"x\"", "null"}, {"2", "\"y\"", "11"});
+}
+
+TEST(JsonSchemaTest, DeleteCharacterInValuesAndKeysIsWrittenRaw) {
+  // JSON needs no escape for U+007F (\177 below), and compact output
+  // writes it raw; the grammar spells it \x7F.
+  check(R"({"enum":["a\u007fb"]})", {"\"a\177b\""}, {"\"ab\"", "\"a b\""});
+  check(R"({"properties":{"k\u007f":{"type":"null"}},"required":["k\u007f"]})",
+        {"{\"k\x7F\":null}"}, {"{\"k\":null}", "{\"k\x7F\":1}"});
+}
+
+TEST(JsonSchemaTest, ExactCountsAndLengths) {
+  check(R"({"type":"array","items":{"type":"integer"},"minItems":3,"maxItems":3})",
+        {"[1,2,3]", "[0,-1,7]"}, {"[1,2]", "[1,2,3,4]", "[]", "[1,2,\"3\"]"});
+  check(R"({"type":"string","minLength":2,"maxLength":2})", {"\"ab\"", R"("\né")", "\"日本\""},
+        {"\"a\"", "\"abc\"", "\"\""});
+}
+
+TEST(JsonSchemaTest, TrueSubschemasAcceptAnyValue) {
+  check(R"({"properties":{"a":true},"required":["a"],"additionalProperties":false})",
+        {R"({"a":1})", R"({"a":{"b":[null]}})", R"({"a":"s"})"}, {"{}", R"({"a":1,"b":2})"});
+  check(R"({"anyOf":[true,{"type":"integer"}]})", kAnyValues, kNotJson);
+}
+
+TEST(JsonSchemaTest, EmptyPropertiesAndRepeatedRequiredNames) {
+  check(R"({"type":"object","properties":{},"additionalProperties":false})", {"{}"},
+        {R"({"a":1})", "[]"});
+  check(R"({"properties":{}})", {"{}", R"({"a":[1]})"}, {"[]", "1"});
+  check(R"({"properties":{"a":{"type":"integer"}},"required":["a","a"]})", {R"({"a":1})"},
+        {"{}", R"({"a":1,"a":1})"});
+}
+
+TEST(JsonSchemaTest, IdenticalAndLookAlikeSubschemasKeepTheirMeaning) {
+  // "a-b-1" takes the name "root-a-b-1" first, so "a b" (sanitized like
+  // "a-b") skips past it; "c" and "d" share one rule.
+  check(R"({"properties":{"a-b-1":{"type":"string","maxLength":1},
+                          "a-b":{"type":"string","maxLength":2},
+                          "a b":{"type":"string","maxLength":3},
+                          "c":{"type":"string","maxLength":4},
+                          "d":{"type":"string","maxLength":4}},
+            "required":["a-b-1","a-b","a b","c","d"]})",
+        {R"({"a-b-1":"x","a-b":"xy","a b":"xyz","c":"wxyz","d":"wxyz"})",
+         R"({"a-b-1":"","a-b":"","a b":"","c":"","d":""})"},
+        {R"({"a-b-1":"xy","a-b":"xy","a b":"xyz","c":"wxyz","d":"wxyz"})",
+         R"({"a-b-1":"x","a-b":"xyz","a b":"xyz","c":"wxyz","d":"wxyz"})",
+         R"({"a-b-1":"x","a-b":"xy","a b":"wxyz","c":"wxyz","d":"wxyz"})",
+         R"({"a-b-1":"x","a-b":"xy","a b":"xyz","c":"vwxyz","d":"wxyz"})",
+         R"({"a-b-1":"x","a-b":"xy","a b":"xyz","c":"wxyz","d":"vwxyz"})"});
+}
+
+TEST(JsonSchemaTest, DefinitionAndPropertyNamesWithUnderscores) {
+  check(R"({"$defs":{"my_int":{"type":"integer"},"my_pair":{"type":"array",
+              "items":{"$ref":"#/$defs/my_int"},"minItems":2,"maxItems":2}},
+            "properties":{"x_y":{"$ref":"#/$defs/my_int"},"p_q":{"$ref":"#/$defs/my_pair"}},
+            "required":["x_y"]})",
+        {R"({"x_y":5})", R"({"x_y":5,"p_q":[1,2]})"},
+        {R"({"x_y":"5"})", R"({"x_y":5,"p_q":[1]})", R"({"p_q":[1,2]})"});
+}
+
+TEST(JsonSchemaTest, TypeListAroundAKeyThatLooksLikeAlternation) {
+  check(R"({"type":["object","null"],"properties":{"x | y":{"type":"integer"}},
+            "required":["x | y"]})",
+        {R"({"x | y":1})", "null"}, {"{}", R"({"x | y":"a"})", R"({"x":1})", "nullnull"});
+}
+
+TEST(JsonSchemaTest, MoreInvalidKeywordValues) {
+  const StatusCode kInvalid = StatusCode::kInvalidArgument;
+  expect_refused(R"({"type":"array","minItems":"2"})", kInvalid, {"\"minItems\"", "not a number"});
+  expect_refused(R"({"type":[]})", kInvalid, {"\"type\"", "not a type name"});
+  expect_refused(R"({"type":5})", kInvalid, {"\"type\"", "not a type name"});
+  expect_refused(R"({"type":["string",1]})", kInvalid, {"\"type\"", "a type that is no string"});
+  expect_refused(R"({"$ref":5})", kInvalid, {"\"$ref\"", "not a string"});
+  expect_refused(R"({"enum":"a"})", kInvalid, {"\"enum\"", "not an array"});
+  expect_refused(R"({"anyOf":{}})", kInvalid, {"\"anyOf\"", "not a non-empty array"});
+  expect_refused(R"({"anyOf":[]})", kInvalid, {"\"anyOf\"", "not a non-empty array"});
+  expect_refused(R"({"properties":[1]})", kInvalid, {"\"properties\"", "not an object"});
+  expect_refused(R"({"type":"object","additionalProperties":5})", kInvalid,
+                 {"/additionalProperties", "neither an object nor a boolean"});
+  expect_refused(R"({"required":["a",1]})", kInvalid, {"\"required\"", "holds a non-string"});
+  expect_refused(R"({"type":"string","format":5})", kInvalid, {"\"format\"", "not a string"});
+  expect_refused(R"({"$defs":5,"$ref":"#/$defs/a"})", kInvalid,
+                 {"\"$ref\"", "no definition at /$defs/a"});
+  expect_refused(R"({"$defs":{"a":{}},"$ref":"#/definitions/a"})", kInvalid,
+                 {"\"$ref\"", "no definition at /definitions/a"});
+}
+
+TEST(JsonSchemaTest, SchemasNothingCanMatchAreInvalid) {
+  const StatusCode kInvalid = StatusCode::kInvalidArgument;
+  expect_refused(R"({"type":"string","minLength":3,"maxLength":2})", kInvalid,
+                 {"nothing can match", "minLength is above maxLength"});
+  expect_refused(R"({"type":"array","items":false,"minItems":1})", kInvalid,
+                 {"nothing can match", "items is false"});
+  expect_refused(R"({"anyOf":[false,false]})", kInvalid,
+                 {"nothing can match", "every anyOf alternative is false"});
+  expect_refused(R"({"properties":{"a":false},"required":["a"]})", kInvalid,
+                 {"nothing can match", "required property \"a\" is false"});
+}
+
+TEST(JsonSchemaTest, FormatBesideLengthOrBadPointersAreUnsupported) {
+  expect_refused(R"({"type":"string","format":"date","minLength":1})", StatusCode::kUnsupported,
+                 {"\"minLength\"", "beside \"format\"", "the root"});
+  expect_refused(R"({"type":"string","format":"uuid","maxLength":36})", StatusCode::kUnsupported,
+                 {"\"maxLength\"", "beside \"format\"", "the root"});
+  // A '~' must be followed by 0 or 1 in a JSON pointer.
+  expect_unsupported(R"({"$defs":{"a~":{}},"$ref":"#/$defs/a~"})", "$ref", "the root");
+  expect_unsupported(R"({"$defs":{"a~2b":{}},"$ref":"#/$defs/a~2b"})", "$ref", "the root");
 }
 
 // ---- refusals ----------------------------------------------------------------------

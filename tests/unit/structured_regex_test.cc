@@ -274,6 +274,26 @@ const HandCase kHandCases[] = {
     {"[a\\s-]", {"a", " ", "-"}, {"b"}},
     {"(a|b|[cd]|ab|ab)+", {"ab", "dcab", "abab"}, {"", "e", "ba c"}},
     {"x{10000}", {std::string(10000, 'x')}, {std::string(9999, 'x'), std::string(10001, 'x')}},
+    // A class nothing matches: starred it is the empty string, optional it
+    // is left out, and an alternative made of it is dropped.
+    {"[^\\s\\S]*", {""}, {"a", " "}},
+    {"a[^\\s\\S]?b", {"ab"}, {"a b", "a", "b"}},
+    {"a|[^\\s\\S]+", {"a"}, {"", "aa"}},
+    // '$' before '|' ends a top-level alternative.
+    {"a$|b", {"a", "b"}, {"a$", "ab", "a$|b"}},
+    // A '{' that starts no quantifier is a literal.
+    {"{a}", {"{a}"}, {"a", "{}"}},
+    {"a{2x}", {"a{2x}"}, {"aa", "a{2}"}},
+    {"a{2,3", {"a{2,3"}, {"aa", "aaa"}},
+    {"(?<_a1>x)(?P<b_2>y)", {"xy"}, {"x", "y", "yx"}},
+    // A set after '-' makes the '-' literal; '[' not starting a POSIX class is a member.
+    {"[a-\\d]", {"a", "-", "5"}, {"b", "", "a5"}},
+    {"[[a]", {"[", "a"}, {"]", "[a", ""}},
+    {"[\\[x]+", {"[x[", "x"}, {"]", "", "[y"}},
+    {"[\\x00-a]", {std::string(1, '\0'), "a", "A"}, {"b", "é"}},
+    // Escaped non-ASCII characters stand for themselves; three-byte characters.
+    {"\\é\\中", {"é中"}, {"e中", "é"}},
+    {"中文+", {"中文", "中文文"}, {"中", "文", "中文中"}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, RegexHandChecked, ::testing::ValuesIn(kHandCases));
@@ -336,6 +356,19 @@ const ErrorCase kUnsupportedCases[] = {
     {"a{2,99999999999}", kUnsupported, "above 10000", 1},
     {"a{1,4294967295}", kUnsupported, "above 10000", 1},
     {"[^\\s\\S]", kUnsupported, "matches no string", 0},
+    {"[^\\s\\S]{2}|[^\\s\\S]+", kUnsupported, "matches no string", 0},
+    {"a{10001,}", kUnsupported, "above 10000", 1},
+    {"(?P>x)", kUnsupported, "backreference", 0},
+    {"(?Px)", kUnsupported, "inline flags", 0},
+    {"(?-i:a)", kUnsupported, "inline flags", 0},
+    {"(?^a)", kUnsupported, "inline flags", 0},
+    {"a(?#note)", kUnsupported, "comment group", 1},
+    {"(?)", kUnsupported, "group construct", 0},
+    {"[a-\\p{L}]", kUnsupported, "Unicode property", 3},
+    {"[[.a.]]", kUnsupported, "POSIX class", 1},
+    {"[[=a=]]", kUnsupported, "POSIX class", 1},
+    {"a\\Z", kUnsupported, "anchor", 1},
+    {"\\Ga", kUnsupported, "anchor", 0},
 };
 
 INSTANTIATE_TEST_SUITE_P(Unsupported, RegexRefuses, ::testing::ValuesIn(kUnsupportedCases));
@@ -369,6 +402,22 @@ const ErrorCase kSyntaxCases[] = {
     {"(?<1a>x)", kInvalid, "group name", 0},
     {"(?<a", kInvalid, "group name", 0},
     {"\\c1", kInvalid, "\\c", 0},
+    {"?a", kInvalid, "nothing to repeat", 0},
+    {"{2}a", kInvalid, "nothing to repeat", 0},
+    {"a(?", kInvalid, "unbalanced '('", 1},
+    {"[a-", kInvalid, "unterminated character class", 0},
+    {"a\x80", kInvalid, "invalid UTF-8", 1},
+    {"\xF8\x80\x80\x80", kInvalid, "invalid UTF-8", 0},
+    {"\xC3(", kInvalid, "invalid UTF-8", 0},
+    {"a\xF4\x90\x80\x80", kInvalid, "invalid UTF-8", 1},  // U+110000
+    {"\\x4!", kInvalid, "hexadecimal", 0},
+    {"\\x{41", kInvalid, "hexadecimal", 0},
+    {"\\x{000000041}", kInvalid, "U+10FFFF", 0},
+    {"\\uD83D\\n", kInvalid, "lone surrogate", 0},
+    {"\\uD83D\\u0041", kInvalid, "lone surrogate", 0},
+    {"\\uD83D\\uE000", kInvalid, "lone surrogate", 0},
+    {"x\\uD83D\\uZZZZ", kInvalid, "lone surrogate", 1},
+    {"\\uDC00", kInvalid, "lone surrogate", 0},
 };
 
 INSTANTIATE_TEST_SUITE_P(Syntax, RegexRefuses, ::testing::ValuesIn(kSyntaxCases));
