@@ -136,19 +136,18 @@ TEST(ChatJinjaTest, DeepNestingIsRefusedNotAStackOverflow) {
   }
 }
 
-TEST(ChatJinjaTest, ALongLineLexesInLinearTime) {
+TEST(ChatJinjaTest, ALongLineLexesAndKeepsItsPositions) {
   // Each token's column was counted from its line's start: 100000 tags on
-  // one line took minutes. Counted on from the previous token: milliseconds.
+  // one line took minutes (the suite's ctest timeout stops that; no wall
+  // clock is read here). Counted on from the previous token: milliseconds.
   const std::string source = repeat("{{ x }}", 100000);
-  const auto start = std::chrono::steady_clock::now();
   std::string out;
   ASSERT_TRUE(render(source, nlohmann::ordered_json{{"x", "a"}}, &out).ok());
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(out, repeat("a", 100000));
-  EXPECT_LT(seconds, 5.0);
-  // Positions stay right after a long line.
-  const Status st = render(repeat("{{ x }}", 1000) + "{{ x @ 2 }}", nlohmann::ordered_json{}, &out);
+  // Positions stay right at the end of a long line, and after a short one.
+  Status st = render(source + "{{ x @ 2 }}", nlohmann::ordered_json{}, &out);
+  EXPECT_NE(st.message().find("line 1, column 700006"), std::string::npos) << st.message();
+  st = render(repeat("{{ x }}", 1000) + "{{ x @ 2 }}", nlohmann::ordered_json{}, &out);
   EXPECT_NE(st.message().find("line 1, column 7006"), std::string::npos) << st.message();
 }
 
