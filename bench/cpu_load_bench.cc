@@ -130,8 +130,8 @@ int main(int argc, char** argv) {
       }
     }
     const double base = median(ttft[0]);
-    json += std::string(m == 0 ? "" : ",") + "\n    {\"name\": \"" + name + "\", \"source\": \"" +
-            paths[0] + "\", \"pvllm\": \"" + paths[1] + "\"";
+    json += std::string(m == 0 ? "" : ",") + "\n    {\"name\": \"" + name +
+            "\", \"source_path\": \"" + paths[0] + "\", \"pvllm_path\": \"" + paths[1] + "\"";
     for (int i = 0; i < 3; ++i) {
       const double med = median(ttft[i]);
       const double mn = *std::min_element(ttft[i].begin(), ttft[i].end());

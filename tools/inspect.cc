@@ -110,9 +110,8 @@ const char* tokenizer_kind_name(pvllm::EmbeddedTokenizer::Kind kind) {
 // A .pvllm file's own header: version, provenance, what it carries and its
 // tensor table with layouts, extents and checksums (docs/format.md).
 int print_pvllm_header(const std::string& path) {
-  std::shared_ptr<pvllm::MappedFile> file;
   pvllm::pvllm_format::FileHeader h;
-  const pvllm::Status st = pvllm::pvllm_format::open_file(path, &file, &h);
+  const pvllm::Status st = pvllm::pvllm_format::read_header(path, &h);
   if (!st.ok()) {
     std::fprintf(stderr, "pvllm: cannot read the .pvllm header: %s (%s)\n", st.message().c_str(),
                  pvllm_status_to_string(static_cast<pvllm_status>(st.code())));
@@ -120,7 +119,7 @@ int print_pvllm_header(const std::string& path) {
   }
   std::printf("\npvllm file\n");
   std::printf("  format version           %u.%u\n", h.major_version, h.minor_version);
-  std::printf("  file size                %s\n", human_bytes(file->size()).c_str());
+  std::printf("  file size                %s\n", human_bytes(h.file_size).c_str());
   std::printf("  header                   %" PRIu64 " bytes, data from offset %" PRIu64 "\n",
               h.header_size, h.data_offset);
   std::printf("  written by               %s\n", h.writer.c_str());

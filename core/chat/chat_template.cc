@@ -80,9 +80,8 @@ Status ChatTemplates::load(const std::string& model_path, ChatTemplates* out) {
   const fs::path path(model_path);
   if (!fs::exists(path, ec)) return NotFound("no model at " + model_path);
   if (is_pvllm_path(model_path) && fs::is_regular_file(path, ec)) {
-    std::shared_ptr<MappedFile> file;
     pvllm_format::FileHeader header;
-    PVLLM_RETURN_IF_ERROR(pvllm_format::open_file(model_path, &file, &header));
+    PVLLM_RETURN_IF_ERROR(pvllm_format::read_header(model_path, &header));
     return from_texts(model_path, header.tokenizer.config_json,
                       header.tokenizer.chat_template_jinja, out);
   }

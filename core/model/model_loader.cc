@@ -65,9 +65,8 @@ Status inspect_model(const std::string& path, ModelSummary* out) {
   // A .pvllm file's header says it all: its tensor table is the model's.
   std::error_code ec;
   if (is_pvllm_path(path) && fs::is_regular_file(path, ec)) {
-    std::shared_ptr<MappedFile> file;
     pvllm_format::FileHeader header;
-    PVLLM_RETURN_IF_ERROR(pvllm_format::open_file(path, &file, &header));
+    PVLLM_RETURN_IF_ERROR(pvllm_format::read_header(path, &header));
     ModelSummary summary;
     summary.config = header.config;
     summary.format = ModelFormat::kPvllm;

@@ -3,12 +3,18 @@
 // before use (pvllm_file.h).
 #include "core/model/pvllm_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <set>
 
+#include "core/base/fault_injection.h"
 #include "core/base/panel_layout.h"
 #include "core/model/format/pvllm_model_generated.h"
 #include "core/model/hf_arch.h"
@@ -218,38 +224,42 @@ struct Reader {
   }
 };
 
-}  // namespace
-
-Status open_file(const std::string& path, std::shared_ptr<MappedFile>* file, FileHeader* header) {
-  std::shared_ptr<MappedFile> f;
-  PVLLM_RETURN_IF_ERROR(MappedFile::open(path, &f));
-  const Reader r{path};
-  if (f->size() < kPreambleBytes) {
-    return r.bad("the file is " + std::to_string(f->size()) +
+// The preamble of a file of `file_size` bytes, checked: magic, version,
+// size, and header and data extents inside the file.
+Status check_preamble(const Reader& r, const unsigned char* first, uint64_t file_size,
+                      Preamble* out) {
+  if (file_size < kPreambleBytes) {
+    return r.bad("the file is " + std::to_string(file_size) +
                  " bytes, shorter than the 64-byte preamble (truncated?)");
   }
   Preamble p;
-  std::memcpy(&p, f->data(), sizeof(p));
+  std::memcpy(&p, first, sizeof(p));
   if (std::memcmp(p.magic, kMagic, sizeof(kMagic)) != 0) {
     return r.bad("not a .pvllm file (its first bytes are not the PVLLM magic)");
   }
   if (p.major_version != kMajorVersion) {
-    return Unsupported(path + ": format version " + std::to_string(p.major_version) + "." +
+    return Unsupported(r.path + ": format version " + std::to_string(p.major_version) + "." +
                        std::to_string(p.minor_version) + "; this pvllm reads version " +
                        std::to_string(kMajorVersion) + ".x (convert the model again)");
   }
-  if (p.file_size != f->size()) {
-    return r.bad("the file is " + std::to_string(f->size()) + " bytes, its preamble says " +
-                 std::to_string(p.file_size) + (f->size() < p.file_size ? " (truncated)" : ""));
+  if (p.file_size != file_size) {
+    return r.bad("the file is " + std::to_string(file_size) + " bytes, its preamble says " +
+                 std::to_string(p.file_size) + (file_size < p.file_size ? " (truncated)" : ""));
   }
   if (p.header_offset != kPreambleBytes || p.header_size == 0 ||
-      p.header_size > f->size() - kPreambleBytes ||
-      p.data_offset < kPreambleBytes + p.header_size || p.data_offset > f->size() ||
+      p.header_size > file_size - kPreambleBytes ||
+      p.data_offset < kPreambleBytes + p.header_size || p.data_offset > file_size ||
       p.data_offset % kAlignment != 0) {
     return r.bad("the preamble's header and data extents do not fit the file");
   }
   if (p.header_size > (uint64_t{1} << 31)) return r.bad("the header is larger than 2 GiB");
-  const unsigned char* hdr = f->data() + kPreambleBytes;
+  *out = p;
+  return Status::Ok();
+}
+
+// The header's `p.header_size` bytes at `hdr`: checksum, verifier, fields.
+Status parse_header(const Reader& r, const Preamble& p, const unsigned char* hdr,
+                    uint64_t file_size, FileHeader* header) {
   if (checksum(hdr, p.header_size) != p.header_checksum) {
     return r.bad("the header's checksum does not match (the file is damaged)");
   }
@@ -264,6 +274,7 @@ Status open_file(const std::string& path, std::shared_ptr<MappedFile>* file, Fil
   h.minor_version = p.minor_version;
   h.header_size = p.header_size;
   h.data_offset = p.data_offset;
+  h.file_size = file_size;
   PVLLM_RETURN_IF_ERROR(r.read_config(*m->config(), &h.config));
   PVLLM_RETURN_IF_ERROR(r.read_tokenizer(m->tokenizer(), &h.tokenizer));
   const auto source_format = static_cast<uint8_t>(m->source_format());
@@ -278,12 +289,79 @@ Status open_file(const std::string& path, std::shared_ptr<MappedFile>* file, Fil
   h.tensors.reserve(m->tensors()->size());
   for (const fb::Tensor* t : *m->tensors()) {
     TensorEntry e;
-    PVLLM_RETURN_IF_ERROR(r.read_tensor(*t, p.data_offset, f->size(), &e));
+    PVLLM_RETURN_IF_ERROR(r.read_tensor(*t, p.data_offset, file_size, &e));
     h.tensors.push_back(std::move(e));
   }
   PVLLM_RETURN_IF_ERROR(r.check_no_overlap(h.tensors));
-  *file = std::move(f);
   *header = std::move(h);
+  return Status::Ok();
+}
+
+Status io_error(const std::string& path, const char* what, int err) {
+  const std::string message = path + ": " + what + ": " + std::strerror(err);
+  if (err == ENOENT || err == ENOTDIR) return NotFound(message);
+  return IoError(message);
+}
+
+// Reads exactly n bytes at offset; false on a short read or an error.
+bool read_at(int fd, void* buf, size_t n, uint64_t offset) {
+  auto* p = static_cast<unsigned char*>(buf);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    p += got;
+    n -= static_cast<size_t>(got);
+    offset += static_cast<uint64_t>(got);
+  }
+  return true;
+}
+
+}  // namespace
+
+Status open_file(const std::string& path, std::shared_ptr<MappedFile>* file, FileHeader* header) {
+  std::shared_ptr<MappedFile> f;
+  PVLLM_RETURN_IF_ERROR(MappedFile::open(path, &f));
+  const Reader r{path};
+  Preamble p;
+  PVLLM_RETURN_IF_ERROR(check_preamble(r, f->data(), f->size(), &p));
+  PVLLM_RETURN_IF_ERROR(parse_header(r, p, f->data() + kPreambleBytes, f->size(), header));
+  *file = std::move(f);
+  return Status::Ok();
+}
+
+Status read_header(const std::string& path, FileHeader* header) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return io_error(path, "cannot open", errno);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return io_error(path, "cannot stat", errno);
+  if (!S_ISREG(st.st_mode)) return IoError(path + ": not a regular file");
+  auto size = static_cast<uint64_t>(st.st_size);
+  // Injected fault (tests): the read comes up short, as for a mapping.
+  if (fault::should_fail(fault::Site::kFileRead)) size /= 2;
+  const Reader r{path};
+  unsigned char first[kPreambleBytes] = {};
+  if (size >= kPreambleBytes && !read_at(fd, first, kPreambleBytes, 0)) {
+    return io_error(path, "cannot read", errno);
+  }
+  Preamble p;
+  PVLLM_RETURN_IF_ERROR(check_preamble(r, first, size, &p));
+  auto bytes = std::make_shared<std::vector<unsigned char>>();
+  try {
+    bytes->resize(p.header_size);
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory(path + ": cannot allocate " + std::to_string(p.header_size) +
+                       " bytes for the header");
+  }
+  if (!read_at(fd, bytes->data(), bytes->size(), kPreambleBytes)) {
+    return io_error(path, "cannot read the header", errno);
+  }
+  PVLLM_RETURN_IF_ERROR(parse_header(r, p, bytes->data(), size, header));
+  header->storage = std::move(bytes);
   return Status::Ok();
 }
 

@@ -57,12 +57,16 @@ struct FileHeader {
   uint32_t minor_version = 0;
   uint64_t header_size = 0;
   uint64_t data_offset = 0;
+  uint64_t file_size = 0;
   ModelConfig config;
   ModelFormat source_format = ModelFormat::kHuggingFace;
   std::string source;
   std::string writer;
-  EmbeddedTokenizer tokenizer;  // views of the mapping
+  EmbeddedTokenizer tokenizer;  // views of the mapping, or of `storage`
   std::vector<TensorEntry> tensors;
+  // read_header's copy of the header's bytes, which the tokenizer's views
+  // point into (null for open_file: they point into the mapping).
+  std::shared_ptr<const std::vector<unsigned char>> storage;
 };
 
 // Maps `path` and checks, before reading any field: the preamble (magic,
@@ -75,5 +79,10 @@ struct FileHeader {
 // major version, CORRUPT_MODEL for everything else, each naming the file
 // and what is wrong.
 Status open_file(const std::string& path, std::shared_ptr<MappedFile>* file, FileHeader* header);
+
+// The same checks with only the preamble and header read (two reads, no
+// mapping): what inspecting a file, its tokenizer or its chat templates
+// needs. The tensor table is checked against the file's size.
+Status read_header(const std::string& path, FileHeader* header);
 
 }  // namespace pvllm::pvllm_format

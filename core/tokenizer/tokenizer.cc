@@ -29,9 +29,8 @@ Status Tokenizer::load_embedded(const EmbeddedTokenizer& embedded,
 Status Tokenizer::load(const std::string& path, std::unique_ptr<Tokenizer>* out) {
   std::error_code ec;
   if (is_pvllm_path(path) && fs::is_regular_file(path, ec)) {
-    std::shared_ptr<MappedFile> file;
     pvllm_format::FileHeader header;
-    PVLLM_RETURN_IF_ERROR(pvllm_format::open_file(path, &file, &header));
+    PVLLM_RETURN_IF_ERROR(pvllm_format::read_header(path, &header));
     const Status st = load_embedded(header.tokenizer, out);
     if (!st.ok()) return Status(st.code(), path + ": " + st.message());
     return Status::Ok();
