@@ -44,18 +44,24 @@ Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) 
     engine->model_weight_bytes_ = plan.weight_bytes;
   }
   const CreateProgress progress(config.progress);
-  PVLLM_RETURN_IF_ERROR(engine->load_model_and_tokenizer(progress));
+  // The tokenizer loads on its own thread while the weights are read and
+  // the backend opens (a large tokenizer.json parses for as long as a large
+  // model reads). Leaving early waits for it (the future's destructor).
+  std::future<TokenizerLoad> tokenizer;
+  PVLLM_RETURN_IF_ERROR(engine->load_model_and_tokenizer(progress, &tokenizer));
   PVLLM_RETURN_IF_ERROR(engine->open_backend(device, use_cuda, progress));
   PVLLM_RETURN_IF_ERROR(engine->open_swap_space());
   engine->make_scheduler();
+  PVLLM_RETURN_IF_ERROR(engine->finish_tokenizer(&tokenizer));
   progress.report(CreateStage::kReady);
   *out = std::move(engine);
   return Status::Ok();
 }
 
-// The model (or a random-weights one), every weight page read in, the
-// tokenizer, and the context length.
-Status Engine::load_model_and_tokenizer(const CreateProgress& progress) {
+// The model (or a random-weights one), its tokenizer started, every weight
+// page read in, and the context length.
+Status Engine::load_model_and_tokenizer(const CreateProgress& progress,
+                                        std::future<TokenizerLoad>* tokenizer) {
   progress.report(CreateStage::kLoadingModel);
   if (!config_.random_weights.empty()) {
     PVLLM_RETURN_IF_ERROR(
@@ -65,38 +71,57 @@ Status Engine::load_model_and_tokenizer(const CreateProgress& progress) {
     options.checksums = config_.model_checksums;
     PVLLM_RETURN_IF_ERROR(load_model(config_.model_path, &model_, options));
   }
-  const ModelConfig& mc = model_->config;
+
+  // The tokenizer reads only its own fields of the model, which nothing
+  // else in create writes.
+  const EmbeddedTokenizer embedded = model_->embedded_tokenizer;
+  const std::string tokenizer_path = model_->tokenizer_path;
+  const std::string model_path = model_->path;
+  if (embedded.kind != EmbeddedTokenizer::Kind::kNone || !tokenizer_path.empty()) {
+    *tokenizer = std::async(std::launch::async, [embedded, tokenizer_path, model_path] {
+      TokenizerLoad load;
+      if (embedded.kind != EmbeddedTokenizer::Kind::kNone) {
+        load.status = Tokenizer::load_embedded(embedded, &load.tokenizer);
+        if (!load.status.ok()) {
+          load.status = Status(load.status.code(), model_path + ": " + load.status.message());
+        }
+      } else {
+        load.status = Tokenizer::load(tokenizer_path, &load.tokenizer);
+      }
+      return load;
+    });
+  }
 
   // Every weight page read now (a lazily checked .pvllm file's tensors
   // checked by the same read), so the disk reads happen here with progress.
   PVLLM_RETURN_IF_ERROR(read_weights(*model_, config_.num_threads, [&](float fraction) {
     progress.report(CreateStage::kReadingWeights, fraction);
   }));
+  progress.report(CreateStage::kLoadingTokenizer);  // under way since the model loaded
+  return resolve_max_model_len(config_, model_->config, &max_model_len_);
+}
 
-  progress.report(CreateStage::kLoadingTokenizer);
-  const EmbeddedTokenizer& embedded = model_->embedded_tokenizer;
-  if (embedded.kind != EmbeddedTokenizer::Kind::kNone) {
-    const Status st = Tokenizer::load_embedded(embedded, &tokenizer_);
-    if (!st.ok()) return Status(st.code(), model_->path + ": " + st.message());
-  } else if (!model_->tokenizer_path.empty()) {
-    PVLLM_RETURN_IF_ERROR(Tokenizer::load(model_->tokenizer_path, &tokenizer_));
+// The tokenizer's result: it must not know more pieces than the model has
+// rows, and its longest token bounds submit_text's early length check.
+Status Engine::finish_tokenizer(std::future<TokenizerLoad>* tokenizer) {
+  if (!tokenizer->valid()) return Status::Ok();  // the model has none
+  TokenizerLoad load = tokenizer->get();
+  PVLLM_RETURN_IF_ERROR(load.status);
+  tokenizer_ = std::move(load.tokenizer);
+  const ModelConfig& mc = model_->config;
+  if (tokenizer_->vocab_size() > mc.vocab_size) {
+    return CorruptModel((model_->tokenizer_path.empty() ? model_->path : model_->tokenizer_path) +
+                        ": tokenizer has " + std::to_string(tokenizer_->vocab_size()) +
+                        " pieces but the model's vocabulary is " + std::to_string(mc.vocab_size));
   }
-  if (tokenizer_ != nullptr) {
-    if (tokenizer_->vocab_size() > mc.vocab_size) {
-      return CorruptModel((model_->tokenizer_path.empty() ? model_->path : model_->tokenizer_path) +
-                          ": tokenizer has " + std::to_string(tokenizer_->vocab_size()) +
-                          " pieces but the model's vocabulary is " + std::to_string(mc.vocab_size));
-    }
-    // The most text one token can stand for: its decoded bytes, or its
-    // written form for special and added tokens matched in the text.
-    for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) {
-      const size_t n =
-          std::max(tokenizer_->token_bytes(id).size(), tokenizer_->id_to_token(id).size());
-      max_token_bytes_ = std::max(max_token_bytes_, static_cast<int32_t>(n));
-    }
+  // The most text one token can stand for: its decoded bytes, or its
+  // written form for special and added tokens matched in the text.
+  for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) {
+    const size_t n =
+        std::max(tokenizer_->token_bytes(id).size(), tokenizer_->id_to_token(id).size());
+    max_token_bytes_ = std::max(max_token_bytes_, static_cast<int32_t>(n));
   }
-
-  return resolve_max_model_len(config_, mc, &max_model_len_);
+  return Status::Ok();
 }
 
 // The backend with its KV pool: the CUDA backend sizes its own pool from

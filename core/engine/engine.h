@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -202,8 +203,19 @@ class Engine {
 
   Engine() = default;
 
+  // A tokenizer loaded beside the rest of create (engine.cc).
+  struct TokenizerLoad {
+    Status status;
+    std::unique_ptr<Tokenizer> tokenizer;
+  };
+
   // create(), in order (engine.cc).
-  Status load_model_and_tokenizer(const CreateProgress& progress);
+  // Loads the model and starts loading its tokenizer on another thread
+  // (it needs nothing the rest of create does); `*tokenizer` is its result,
+  // taken by finish_tokenizer once the backend is open.
+  Status load_model_and_tokenizer(const CreateProgress& progress,
+                                  std::future<TokenizerLoad>* tokenizer);
+  Status finish_tokenizer(std::future<TokenizerLoad>* tokenizer);
   Status open_backend(const DeviceSpec& device, bool use_cuda, const CreateProgress& progress);
   Status open_cuda_backend(const DeviceSpec& device, bool* opened);
   Status open_swap_space();
