@@ -443,6 +443,19 @@ pvllm_chat_template_params default_chat_template_params() {
   return p;
 }
 
+// A field holding one of an enum's values 0..names.size()-1: INVALID_ARGUMENT
+// listing them ("params->x must be A (0), B (1) or C (2), got 7") otherwise.
+Status check_enum(const char* field, int64_t value, std::initializer_list<const char*> names) {
+  if (value >= 0 && value < static_cast<int64_t>(names.size())) return Status::Ok();
+  std::string message = std::string("params->") + field + " must be ";
+  int64_t i = 0;
+  for (const char* name : names) {
+    if (i > 0) message += i + 1 == static_cast<int64_t>(names.size()) ? " or " : ", ";
+    message += std::string(name) + " (" + std::to_string(i++) + ")";
+  }
+  return invalid(message + ", got " + std::to_string(value));
+}
+
 Status to_engine_config(const pvllm_engine_params* in, pvllm::EngineConfig* config) {
   if (in == nullptr) return null_argument("params");
   PVLLM_RETURN_IF_ERROR(check_struct_size(in, "params"));
@@ -466,33 +479,20 @@ Status to_engine_config(const pvllm_engine_params* in, pvllm::EngineConfig* conf
   config->max_model_len = params.max_model_len;
   config->enable_prefix_caching = params.enable_prefix_caching != 0;
   config->num_threads = params.num_threads;
-  if (params.kv_allocator != PVLLM_KV_ALLOCATOR_PAGED &&
-      params.kv_allocator != PVLLM_KV_ALLOCATOR_CONTIGUOUS) {
-    return invalid(
-        "params->kv_allocator must be PVLLM_KV_ALLOCATOR_PAGED (0) or "
-        "PVLLM_KV_ALLOCATOR_CONTIGUOUS (1), got " +
-        std::to_string(params.kv_allocator));
-  }
+  PVLLM_RETURN_IF_ERROR(check_enum("kv_allocator", params.kv_allocator,
+                                   {"PVLLM_KV_ALLOCATOR_PAGED", "PVLLM_KV_ALLOCATOR_CONTIGUOUS"}));
   config->kv_allocator = static_cast<pvllm::KvAllocator>(params.kv_allocator);
   config->gpu_memory_utilization = params.gpu_memory_utilization;
   config->dtype = params.dtype;
   config->enable_cuda_graphs = params.enable_cuda_graphs != 0;
   config->swap_space_bytes = params.swap_space_bytes;
-  if (params.preemption_mode < PVLLM_PREEMPTION_RECOMPUTE ||
-      params.preemption_mode > PVLLM_PREEMPTION_AUTO) {
-    return invalid(
-        "params->preemption_mode must be PVLLM_PREEMPTION_RECOMPUTE (0), PVLLM_PREEMPTION_SWAP "
-        "(1) or PVLLM_PREEMPTION_AUTO (2), got " +
-        std::to_string(params.preemption_mode));
-  }
+  PVLLM_RETURN_IF_ERROR(
+      check_enum("preemption_mode", params.preemption_mode,
+                 {"PVLLM_PREEMPTION_RECOMPUTE", "PVLLM_PREEMPTION_SWAP", "PVLLM_PREEMPTION_AUTO"}));
   config->preemption_mode = static_cast<pvllm::PreemptionMode>(params.preemption_mode);
-  if (params.model_checksums < PVLLM_MODEL_CHECKSUMS_FULL ||
-      params.model_checksums > PVLLM_MODEL_CHECKSUMS_NONE) {
-    return invalid(
-        "params->model_checksums must be PVLLM_MODEL_CHECKSUMS_FULL (0), "
-        "PVLLM_MODEL_CHECKSUMS_LAZY (1) or PVLLM_MODEL_CHECKSUMS_NONE (2), got " +
-        std::to_string(params.model_checksums));
-  }
+  PVLLM_RETURN_IF_ERROR(check_enum(
+      "model_checksums", params.model_checksums,
+      {"PVLLM_MODEL_CHECKSUMS_FULL", "PVLLM_MODEL_CHECKSUMS_LAZY", "PVLLM_MODEL_CHECKSUMS_NONE"}));
   config->model_checksums = static_cast<pvllm::ChecksumMode>(params.model_checksums);
   if (params.progress != nullptr) {
     config->progress = [fn = params.progress, user = params.progress_user_data](

@@ -2,10 +2,9 @@
 #include "core/chat/chat_template.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
+#include "core/base/file_bytes.h"
 #include "core/chat/json_value.h"
 #include "core/model/pvllm_file.h"
 
@@ -13,15 +12,6 @@ namespace pvllm::chat {
 namespace {
 
 namespace fs = std::filesystem;
-
-Status read_file(const fs::path& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError("cannot read " + path.string());
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  *out = buf.str();
-  return Status::Ok();
-}
 
 Status parse_json(const char* text, const char* what, nlohmann::ordered_json* out) {
   *out = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -88,9 +78,11 @@ Status ChatTemplates::load(const std::string& model_path, ChatTemplates* out) {
   const fs::path folder = fs::is_directory(path, ec) ? path : path.parent_path();
   std::string config_text, jinja_text;
   const fs::path config_path = folder / "tokenizer_config.json";
-  if (fs::exists(config_path, ec)) PVLLM_RETURN_IF_ERROR(read_file(config_path, &config_text));
+  if (fs::exists(config_path, ec))
+    PVLLM_RETURN_IF_ERROR(read_file_bytes(config_path.string(), &config_text));
   const fs::path jinja_path = folder / "chat_template.jinja";
-  if (fs::exists(jinja_path, ec)) PVLLM_RETURN_IF_ERROR(read_file(jinja_path, &jinja_text));
+  if (fs::exists(jinja_path, ec))
+    PVLLM_RETURN_IF_ERROR(read_file_bytes(jinja_path.string(), &jinja_text));
   return from_texts(folder.string(), config_text, jinja_text, out);
 }
 

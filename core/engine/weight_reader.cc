@@ -2,10 +2,10 @@
 #include "core/engine/weight_reader.h"
 
 #include <algorithm>
-#include <atomic>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/base/parallel_each.h"
 
 namespace pvllm {
 
@@ -38,38 +38,16 @@ Status read_weights(const Model& model, int num_threads,
   size_t threads = num_threads > 0 ? static_cast<size_t>(num_threads)
                                    : std::max(1u, std::thread::hardware_concurrency());
   if (total < kThreadedBytes) threads = 1;
-  threads = std::min(threads, tensors.size());
-
-  std::atomic<size_t> next{0};
-  std::atomic<size_t> done{0};
-  std::mutex mu;
-  Status first_error = Status::Ok();
-  std::atomic<bool> failed{false};
-  auto work = [&](bool report) {
-    for (;;) {
-      const size_t i = next.fetch_add(1);
-      if (i >= tensors.size() || failed.load()) return;
-      if (check) {
-        Status st = model.verify_tensor(*tensors[i]);
-        if (!st.ok()) {
-          std::lock_guard<std::mutex> lock(mu);
-          if (!failed.exchange(true)) first_error = std::move(st);
-          return;
-        }
-      } else {
+  PVLLM_RETURN_IF_ERROR(parallel_each(
+      tensors.size(), threads,
+      [&](size_t i) {
+        if (check) return model.verify_tensor(*tensors[i]);
         touch_pages(*tensors[i]);
-      }
-      const size_t n = done.fetch_add(1) + 1;
-      if (report && progress) {
-        progress(static_cast<float>(n) / static_cast<float>(tensors.size()));
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work, false);
-  work(true);
-  for (std::thread& t : pool) t.join();
-  if (failed) return first_error;
+        return Status::Ok();
+      },
+      [&](size_t done) {
+        if (progress) progress(static_cast<float>(done) / static_cast<float>(tensors.size()));
+      }));
   if (progress) progress(1.0f);
   return Status::Ok();
 }

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "core/base/panel_layout.h"
+#include "core/base/parallel_each.h"
 #include "core/model/model.h"
 #include "core/model/pvllm_file.h"
 #include "core/model/weight_table.h"
@@ -46,32 +47,14 @@ Status verify_all(const std::string& path, const unsigned char* base,
   std::sort(order.begin(), order.end(),
             [](const auto* a, const auto* b) { return a->size > b->size; });
   const size_t threads =
-      total < (uint64_t{16} << 20)
-          ? 1
-          : std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), order.size());
-  std::mutex mu;
-  size_t next = 0;
-  std::string bad;
-  auto work = [&] {
-    for (;;) {
-      const pvllm_format::TensorEntry* e = nullptr;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (next == order.size() || !bad.empty()) return;
-        e = order[next++];
-      }
-      if (pvllm_format::checksum(base + e->offset, e->size) != e->checksum) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (bad.empty()) bad = e->name;
-      }
+      total < (uint64_t{16} << 20) ? 1 : std::max(1u, std::thread::hardware_concurrency());
+  return parallel_each(order.size(), threads, [&](size_t i) {
+    const pvllm_format::TensorEntry& e = *order[i];
+    if (pvllm_format::checksum(base + e.offset, e.size) != e.checksum) {
+      return mismatch(path, e.name);
     }
-  };
-  std::vector<std::thread> pool;
-  for (size_t i = 1; i < threads; ++i) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-  if (!bad.empty()) return mismatch(path, bad);
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 }  // namespace

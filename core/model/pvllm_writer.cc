@@ -10,10 +10,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
+#include "core/base/file_bytes.h"
 #include "core/base/panel_layout.h"
 #include "core/model/format/pvllm_model_generated.h"
 #include "core/model/pvllm_file.h"
@@ -51,16 +50,6 @@ struct TokenizerTexts {
   std::string data, config_json, chat_template_jinja;
 };
 
-Status read_whole(const fs::path& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError("cannot read " + path.string());
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return IoError("cannot read " + path.string());
-  *out = buf.str();
-  return Status::Ok();
-}
-
 Status read_tokenizer(const Model& model, TokenizerTexts* out) {
   TokenizerTexts t;
   if (model.format == ModelFormat::kPvllm) {
@@ -79,14 +68,16 @@ Status read_tokenizer(const Model& model, TokenizerTexts* out) {
     t.kind = fs::path(model.tokenizer_path).extension() == ".json"
                  ? EmbeddedTokenizer::Kind::kJson
                  : EmbeddedTokenizer::Kind::kSentencePiece;
-    PVLLM_RETURN_IF_ERROR(read_whole(model.tokenizer_path, &t.data));
+    PVLLM_RETURN_IF_ERROR(read_file_bytes(model.tokenizer_path, &t.data));
     if (t.data.empty()) return CorruptModel(model.tokenizer_path + " is empty");
   }
   if (fs::is_regular_file(folder / "tokenizer_config.json", ec)) {
-    PVLLM_RETURN_IF_ERROR(read_whole(folder / "tokenizer_config.json", &t.config_json));
+    PVLLM_RETURN_IF_ERROR(
+        read_file_bytes((folder / "tokenizer_config.json").string(), &t.config_json));
   }
   if (fs::is_regular_file(folder / "chat_template.jinja", ec)) {
-    PVLLM_RETURN_IF_ERROR(read_whole(folder / "chat_template.jinja", &t.chat_template_jinja));
+    PVLLM_RETURN_IF_ERROR(
+        read_file_bytes((folder / "chat_template.jinja").string(), &t.chat_template_jinja));
   }
   *out = std::move(t);
   return Status::Ok();
@@ -140,6 +131,14 @@ void release_source(const Model& model, const Tensor& t) {
   const uintptr_t first = (begin + page - 1) / page * page;
   const uintptr_t last = (begin + t.nbytes()) / page * page;
   if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+// The source's file or folder name, recorded in the header ("hf/" gives
+// "hf").
+std::string source_name(const std::string& path) {
+  fs::path p(path);
+  if (!p.has_filename()) p = p.parent_path();
+  return p.filename().string();
 }
 
 class Output {
@@ -430,8 +429,7 @@ class Writer {
     const auto root = fb::CreateModel(
         fbb, config, tokenizer, fbb.CreateVector(tensors),
         static_cast<fb::SourceFormat>(model_->format == ModelFormat::kLlama2c ? 1 : 0),
-        fbb.CreateString(fs::path(model_->path).filename().string()),
-        fbb.CreateString(options_.writer));
+        fbb.CreateString(source_name(model_->path)), fbb.CreateString(options_.writer));
     fb::FinishModelBuffer(fbb, root);
     out->assign(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
   }

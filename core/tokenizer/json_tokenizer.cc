@@ -2,24 +2,16 @@
 #include "core/tokenizer/json_tokenizer.h"
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <system_error>
 #include <utility>
+
+#include "core/base/file_bytes.h"
 
 namespace pvllm {
 namespace {
 
 using namespace tokenizer_json;
 namespace fs = std::filesystem;
-
-Status read_text_file(const std::string& path, std::string* text) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return IoError("cannot open " + path);
-  text->assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-  if (file.bad()) return IoError("cannot read " + path);
-  return Status::Ok();
-}
 
 // A token name in tokenizer_config.json: "<s>", {"content": "<s>", ...} or null.
 std::string config_token_name(const json& config, const char* key) {
@@ -38,10 +30,10 @@ Status JsonTokenizer::load_file(const std::string& path, std::unique_ptr<Tokeniz
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return NotFound("tokenizer.json not found: " + path);
   std::string text, config_text;
-  PVLLM_RETURN_IF_ERROR(read_text_file(path, &text));
+  PVLLM_RETURN_IF_ERROR(read_file_bytes(path, &text));
   const fs::path config_path = fs::path(path).parent_path() / "tokenizer_config.json";
   if (fs::is_regular_file(config_path, ec)) {
-    PVLLM_RETURN_IF_ERROR(read_text_file(config_path.string(), &config_text));
+    PVLLM_RETURN_IF_ERROR(read_file_bytes(config_path.string(), &config_text));
   }
   const Status status = load_from_text(text, config_text, out);
   if (!status.ok()) return Status(status.code(), path + ": " + status.message());

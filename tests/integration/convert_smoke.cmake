@@ -58,7 +58,8 @@ endforeach()
 # A Hugging Face folder with a chat template: bf16, and the template travels.
 execute_process(COMMAND "${MAKE_MODEL}" "${WORK}/hf" RESULT_VARIABLE rc OUTPUT_QUIET)
 expect_ok("pvllm_make_tiny_model")
-pvllm_run("" convert "${WORK}/hf" "${WORK}/hf.pvllm" --dtype bf16 -q)
+# A trailing slash still names the folder as the source.
+pvllm_run("" convert "${WORK}/hf/" "${WORK}/hf.pvllm" --dtype bf16 -q)
 expect_ok("convert the HF folder")
 pvllm_run("" inspect "${WORK}/hf.pvllm")
 if(NOT out MATCHES "BF16 +panels16" OR NOT out MATCHES "source +hf \\(Hugging Face\\)")
