@@ -4,7 +4,7 @@
 # is copied into it): no build, no network, nothing from the repository or
 # ../shared is needed.
 #
-#   STEPS="0 1 2 3" bash gpu-bundle/gpu_check.sh   # one device call (any cwd)
+#   STEPS="0 1 2 9" bash gpu-bundle/gpu_check.sh   # one device call (any cwd)
 #   bash gpu-bundle/gpu_check.sh --list-inputs      # "<step> <file>" each step reads
 #   bash gpu-bundle/gpu_check.sh --list-budgets     # "<step> <command> <seconds>"
 #   bash gpu-bundle/gpu_check.sh --list-calls       # the STEPS of each device call
@@ -22,8 +22,10 @@
 #      device_test        40  device selection,
 #      engine_test        70  and the engine with goldens, all with the CUDA module;
 #      fault_walk_test    30  the CUDA module's allocations failed one by one
-#   3  attention_bench    80  paged decode/prefill attention against copy bandwidth,
-#      sdpa_reference     80  and PyTorch SDPA on the same shapes
+#   3  attention_bench    80  paged decode/prefill attention (both prefill kernels)
+#                             against copy bandwidth measured in the same run,
+#      sdpa_reference     80  and PyTorch SDPA on the shapes attention_bench wrote,
+#                             with the ratios and the goals of docs/performance.md
 #   4  hf_compare        240  CUDA logits against transformers (TinyLlama shape,
 #                             random weights)
 #   5  bench_pvllm       270  pvllm bench on CUDA: batch-1 decode, the first 128
@@ -38,10 +40,16 @@
 #                             architecture (pvllm_make_tiny_model --arch all):
 #                             greedy tokens and top-5 logits per step, one JSON per
 #                             model in arch_goldens/ (for tests/data/arch_goldens)
-# Together 1500 s (at most 1500, each at most 480). Step 0 runs in every call,
-# whatever STEPS says: the others need its checks. One 10-minute device call
-# each: STEPS="0 1 2 3" (520 s), "0 4 5" (540 s), "0 6 7 8" (480 s); STEPS
-# defaults to all of them (1500 s: more than one call).
+#   9  memcheck           90  cuda_kernels_test's smallest shapes of every kernel
+#      racecheck          90  under compute-sanitizer (SANITIZER_FILTER below)
+# Step 0 runs in every call, whatever STEPS says: the others need its checks;
+# the rest run in the order STEPS names them. A session's device time is
+# 15 minutes, machine starts included, so the calls (calls() below, each at
+# most 560 s of budgets) are made in this order, as many per session as its
+# time allows: STEPS="0 1 2 9" (560 s of budgets; the correctness suites
+# and the sanitizers), "0 4 8" (320 s; transformers), "0 3 7" (250 s; the
+# attention and sampling benchmarks), "0 5" (300 s), "0 6" (370 s). Budgets
+# are kill limits: most steps end far inside theirs.
 #
 # The environment of every step: LD_LIBRARY_PATH = the bundle's lib/ plus the
 # folders holding libcublas.so.13 / libcublasLt.so.13 (searched: ldconfig -p,
@@ -75,11 +83,22 @@ plan() {
 6 bench_hf 340
 7 sampling_bench 60
 8 arch_goldens 50
+9 memcheck 90
+9 racecheck 90
 EOF
 }
-# The device calls that together run every step, each within 10 minutes.
-calls() { printf '%s\n' "0 1 2 3" "0 4 5" "0 6 7 8"; }
+# The device calls that together run every step, in the order to make them:
+# a session's device time is 15 minutes, machine starts included, so the
+# first two calls (the GPU correctness issue: kernels, suites, sanitizers,
+# then transformers) are sized to fit one session with time for a rerun;
+# the benchmarks follow in later sessions. Each call is at most 560 s of
+# budgets (most steps end far inside theirs).
+calls() { printf '%s\n' "0 1 2 9" "0 4 8" "0 3 7" "0 5" "0 6"; }
 budget() { plan | awk -v n="$1" '$2 == n { print $3 }'; }
+# The kernel tests compute-sanitizer runs (memcheck, racecheck): every
+# kernel family at its smallest shapes, no whole-model backend tests.
+SANITIZER_FILTER='AllSupported/*bf16_d64_b16_g*:AllSupported/*fp16_d128_b32_g4*:Shapes/*:Sizes/*:Hidden/*:CudaRmsNorm.*:CudaSampling.*-*LongContext*:*BenchmarkPromptLengths*'
+
 # transformers' nano measurement: the first HF_SUBSET requests at one batch
 # size, no new group after HF_MAX_SECONDS (inside bench_hf's budget).
 HF_SUBSET=128
@@ -104,12 +123,13 @@ step_inputs() {
     6) echo scripts/bench_vs_transformers.py bin/pvllm lib/libpvllm.so.1 ;;
     7) echo bin/sampling_bench ;;
     8) echo bin/pvllm_make_tiny_model scripts/arch_goldens.py ;;
+    9) echo bin/cuda_kernels_test ;;
   esac
 }
 
 case "${1:-}" in
   --list-inputs)
-    for s in 0 1 2 3 4 5 6 7 8; do for f in $(step_inputs "$s"); do echo "$s $f"; done; done
+    for s in 0 1 2 3 4 5 6 7 8 9; do for f in $(step_inputs "$s"); do echo "$s $f"; done; done
     exit 0 ;;
   --list-budgets) plan; exit 0 ;;
   --list-calls) calls; exit 0 ;;
@@ -135,7 +155,7 @@ out="${OUT:-gpu-out}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 if [ "${PACK:-1}" = 0 ]; then work="$out"; else work="$(mktemp -d)"; fi
-steps=" 0 ${STEPS:-1 2 3 4 5 6 7 8} "
+steps=" 0 ${STEPS:-1 2 3 4 5 6 7 8 9} "
 
 json_str() {  # a bash string as a JSON string
   local s=$1
@@ -339,9 +359,9 @@ pre_rc=$?
 record 0 preflight "$pre_rc" "$(since "$start")" preflight.json \
   "$( [ $pre_rc = 0 ] || echo "libraries or inputs missing: see preflight.json" )"
 
-# --- steps 1-7
-for step in 1 2 3 4 5 6 7 8; do
-  case $steps in *" $step "*) ;; *) continue ;; esac
+# --- steps 1-9, in the order STEPS names them
+for step in $steps; do
+  [ "$step" = 0 ] && continue
   if [ $pre_rc != 0 ]; then
     for name in $(plan | awk -v s=$step '$1 == s { print $2 }'); do
       not_run "$step" "$name" "preflight failed"
@@ -357,7 +377,8 @@ for step in 1 2 3 4 5 6 7 8; do
     3) run 3 attention_bench attention_bench.json \
          "$bin/attention_bench" --json "$work/attention_bench.json"
        run 3 sdpa_reference sdpa_reference.json \
-         python3 "$scripts/sdpa_reference.py" --json "$work/sdpa_reference.json" ;;
+         python3 "$scripts/sdpa_reference.py" --shapes "$work/attention_bench.json" \
+         --json "$work/sdpa_reference.json" ;;
     4) run 4 hf_compare hf_compare.json \
          python3 "$scripts/hf_compare.py" --lib "$lib/libpvllm.so.1" --json "$work/hf_compare.json" ;;
     5) run 5 bench_pvllm bench_pvllm.json \
@@ -375,6 +396,18 @@ for step in 1 2 3 4 5 6 7 8; do
     8) run 8 arch_goldens arch_goldens.json \
          python3 "$scripts/arch_goldens.py" --make-tiny-model "$bin/pvllm_make_tiny_model" \
          --out "$work/arch_goldens" --json "$work/arch_goldens.json" ;;
+    9) sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+       if [ ! -x "$sanitizer" ]; then
+         not_run 9 memcheck "no compute-sanitizer on this machine"
+         not_run 9 racecheck "no compute-sanitizer on this machine"
+         continue
+       fi
+       for tool in memcheck racecheck; do
+         run 9 "$tool" "$tool.json" "$sanitizer" --tool "$tool" --error-exitcode 1 \
+           "$bin/cuda_kernels_test" --gtest_brief=1 --gtest_filter="$SANITIZER_FILTER" \
+           --gtest_output="json:$work/$tool.json"
+       done ;;
+    *) echo "gpu_check: no step $step" >&2 ;;
   esac
 done
 
@@ -382,7 +415,7 @@ done
 {
   echo "{"
   echo "  \"commit\": $(json_str "$(cat "$bundle/COMMIT" 2>/dev/null)"),"
-  echo "  \"steps_asked\": $(json_str "${STEPS:-1 2 3 4 5 6 7 8}"),"
+  echo "  \"steps_asked\": $(json_str "${STEPS:-1 2 3 4 5 6 7 8 9}"),"
   echo "  \"ok\": $([ $failed = 0 ] && echo true || echo false),"
   echo "  \"archive\": $([ "${PACK:-1}" = 0 ] && echo null || echo '"results.tar.gz"'),"
   echo "  \"commands\": ["

@@ -20,6 +20,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -272,6 +273,10 @@ class CudaBackend final : public Backend {
   const ModelConfig& cfg_;
   CudaBackendOptions opt_;
   DType dtype_ = DType::kBF16;
+  // The prefill attention kernel: kMma unless PVLLM_CUDA_PREFILL_KERNEL=wmma
+  // names the first one (kept until a GPU has measured both; a GPU run can
+  // then check the engine on each without a rebuild).
+  PrefillVariant prefill_variant_ = PrefillVariant::kMma;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
 
@@ -649,6 +654,15 @@ Status CudaBackend::allocate_kv() {
 Status CudaBackend::init() {
   PVLLM_RETURN_IF_ERROR(check_shapes());
   PVLLM_RETURN_IF_ERROR(check_features());
+  if (const char* env = std::getenv("PVLLM_CUDA_PREFILL_KERNEL"); env != nullptr && *env != '\0') {
+    const std::string want = env;
+    if (want == "wmma") {
+      prefill_variant_ = PrefillVariant::kWmma;
+    } else if (want != "mma") {
+      return InvalidArgument("PVLLM_CUDA_PREFILL_KERNEL=" + want +
+                             " names no prefill attention kernel (mma, wmma)");
+    }
+  }
   PVLLM_RETURN_IF_ERROR(check_device(opt_.device_index));
   PVLLM_CUDA_TRY(cudaSetDevice(opt_.device_index), "cudaSetDevice");
   if (opt_.dtype == 1) {
@@ -877,6 +891,7 @@ Status CudaBackend::attend(int32_t l, const StepArgs& a, const unsigned char* q)
     pp.num_heads = h;
     pp.scale = scale;
     pp.sliding_window = cfg_.sliding_window;
+    pp.variant = prefill_variant_;
     PVLLM_KERNEL_TRY(pvllm_cuda_prefill_attention(pp, stream_), "prefill attention");
   }
   return Status::Ok();

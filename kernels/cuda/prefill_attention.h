@@ -17,8 +17,22 @@
 
 namespace pvllm {
 
-// Query rows per CUDA block (4 warps x 16 rows).
+// Query rows per CUDA block (4 warps x 16 rows), in every variant.
 constexpr int32_t kPrefillQueryTile = 64;
+
+// Which kernel runs the product. Both compute the same function and take
+// the same plan; the engine uses the default. kWmma is the first kernel,
+// kept beside its successor until a GPU has measured both (bench/
+// attention_bench times the two in one run, cuda_kernels_test checks both).
+enum class PrefillVariant : int32_t {
+  // mma.sync m16n8k16 with the scores, probabilities and output held in
+  // registers, K/V tiles double-buffered through cp.async (FlashAttention-2's
+  // structure): prefill_attention_mma.cu.
+  kMma = 0,
+  // wmma 16x16x16 with scores and output round-tripping through shared
+  // memory, K/V single-buffered: prefill_attention_wmma.cu.
+  kWmma = 1,
+};
 
 // Host side of the plan. Returns the work items flattened as
 // [num_work_items, 2] = (sequence, first query row of the tile inside that
@@ -58,6 +72,7 @@ struct PrefillAttentionParams {
   // KV manager may have freed those blocks and set them to -1). 0: causal
   // attention over the whole context.
   int32_t sliding_window = 0;
+  PrefillVariant variant = PrefillVariant::kMma;
 };
 
 // Query row j of sequence i's chunk (q_len rows) has position
@@ -67,8 +82,8 @@ struct PrefillAttentionParams {
 // chunk's own rows were written by pvllm_cuda_write_kv first). Asynchronous
 // on `stream` (a cudaStream_t; nullptr is the default stream). Returns a
 // cudaError_t value: cudaSuccess (0); cudaErrorInvalidValue for an
-// unsupported dtype / head_dim / block_size or q stride, or a null or
-// misaligned pointer
+// unsupported dtype / head_dim / block_size, variant or q stride, or a null
+// or misaligned pointer
 // (checked before any CUDA call; nothing launched); or the launch error.
 int pvllm_cuda_prefill_attention(const PrefillAttentionParams& params, void* stream);
 

@@ -431,11 +431,11 @@ int pvllm_cuda_sample(const DeviceSamplingParams& params, void* stream) {
   const bool mask_ok = (p.allowed == nullptr) == (p.allowed_offset == nullptr) &&
                        (p.allowed == nullptr || all_penalty);
   const bool valid =
-      mask_ok && p.logits != nullptr && p.temperature != nullptr && p.top_k != nullptr && p.top_p != nullptr &&
-      p.min_p != nullptr && p.seed != nullptr && p.sample_index != nullptr && p.step != nullptr &&
-      p.token_ids != nullptr && any_penalty == all_penalty && any_logprob == all_logprob &&
-      p.num_rows >= 0 && p.vocab > 0 && p.vocab <= kMaxVocab && p.num_penalty_slots >= 0 &&
-      (p.num_penalty_slots == 0 || all_penalty) &&
+      mask_ok && p.logits != nullptr && p.temperature != nullptr && p.top_k != nullptr &&
+      p.top_p != nullptr && p.min_p != nullptr && p.seed != nullptr && p.sample_index != nullptr &&
+      p.step != nullptr && p.token_ids != nullptr && any_penalty == all_penalty &&
+      any_logprob == all_logprob && p.num_rows >= 0 && p.vocab > 0 && p.vocab <= kMaxVocab &&
+      p.num_penalty_slots >= 0 && (p.num_penalty_slots == 0 || all_penalty) &&
       p.workspace_bytes >= pvllm_cuda_sampling_workspace_bytes(p.num_penalty_slots, p.vocab) &&
       (p.workspace != nullptr || p.num_penalty_slots == 0);
   if (!valid) return cudaErrorInvalidValue;

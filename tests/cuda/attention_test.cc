@@ -257,11 +257,14 @@ class PrefillAttentionTest : public testing::TestWithParam<KernelConfig> {
         dev, d_q.get(), d_out.get(), d_query_start, d_items, static_cast<int32_t>(items.size() / 2),
         dtype, num_seqs, num_heads, scale);
     p.q_token_stride = q_pad > 0 ? static_cast<int64_t>(q_row) + q_pad : 0;
-    PVLLM_CUDA_OK(cudaMemset(d_out.get(), 0x7F, q.bits.size() * 2));
-    PVLLM_CUDA_OK(pvllm_cuda_prefill_attention(p, nullptr));
-    PVLLM_CUDA_OK(cudaDeviceSynchronize());
-    std::vector<uint16_t> got;
-    ASSERT_TRUE(download(d_out, q.bits.size(), &got));
+    std::vector<std::vector<uint16_t>> got_by_variant;
+    for (PrefillVariant variant : cuda_test::kPrefillVariants) {
+      p.variant = variant;
+      PVLLM_CUDA_OK(cudaMemset(d_out.get(), 0x7F, q.bits.size() * 2));
+      PVLLM_CUDA_OK(pvllm_cuda_prefill_attention(p, nullptr));
+      PVLLM_CUDA_OK(cudaDeviceSynchronize());
+      ASSERT_TRUE(download(d_out, q.bits.size(), &got_by_variant.emplace_back()));
+    }
 
     cpu::WriteKvParams ref_w;
     ref_w.k = k_new.values.data();
@@ -276,7 +279,10 @@ class PrefillAttentionTest : public testing::TestWithParam<KernelConfig> {
     cpu::write_kv(ref_w);
     const std::vector<float> expected = reference_attention(
         q, cache, layout, query_start, context_lens, num_heads, head_dim, scale);
-    expect_close(dtype, got, expected, prefill_tolerance(dtype), "prefill");
+    for (size_t i = 0; i < got_by_variant.size(); ++i) {
+      expect_close(dtype, got_by_variant[i], expected, prefill_tolerance(dtype),
+                   "prefill (" + cuda_test::variant_name(cuda_test::kPrefillVariants[i]) + ")");
+    }
   }
 };
 
@@ -308,6 +314,19 @@ TEST_P(PrefillAttentionTest, QViewIntoFusedQkvMatchesReference) {
   PVLLM_CUDA_DEVICE_OR_SKIP();
   const int32_t head_dim = std::get<1>(GetParam());
   check({{0, 70}, {100, 77}, {300, 1}}, 0, 2 * kNumKvHeads * head_dim);
+}
+
+// The prompts bench/attention_bench times (512 and 2048 of its 512 to 8192;
+// the longer ones cost the CPU reference minutes), at the head dim it
+// times, so every kernel it measures is a kernel checked here.
+TEST_P(PrefillAttentionTest, BenchmarkPromptLengthsMatchReference) {
+  PVLLM_CUDA_DEVICE_OR_SKIP();
+  const auto [dtype, head_dim, block_size, group] = GetParam();
+  if (head_dim != 128 || block_size != 16 || group == 4) {
+    GTEST_SKIP() << "the benchmark's prompts run at head_dim 128, block 16, groups 1 and 8";
+  }
+  check({{0, 512}}, 0);
+  check({{0, 2048}}, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllSupported, PrefillAttentionTest,
@@ -549,6 +568,11 @@ TEST(PrefillAttentionValidation, RejectsUnsupportedShapes) {
   p = valid_prefill_params();
   p.work_items = nullptr;
   EXPECT_EQ(pvllm_cuda_prefill_attention(p, nullptr), cudaErrorInvalidValue);
+  for (int32_t variant : {-1, 2, 1000}) {
+    p = valid_prefill_params();
+    p.variant = static_cast<PrefillVariant>(variant);
+    EXPECT_EQ(pvllm_cuda_prefill_attention(p, nullptr), cudaErrorInvalidValue) << variant;
+  }
 }
 
 TEST(KvWriteValidation, RejectsUnsupportedShapes) {

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -247,27 +248,49 @@ INSTANTIATE_TEST_SUITE_P(Features, BackendFeaturesTest,
                                            Feature::kAll),
                          [](const auto& info) { return std::string(feature_name(info.param)); });
 
-// Weights the config does not ask for would be ignored: refused at create,
-// before the device is looked at (so this runs without one too).
-TEST(BackendFeaturesRefusal, WeightsTheConfigDoesNotUseAreRefused) {
-  const CudaModule* module = nullptr;
-  const Status found = CudaModule::get(&module);
-  if (!found.ok()) GTEST_SKIP() << "no CUDA module ($PVLLM_CUDA_BACKEND): " << found.message();
-  testing::TinyModelSpec spec;
-  spec.hidden_size = 128;
-  spec.num_heads = 2;
-  spec.num_kv_heads = 2;
-  spec.dtype = DType::kBF16;
-  const std::string dir =
-      testing::write_tiny_hf_model(testing::make_temp_dir("pvllm_cuda_refusal_test"), spec);
-  std::unique_ptr<Model> m;
-  ASSERT_TRUE(load_model(dir, &m).ok());
-  add_feature(m.get(), Feature::kQkNorm);
-  m->config.qk_norm = false;  // the weights are there, the config does not use them
+// Refusals happen at create, before the device is looked at, so these run
+// without one too (they need the CUDA module only).
+class BackendFeaturesRefusal : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const CudaModule* module = nullptr;
+    const Status found = CudaModule::get(&module);
+    if (!found.ok()) GTEST_SKIP() << "no CUDA module ($PVLLM_CUDA_BACKEND): " << found.message();
+    testing::TinyModelSpec spec;
+    spec.hidden_size = 128;
+    spec.num_heads = 2;
+    spec.num_kv_heads = 2;
+    spec.dtype = DType::kBF16;
+    const std::string dir =
+        testing::write_tiny_hf_model(testing::make_temp_dir("pvllm_cuda_refusal_test"), spec);
+    ASSERT_TRUE(load_model(dir, &model_).ok());
+  }
+  Status create(std::unique_ptr<Backend>* b) {
+    return cuda_test::make_cuda_backend(*model_, kBlockSize, 16, 64, false, b);
+  }
+  std::unique_ptr<Model> model_;
+};
+
+// Weights the config does not ask for would be ignored.
+TEST_F(BackendFeaturesRefusal, WeightsTheConfigDoesNotUseAreRefused) {
+  add_feature(model_.get(), Feature::kQkNorm);
+  model_->config.qk_norm = false;  // the weights are there, the config does not use them
   std::unique_ptr<Backend> b;
-  const Status s = cuda_test::make_cuda_backend(*m, kBlockSize, 16, 64, false, &b);
+  const Status s = create(&b);
   EXPECT_EQ(s.code(), StatusCode::kCorruptModel) << s.message();
   EXPECT_NE(s.message().find("qk_norm"), std::string::npos) << s.message();
+  EXPECT_EQ(b, nullptr);
+}
+
+// The prefill kernel is chosen by PVLLM_CUDA_PREFILL_KERNEL (mma or wmma);
+// any other value is refused.
+TEST_F(BackendFeaturesRefusal, UnknownPrefillKernelIsRefused) {
+  ASSERT_EQ(setenv("PVLLM_CUDA_PREFILL_KERNEL", "flash", 1), 0);
+  std::unique_ptr<Backend> b;
+  const Status s = create(&b);
+  unsetenv("PVLLM_CUDA_PREFILL_KERNEL");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+  EXPECT_NE(s.message().find("PVLLM_CUDA_PREFILL_KERNEL=flash"), std::string::npos) << s.message();
   EXPECT_EQ(b, nullptr);
 }
 

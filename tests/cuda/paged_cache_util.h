@@ -45,6 +45,12 @@ inline constexpr int32_t kNumKvHeads = 2;
 inline float decode_tolerance(DType dtype) { return dtype == DType::kBF16 ? 0x1p-8f : 0x1p-11f; }
 inline float prefill_tolerance(DType dtype) { return dtype == DType::kBF16 ? 0x1p-7f : 0x1p-10f; }
 
+// Every prefill kernel, each checked against the same reference.
+inline constexpr PrefillVariant kPrefillVariants[] = {PrefillVariant::kMma, PrefillVariant::kWmma};
+inline std::string variant_name(PrefillVariant v) {
+  return v == PrefillVariant::kMma ? "mma" : "wmma";
+}
+
 // Compares the device output (bits) with the reference, reporting the first
 // few mismatches. NaN anywhere fails (stray reads hit NaN-filled slots).
 inline void expect_close(DType dtype, const std::vector<uint16_t>& got_bits,

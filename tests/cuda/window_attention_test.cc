@@ -189,13 +189,17 @@ class WindowAttentionTest : public ::testing::TestWithParam<KernelConfig> {
         dev, d_q.get(), d_out.get(), d_query_start, d_items, static_cast<int32_t>(items.size() / 2),
         dtype, num_seqs, num_heads(), scale);
     p.sliding_window = window;
-    PVLLM_CUDA_OK(cudaMemset(d_out.get(), 0x7F, b.q.bits.size() * 2));
-    PVLLM_CUDA_OK(pvllm_cuda_prefill_attention(p, nullptr));
-    PVLLM_CUDA_OK(cudaDeviceSynchronize());
-    std::vector<uint16_t> got;
-    ASSERT_TRUE(download(d_out, b.q.bits.size(), &got));
-    cuda_test::expect_close(dtype, got, expected, cuda_test::prefill_tolerance(dtype),
-                            "prefill, window " + std::to_string(window));
+    for (PrefillVariant variant : cuda_test::kPrefillVariants) {
+      p.variant = variant;
+      PVLLM_CUDA_OK(cudaMemset(d_out.get(), 0x7F, b.q.bits.size() * 2));
+      PVLLM_CUDA_OK(pvllm_cuda_prefill_attention(p, nullptr));
+      PVLLM_CUDA_OK(cudaDeviceSynchronize());
+      std::vector<uint16_t> got;
+      ASSERT_TRUE(download(d_out, b.q.bits.size(), &got));
+      cuda_test::expect_close(
+          dtype, got, expected, cuda_test::prefill_tolerance(dtype),
+          "prefill (" + cuda_test::variant_name(variant) + "), window " + std::to_string(window));
+    }
   }
 };
 
