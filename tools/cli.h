@@ -39,6 +39,12 @@ bool read_text_input(const std::string& file, std::string* out);
 // for a malformed one. The values are checked when the object is parsed.
 bool vars_to_json(const std::vector<std::string>& vars, std::string* out);
 
+// --dtype: adds the option (auto, bf16, fp16 or fp32: the GPU's weight,
+// activation and K/V type) to `cmd` in `group`, storing the name in *name;
+// dtype_value turns a name it accepted into a pvllm_dtype.
+void add_dtype_option(CLI::App* cmd, std::string* name, const char* group = nullptr);
+int32_t dtype_value(const std::string& name);
+
 // Prints "pvllm: <what>: <message> (<status name>)" to stderr and returns
 // the exit status for a failure (1).
 int report_error(const std::string& what, const pvllm::cxx::Error& error);

@@ -46,6 +46,7 @@ struct GenerateOptions {
   int32_t priority = 0;
   std::string device = "auto";
   std::string model_checksums = "full";  // a .pvllm file's: full, lazy or none
+  std::string dtype = "auto";            // --dtype
   int64_t kv_cache_mb = 0;
   bool no_prefix_caching = false;
   bool json = false;
@@ -197,6 +198,7 @@ class Generator {
     params.device = o_.device.c_str();
     params.kv_cache_bytes = o_.kv_cache_mb * (int64_t{1} << 20);
     params.enable_prefix_caching = o_.no_prefix_caching ? 0 : 1;
+    params.dtype = dtype_value(o_.dtype);
     params.model_checksums = o_.model_checksums == "lazy"   ? PVLLM_MODEL_CHECKSUMS_LAZY
                              : o_.model_checksums == "none" ? PVLLM_MODEL_CHECKSUMS_NONE
                                                             : PVLLM_MODEL_CHECKSUMS_FULL;
@@ -582,6 +584,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"full", "lazy", "none"}))
       ->capture_default_str()
       ->group(engine_group);
+  add_dtype_option(sub, &o->dtype, engine_group);
 
   const char* output_group = "Output";
   sub->add_flag("--json", o->json,

@@ -7,6 +7,24 @@
 
 namespace pvllm_cli {
 
+void add_dtype_option(CLI::App* cmd, std::string* name, const char* group) {
+  CLI::Option* opt =
+      cmd->add_option("--dtype", *name,
+                      "GPU weights, activations and K/V: auto (bf16, fp16 for fp16 checkpoints), "
+                      "bf16, fp16 or fp32 (IEEE, no TF32; the CPU computes in fp32 whatever "
+                      "this says)")
+          ->check(CLI::IsMember({"auto", "bf16", "fp16", "fp32"}))
+          ->capture_default_str();
+  if (group != nullptr) opt->group(group);
+}
+
+int32_t dtype_value(const std::string& name) {
+  if (name == "bf16") return PVLLM_DTYPE_BF16;
+  if (name == "fp16") return PVLLM_DTYPE_FP16;
+  if (name == "fp32") return PVLLM_DTYPE_FP32;
+  return PVLLM_DTYPE_AUTO;
+}
+
 int report_error(const std::string& what, const pvllm::cxx::Error& error) {
   std::fprintf(stderr, "pvllm: %s: %s (%s)\n", what.c_str(), error.what(), error.status_name());
   return 1;

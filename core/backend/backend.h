@@ -128,7 +128,7 @@ struct CudaBackendOptions {
   // and activation buffers are allocated.
   int32_t num_blocks = 0;
   float gpu_memory_utilization = 0.90f;
-  int32_t dtype = 0;  // 0 = auto (bf16 unless the checkpoint is f16), 1 = bf16, 2 = fp16
+  int32_t dtype = 0;  // 0 = auto (bf16 unless the checkpoint is f16), 1 = bf16, 2 = fp16, 3 = fp32
   int32_t max_num_batched_tokens = 2048;  // activation buffers hold this many rows
   int32_t max_num_seqs = 256;             // logits rows per step, at most
   int32_t max_model_len = 0;              // block-table width of the decode graphs

@@ -15,7 +15,7 @@ namespace {
 
 bool is_power_of_two(int32_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
-// The GPU estimate: weights in 2-byte elements, then the KV pool the CUDA
+// The GPU estimate: weights in 2-byte elements (4 in fp32), then the KV pool the CUDA
 // backend would size from the device's free memory now (it measures again
 // after allocating, so the engine's count may differ by the activation
 // buffers and allocator slack, roughly).
@@ -28,8 +28,9 @@ Status estimate_cuda_memory(const EngineConfig& config, const ModelSummary& summ
     for (int64_t d : t.shape) n *= static_cast<size_t>(d);
     weight_elems += n;
   }
-  out->weight_bytes = weight_elems > 0 ? weight_elems * 2 : summary.weight_bytes;
-  out->kv_bytes_per_block = kv_bytes_per_block(mc, config.block_size, 2);
+  const size_t elem = config.dtype == 3 ? 4 : 2;
+  out->weight_bytes = weight_elems > 0 ? weight_elems * elem : summary.weight_bytes;
+  out->kv_bytes_per_block = kv_bytes_per_block(mc, config.block_size, elem);
   double budget = 0.0;
   if (config.num_kv_blocks == 0) {
     const CudaModule* module = nullptr;
@@ -43,7 +44,7 @@ Status estimate_cuda_memory(const EngineConfig& config, const ModelSummary& summ
                        static_cast<size_t>(mc.num_heads + 2 * mc.num_kv_heads) * mc.head_dim * 3 +
                        static_cast<size_t>(mc.intermediate_size) * 3;
     const size_t activations =
-        t * row * 2 + static_cast<size_t>(std::max(config.max_num_seqs, 256)) * mc.vocab_size * 4;
+        t * row * elem + static_cast<size_t>(std::max(config.max_num_seqs, 256)) * mc.vocab_size * 4;
     budget = static_cast<double>(free_bytes) * config.gpu_memory_utilization -
              static_cast<double>(kCudaReservedBytes + out->weight_bytes + activations);
   }
@@ -66,8 +67,8 @@ Status EngineConfig::validate() const {
     return InvalidArgument("gpu_memory_utilization must be in (0, 1], got " +
                            std::to_string(gpu_memory_utilization));
   }
-  if (dtype < 0 || dtype > 2) {
-    return InvalidArgument("dtype must be 0 (auto), 1 (bf16) or 2 (fp16), got " +
+  if (dtype < 0 || dtype > 3) {
+    return InvalidArgument("dtype must be 0 (auto), 1 (bf16), 2 (fp16) or 3 (fp32), got " +
                            std::to_string(dtype));
   }
   if (!is_power_of_two(block_size) || block_size < 8 || block_size > 256) {

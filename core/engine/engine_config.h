@@ -54,7 +54,7 @@ struct EngineConfig {
   // free memory * gpu_memory_utilization after the weights (num_kv_blocks
   // > 0 still fixes the count; kv_cache_bytes is ignored on the GPU).
   float gpu_memory_utilization = 0.90f;
-  int32_t dtype = 0;  // 0 = auto (bf16 unless the checkpoint is f16), 1 = bf16, 2 = fp16
+  int32_t dtype = 0;  // 0 = auto (bf16 unless the checkpoint is f16), 1 = bf16, 2 = fp16, 3 = fp32
   bool enable_cuda_graphs = true;  // replay captured graphs for pure-decode steps
   // C++ only: a backend made by the embedder instead of the device's (the
   // device string is then not resolved). Called once with the loaded model

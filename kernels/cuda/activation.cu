@@ -47,14 +47,14 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 
 int pvllm_cuda_silu_mul(const SiluMulParams& params, void* stream) {
   const bool valid = params.in != nullptr && params.out != nullptr && params.num_tokens >= 0 &&
-                     params.intermediate > 0 && cuda_ops::is_half_dtype(params.dtype);
+                     params.intermediate > 0 && cuda_ops::is_kernel_dtype(params.dtype);
   if (!valid) return cudaErrorInvalidValue;
   if (params.num_tokens == 0) return cudaSuccess;
 
   const bool use_vectors = params.intermediate % 8 == 0 && cuda_ops::aligned16(params.in) &&
                            cuda_ops::aligned16(params.out);
   const auto s = static_cast<cudaStream_t>(stream);
-  PVLLM_DISPATCH_HALF_DTYPE(
+  PVLLM_DISPATCH_DTYPE(
       params.dtype, T, PVLLM_DISPATCH_VEC(use_vectors, VEC, {
         // Enough column blocks that a row's vectors are spread over several
         // CUDA blocks (a small batch still fills the GPU), at most 64.

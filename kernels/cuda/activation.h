@@ -15,7 +15,7 @@ struct SiluMulParams {
   void* out = nullptr;  // [num_tokens, intermediate], dtype; must not overlap `in`
   int32_t num_tokens = 0;
   int32_t intermediate = 0;
-  DType dtype = DType::kBF16;  // kF16 or kBF16; the math is fp32
+  DType dtype = DType::kBF16;  // kF16, kBF16 or kF32; the math is fp32
 };
 
 // out[t, i] = round(silu(gate[t, i]) * up[t, i]), silu(g) = g / (1 + exp(-g))

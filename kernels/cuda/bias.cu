@@ -43,14 +43,14 @@ int pvllm_cuda_add_bias(const BiasAddParams& params, void* stream) {
   const int64_t stride = params.token_stride == 0 ? params.cols : params.token_stride;
   const bool valid = params.x != nullptr && params.bias != nullptr && params.num_tokens >= 0 &&
                      params.cols > 0 && stride >= params.cols &&
-                     cuda_ops::is_half_dtype(params.dtype);
+                     cuda_ops::is_kernel_dtype(params.dtype);
   if (!valid) return cudaErrorInvalidValue;
   if (params.num_tokens == 0) return cudaSuccess;
 
   const bool use_vectors = params.cols % 8 == 0 && stride % 8 == 0 &&
                            cuda_ops::aligned16(params.x) && cuda_ops::aligned16(params.bias);
   const auto s = static_cast<cudaStream_t>(stream);
-  PVLLM_DISPATCH_HALF_DTYPE(
+  PVLLM_DISPATCH_DTYPE(
       params.dtype, T, PVLLM_DISPATCH_VEC(use_vectors, VEC, {
         const int64_t num_vectors = params.cols / VEC;
         const int64_t col_blocks = (num_vectors + kThreadsPerBlock - 1) / kThreadsPerBlock;

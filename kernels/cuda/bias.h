@@ -17,7 +17,7 @@ struct BiasAddParams {
   int32_t num_tokens = 0;
   int32_t cols = 0;
   int64_t token_stride = 0;
-  DType dtype = DType::kBF16;  // kF16 or kBF16; the add is fp32, rounded once
+  DType dtype = DType::kBF16;  // kF16, kBF16 or kF32; the add is fp32, rounded once
 };
 
 // x[t, c] = round(x[t, c] + bias[c]). Any cols >= 1; 8 elements per load

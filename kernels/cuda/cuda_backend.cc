@@ -39,6 +39,7 @@
 #include "kernels/cuda/block_copy.h"
 #include "kernels/cuda/common/device_buffer.h"
 #include "kernels/cuda/common/paged_kv.h"
+#include "kernels/cuda/attention_generic.h"
 #include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/head_norm.h"
@@ -230,7 +231,7 @@ class CudaBackend final : public Backend {
   int32_t block_size() const override { return opt_.block_size; }
 
  private:
-  size_t elem() const { return 2; }  // bf16 and fp16 alike
+  size_t elem() const { return dtype_ == DType::kF32 ? 4 : 2; }
   Status check_shapes() const;
   Status check_features() const;
   Status upload(const Tensor& t, void* dst, size_t numel, const char* what);
@@ -359,25 +360,54 @@ CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
+// The head dims RoPE serves (rope.cu's list); attention serves 1 to 256.
+bool rope_serves(int32_t head_dim) {
+  for (int32_t d : {8, 16, 32, 64, 80, 96, 112, 128, 192, 256}) {
+    if (d == head_dim) return true;
+  }
+  return false;
+}
+
+// The dtype the backend runs in: the option's, or for auto bf16 (fp16 for
+// fp16 checkpoints).
+DType chosen_dtype(int32_t option, DType checkpoint) {
+  if (option == 1) return DType::kBF16;
+  if (option == 2) return DType::kF16;
+  if (option == 3) return DType::kF32;
+  return checkpoint == DType::kF16 ? DType::kF16 : DType::kBF16;
+}
+
 Status CudaBackend::check_shapes() const {
-  const int32_t d = cfg_.head_dim;
-  if (d != 64 && d != 128) {
-    return Unsupported("the CUDA attention kernels serve head_dim 64 and 128; the model has " +
-                       std::to_string(d));
-  }
-  const int32_t bs = opt_.block_size;
-  if (bs != 16 && bs != 32 && bs != 256) {
-    return Unsupported("the CUDA attention kernels serve block_size 16, 32 and 256; got " +
-                       std::to_string(bs));
-  }
-  if (cfg_.num_kv_heads <= 0 || cfg_.num_heads % cfg_.num_kv_heads != 0 ||
-      cfg_.num_heads / cfg_.num_kv_heads > kDecodeMaxGroupSize) {
-    return Unsupported("the CUDA decode kernel serves GQA groups up to " +
-                       std::to_string(kDecodeMaxGroupSize));
-  }
-  if (opt_.dtype < 0 || opt_.dtype > 2) {
-    return InvalidArgument("dtype must be 0 (auto), 1 (bf16) or 2 (fp16), got " +
+  if (opt_.dtype < 0 || opt_.dtype > 3) {
+    return InvalidArgument("dtype must be 0 (auto), 1 (bf16), 2 (fp16) or 3 (fp32), got " +
                            std::to_string(opt_.dtype));
+  }
+  const int32_t d = cfg_.head_dim;
+  if (!rope_serves(d)) {
+    return Unsupported(
+        "the CUDA kernels serve head_dim 8, 16, 32, 64, 80, 96, 112, 128, 192 and 256; the model "
+        "has " +
+        std::to_string(d));
+  }
+  if (cfg_.num_kv_heads <= 0 || cfg_.num_heads % cfg_.num_kv_heads != 0) {
+    return CorruptModel("num_heads must be a multiple of num_kv_heads");
+  }
+  // The fast attention kernels (fp16 / bf16 at head_dim 64 and 128) ask
+  // more; the generic ones (fp32, other head dims) take any block size and
+  // group.
+  const DType dtype = chosen_dtype(opt_.dtype, model_.weights.embed.dtype);
+  if (!generic_attention::serves(dtype, d)) {
+    const int32_t bs = opt_.block_size;
+    if (bs != 16 && bs != 32 && bs != 256) {
+      return Unsupported("the CUDA attention kernels serve block_size 16, 32 and 256 in " +
+                         std::string(dtype_name(dtype)) + " at head_dim " + std::to_string(d) +
+                         "; got " + std::to_string(bs));
+    }
+    if (cfg_.num_heads / cfg_.num_kv_heads > kDecodeMaxGroupSize) {
+      return Unsupported("the CUDA decode kernel serves GQA groups up to " +
+                         std::to_string(kDecodeMaxGroupSize) + " in " +
+                         std::string(dtype_name(dtype)) + " at head_dim " + std::to_string(d));
+    }
   }
   if (!(opt_.gpu_memory_utilization > 0.0f && opt_.gpu_memory_utilization <= 1.0f)) {
     return InvalidArgument("gpu_memory_utilization must be in (0, 1], got " +
@@ -450,16 +480,22 @@ Status CudaBackend::upload(const Tensor& t, void* dst, size_t numel, const char*
     return Status::Ok();
   }
   constexpr int64_t kChunk = int64_t{1} << 22;  // elements per host conversion
-  std::vector<uint16_t> staging(static_cast<size_t>(std::min(kChunk, t.numel())));
+  const size_t e = elem();
+  std::vector<unsigned char> staging(static_cast<size_t>(std::min(kChunk, t.numel())) * e);
   for (int64_t start = 0; start < t.numel(); start += kChunk) {
     const int64_t n = std::min(kChunk, t.numel() - start);
     for (int64_t i = 0; i < n; ++i) {
       const float f = load_as_float(t.dtype, t.data, start + i);
-      staging[static_cast<size_t>(i)] =
-          dtype_ == DType::kBF16 ? float_to_bf16(f) : float_to_fp16(f);
+      unsigned char* out = staging.data() + static_cast<size_t>(i) * e;
+      if (dtype_ == DType::kF32) {
+        std::memcpy(out, &f, 4);
+      } else {
+        const uint16_t h = dtype_ == DType::kBF16 ? float_to_bf16(f) : float_to_fp16(f);
+        std::memcpy(out, &h, 2);
+      }
     }
-    PVLLM_CUDA_TRY(cudaMemcpy(static_cast<uint16_t*>(dst) + start, staging.data(),
-                              static_cast<size_t>(n) * 2, cudaMemcpyHostToDevice),
+    PVLLM_CUDA_TRY(cudaMemcpy(static_cast<unsigned char*>(dst) + static_cast<size_t>(start) * e,
+                              staging.data(), static_cast<size_t>(n) * e, cudaMemcpyHostToDevice),
                    std::string("uploading ") + t.name);
   }
   return Status::Ok();
@@ -665,13 +701,7 @@ Status CudaBackend::init() {
   }
   PVLLM_RETURN_IF_ERROR(check_device(opt_.device_index));
   PVLLM_CUDA_TRY(cudaSetDevice(opt_.device_index), "cudaSetDevice");
-  if (opt_.dtype == 1) {
-    dtype_ = DType::kBF16;
-  } else if (opt_.dtype == 2) {
-    dtype_ = DType::kF16;
-  } else {
-    dtype_ = model_.weights.embed.dtype == DType::kF16 ? DType::kF16 : DType::kBF16;
-  }
+  dtype_ = chosen_dtype(opt_.dtype, model_.weights.embed.dtype);
   PVLLM_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream");
   const cublasStatus_t cs = cublasCreate(&cublas_);
   if (cs != CUBLAS_STATUS_SUCCESS) return cublas_status(cs, "cublasCreate");
@@ -689,16 +719,22 @@ Status CudaBackend::init() {
   return Status::Ok();
 }
 
-// y[m, n] = x[m, k] . w[n, k]^T, row-major, fp32 accumulation on tensor
-// cores. Column-major cuBLAS sees y^T = w . x^T with w stored as k x n.
+// y[m, n] = x[m, k] . w[n, k]^T, row-major, fp32 accumulation (on tensor
+// cores for fp16 / bf16; fp32 runs IEEE fp32 throughout, no TF32, so the
+// fp32 engine can match the CPU's tokens). Column-major cuBLAS sees
+// y^T = w . x^T with w stored as k x n.
 Status CudaBackend::gemm(const void* x, const void* w, void* y, int32_t m, int32_t n, int32_t k,
                          bool out_f32) {
   if (m == 0) return Status::Ok();
   const float alpha = 1.0f, beta = 0.0f;
-  const cudaDataType_t dt = dtype_ == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+  const cudaDataType_t dt = dtype_ == DType::kF32    ? CUDA_R_32F
+                            : dtype_ == DType::kBF16 ? CUDA_R_16BF
+                                                     : CUDA_R_16F;
+  const cublasComputeType_t compute =
+      dtype_ == DType::kF32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
   const cublasStatus_t s =
       cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w, dt, k, x, dt, k, &beta, y,
-                   out_f32 ? CUDA_R_32F : dt, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                   out_f32 ? CUDA_R_32F : dt, n, compute, CUBLAS_GEMM_DEFAULT);
   if (s != CUBLAS_STATUS_SUCCESS) {
     return cublas_status(
         s, "GEMM " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));

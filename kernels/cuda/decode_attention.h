@@ -39,9 +39,12 @@ struct DecodeAttentionParams {
   const void* q = nullptr;
   void* out = nullptr;  // [num_seqs, num_heads, head_dim]
   // The layer's cache, read; row s of its block tables is sequence s's.
-  // Served: head_dim 64 or 128; block_size 16, 32 or 256; num_kv_heads
-  // divides num_heads, num_heads / num_kv_heads <= kDecodeMaxGroupSize;
-  // max_blocks_per_seq > 0.
+  // Served by the fast kernel (fp16 / bf16): head_dim 64 or 128;
+  // block_size 16, 32 or 256; num_kv_heads divides num_heads, num_heads /
+  // num_kv_heads <= kDecodeMaxGroupSize; max_blocks_per_seq > 0. fp32, or
+  // another head_dim (1 to 256), goes to the generic kernel
+  // (attention_generic.h): any block size and group, never split, no
+  // alignment asked of q, out or the cache.
   PagedKv paged_kv;
   const int32_t* context_lens = nullptr;  // [num_seqs] tokens in context, this step's included
   // Split-KV scratch of pvllm_cuda_decode_attention_workspace_bytes(params)
@@ -50,7 +53,7 @@ struct DecodeAttentionParams {
   //   partial_max fp32 [num_seqs, num_heads, num_splits]
   //   partial_sum fp32 [num_seqs, num_heads, num_splits]
   void* workspace = nullptr;
-  DType dtype = DType::kBF16;  // kF16 or kBF16: q, out and the cache
+  DType dtype = DType::kBF16;  // kF16, kBF16 or kF32: q, out and the cache
   int32_t num_seqs = 0;
   int32_t num_heads = 0;
   int32_t max_context_len = 0;  // bound on context_lens, for planning the split count

@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 int pvllm_cuda_embedding(const EmbeddingParams& params, void* stream) {
   const bool valid = params.ids != nullptr && params.table != nullptr && params.out != nullptr &&
                      params.num_tokens >= 0 && params.hidden > 0 && params.vocab > 0 &&
-                     cuda_ops::is_half_dtype(params.dtype);
+                     cuda_ops::is_kernel_dtype(params.dtype);
   if (!valid) return cudaErrorInvalidValue;
   if (params.num_tokens == 0) return cudaSuccess;
 
@@ -48,12 +48,23 @@ int pvllm_cuda_embedding(const EmbeddingParams& params, void* stream) {
                            cuda_ops::aligned16(params.out);
   const auto s = static_cast<cudaStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(params.num_tokens));
-  // Both half types are 2-byte copies: one instantiation serves both.
-  PVLLM_DISPATCH_VEC(use_vectors, VEC, {
-    embedding_kernel<uint16_t, VEC><<<grid, kThreadsPerBlock, 0, s>>>(
-        params.ids, static_cast<const uint16_t*>(params.table), static_cast<uint16_t*>(params.out),
-        params.hidden, params.vocab);
-  });
+  // A copy of 2-byte (both half types share one instantiation) or 4-byte
+  // elements.
+  if (params.dtype == DType::kF32) {
+    using T = uint32_t;
+    PVLLM_DISPATCH_VEC(use_vectors, VEC, {
+      embedding_kernel<T, VEC><<<grid, kThreadsPerBlock, 0, s>>>(
+          params.ids, static_cast<const T*>(params.table), static_cast<T*>(params.out),
+          params.hidden, params.vocab);
+    });
+  } else {
+    using T = uint16_t;
+    PVLLM_DISPATCH_VEC(use_vectors, VEC, {
+      embedding_kernel<T, VEC><<<grid, kThreadsPerBlock, 0, s>>>(
+          params.ids, static_cast<const T*>(params.table), static_cast<T*>(params.out),
+          params.hidden, params.vocab);
+    });
+  }
   return cudaGetLastError();
 }
 

@@ -15,7 +15,7 @@ struct EmbeddingParams {
   int32_t num_tokens = 0;
   int32_t hidden = 0;
   int32_t vocab = 0;
-  DType dtype = DType::kBF16;  // kF16 or kBF16 (the copy is bit exact)
+  DType dtype = DType::kBF16;  // kF16, kBF16 or kF32 (the copy is bit exact)
 };
 
 // out[t] = table[ids[t]]. An id outside [0, vocab) writes a row of zeros

@@ -67,14 +67,14 @@ int pvllm_cuda_head_rmsnorm(const HeadNormParams& p, void* stream) {
                      p.num_heads > 0 && p.num_kv_heads >= 0 &&
                      (p.num_kv_heads == 0 || (p.k != nullptr && p.k_weight != nullptr)) &&
                      p.head_dim > 0 && p.head_dim <= kHeadNormMaxHeadDim && q_stride >= q_row &&
-                     k_stride >= k_row && p.eps >= 0.0f && cuda_ops::is_half_dtype(p.dtype);
+                     k_stride >= k_row && p.eps >= 0.0f && cuda_ops::is_kernel_dtype(p.dtype);
   if (!valid) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
 
   const int64_t num_rows = int64_t{p.num_tokens} * (p.num_heads + p.num_kv_heads);
   const dim3 grid(static_cast<unsigned>((num_rows + kRowsPerBlock - 1) / kRowsPerBlock));
   const auto s = static_cast<cudaStream_t>(stream);
-  PVLLM_DISPATCH_HALF_DTYPE(p.dtype, T, {
+  PVLLM_DISPATCH_DTYPE(p.dtype, T, {
     head_rmsnorm_kernel<T><<<grid, kThreadsPerBlock, 0, s>>>(
         static_cast<T*>(p.q), static_cast<T*>(p.k), static_cast<const T*>(p.q_weight),
         static_cast<const T*>(p.k_weight), num_rows, p.num_heads, p.num_kv_heads, p.head_dim,

@@ -30,7 +30,7 @@ struct HeadNormParams {
   int64_t q_token_stride = 0;
   int64_t k_token_stride = 0;
   float eps = 1e-6f;
-  DType dtype = DType::kBF16;  // kF16 or kBF16; the math is fp32
+  DType dtype = DType::kBF16;  // kF16, kBF16 or kF32; the math is fp32
 };
 
 // For every head row x of q (weight q_weight) and of k (weight k_weight):

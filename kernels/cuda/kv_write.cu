@@ -12,12 +12,11 @@ namespace {
 using cuda_ops::aligned16;
 
 constexpr int kThreadsPerBlock = 128;
-constexpr int kElemsPerVector = 8;  // 16 bytes of fp16 / bf16
 
 // grid: (num_tokens). Each CUDA block writes one token's row of every kv
 // head; thread i moves 16-byte vector i of the row (kv head i / vectors per
 // head), looping when the row is longer than the block. The dtype does not
-// matter: both are 2-byte elements copied bit for bit.
+// matter: elements are copied bit for bit, 16 bytes at a time.
 __global__ void write_kv_kernel(
     const int4* __restrict__ k,  // [num_tokens, k_stride] of which row_vectors are read
     const int4* __restrict__ v,  // [num_tokens, v_stride] of which row_vectors are read
@@ -49,8 +48,9 @@ int pvllm_cuda_write_kv(const KvWriteParams& p, void* stream) {
   // Shape checks first, before any CUDA call, so bad input is reported the
   // same way with or without a device.
   const int64_t row = static_cast<int64_t>(kv.num_kv_heads) * kv.head_dim;
+  const int kElemsPerVector = cuda_ops::elems_per_vector(p.dtype);  // 16 bytes
   auto stride_ok = [&](int64_t s) { return s == 0 || (s >= row && s % kElemsPerVector == 0); };
-  const bool valid = (p.dtype == DType::kF16 || p.dtype == DType::kBF16) && p.num_tokens >= 0 &&
+  const bool valid = cuda_ops::is_kernel_dtype(p.dtype) && p.num_tokens >= 0 &&
                      kv.num_kv_heads > 0 && kv.head_dim > 0 && kv.head_dim % kElemsPerVector == 0 &&
                      kv.block_size > 0 && stride_ok(p.k_token_stride) &&
                      stride_ok(p.v_token_stride);

@@ -18,14 +18,15 @@ struct KvWriteParams {
   const void* v = nullptr;
   // The layer's cache, written. block_tables and max_blocks_per_seq are not
   // read (slots address the cache); num_kv_heads > 0; head_dim a multiple
-  // of 8 (a row is a whole number of 16-byte vectors); block_size any
+  // of 8 (fp16 / bf16) or 4 (fp32): a row is a whole number of 16-byte
+  // vectors; block_size any
   // positive size (the slot arithmetic does not care).
   PagedKv paged_kv;
   const int64_t* slot_mapping = nullptr;  // [num_tokens] block * block_size + offset; < 0 skips
-  DType dtype = DType::kBF16;             // kF16 or kBF16, for rows and cache alike
+  DType dtype = DType::kBF16;             // kF16, kBF16 or kF32, for rows and cache alike
   int32_t num_tokens = 0;
   // Elements between two tokens' rows: 0 = packed (num_kv_heads * head_dim);
-  // else at least that and a multiple of 8 (16-byte rows).
+  // else at least that and a multiple of 8 (fp32: 4), 16-byte rows.
   int64_t k_token_stride = 0;
   int64_t v_token_stride = 0;
 };

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cuda/attention_generic.h"
 #include "kernels/cuda/common/vec.cuh"
 #include "kernels/cuda/prefill_attention.h"
 #include "kernels/cuda/prefill_attention_variants.h"
@@ -46,6 +47,9 @@ std::vector<int32_t> plan_prefill_attention(const int32_t* query_start, const in
 }
 
 int pvllm_cuda_prefill_attention(const PrefillAttentionParams& p, void* stream) {
+  if (generic_attention::serves(p.dtype, p.paged_kv.head_dim)) {
+    return generic_attention::prefill(p, stream);
+  }
   const PagedKv& kv = p.paged_kv;
   // Every shape check precedes the first CUDA call. The variant's dispatch
   // turns supported dtypes, head dims and block sizes into compile-time

@@ -51,14 +51,17 @@ struct PrefillAttentionParams {
   const void* q = nullptr;
   void* out = nullptr;  // [num_tokens, num_heads, head_dim]
   // The layer's cache, read; row i of its block tables is sequence i's.
-  // Served: head_dim 64 or 128; block_size 16, 32 or 256; num_kv_heads
-  // divides num_heads (head h reads kv head h / (num_heads / num_kv_heads));
-  // max_blocks_per_seq > 0.
+  // Served by the fast kernels (fp16 / bf16): head_dim 64 or 128;
+  // block_size 16, 32 or 256; num_kv_heads divides num_heads (head h reads
+  // kv head h / (num_heads / num_kv_heads)); max_blocks_per_seq > 0. fp32,
+  // or another head_dim (1 to 256), goes to the generic kernel
+  // (attention_generic.h): any block size, no alignment asked, `variant`
+  // not read.
   PagedKv paged_kv;
   const int32_t* query_start = nullptr;   // [num_seqs + 1]; seq i owns q rows [qs[i], qs[i+1])
   const int32_t* context_lens = nullptr;  // [num_seqs] tokens in context, this chunk's included
   const int32_t* work_items = nullptr;    // [num_work_items, 2] from plan_prefill_attention
-  DType dtype = DType::kBF16;             // kF16 or kBF16: q, out and the cache
+  DType dtype = DType::kBF16;             // kF16, kBF16 or kF32: q, out and the cache
   int32_t num_work_items = 0;
   int32_t num_seqs = 0;
   int32_t num_heads = 0;

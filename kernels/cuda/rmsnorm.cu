@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 int pvllm_cuda_rmsnorm(const RmsNormParams& params, void* stream) {
   const bool valid = params.x != nullptr && params.weight != nullptr && params.out != nullptr &&
                      params.num_tokens >= 0 && params.hidden > 0 &&
-                     cuda_ops::is_half_dtype(params.dtype) && params.eps >= 0.0f;
+                     cuda_ops::is_kernel_dtype(params.dtype) && params.eps >= 0.0f;
   if (!valid) return cudaErrorInvalidValue;
   if (params.num_tokens == 0) return cudaSuccess;
 
@@ -82,7 +82,7 @@ int pvllm_cuda_rmsnorm(const RmsNormParams& params, void* stream) {
                            (params.residual == nullptr || cuda_ops::aligned16(params.residual));
   const auto s = static_cast<cudaStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(params.num_tokens));
-  PVLLM_DISPATCH_HALF_DTYPE(params.dtype, T, PVLLM_DISPATCH_VEC(use_vectors, VEC, {
+  PVLLM_DISPATCH_DTYPE(params.dtype, T, PVLLM_DISPATCH_VEC(use_vectors, VEC, {
                               rmsnorm_kernel<T, VEC><<<grid, kThreadsPerBlock, 0, s>>>(
                                   static_cast<const T*>(params.x), static_cast<T*>(params.residual),
                                   static_cast<const T*>(params.weight), static_cast<T*>(params.out),

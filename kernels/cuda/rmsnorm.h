@@ -17,7 +17,7 @@ struct RmsNormParams {
   int32_t num_tokens = 0;
   int32_t hidden = 0;
   float eps = 1e-5f;
-  DType dtype = DType::kBF16;  // kF16 or kBF16; the math is fp32
+  DType dtype = DType::kBF16;  // kF16, kBF16 or kF32; the math is fp32
 };
 
 // Per row, with residual:    residual = round(x + residual);

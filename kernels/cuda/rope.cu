@@ -103,13 +103,13 @@ int pvllm_cuda_rope(const RopeParams& params, void* stream) {
       params.q != nullptr && params.positions != nullptr && params.inv_freq != nullptr &&
       params.num_tokens >= 0 && params.num_heads > 0 && params.num_kv_heads >= 0 &&
       (params.num_kv_heads == 0 || params.k != nullptr) && q_stride >= q_row && k_stride >= k_row &&
-      cuda_ops::is_half_dtype(params.dtype) &&
+      cuda_ops::is_kernel_dtype(params.dtype) &&
       (params.style == RopeStyle::kInterleaved || params.style == RopeStyle::kRotateHalf);
   if (!valid) return cudaErrorInvalidValue;
 
   // An unsupported head_dim is an error even when there is nothing to do.
   const auto s = static_cast<cudaStream_t>(stream);
-  PVLLM_DISPATCH_HALF_DTYPE(params.dtype, T,
+  PVLLM_DISPATCH_DTYPE(params.dtype, T,
                             PVLLM_DISPATCH_ROPE_HEAD_DIM(params.head_dim, HEAD_DIM, {
                               if (params.num_tokens == 0) return cudaSuccess;
                               launch<T, HEAD_DIM>(params, q_stride, k_stride, s);

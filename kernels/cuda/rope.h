@@ -33,7 +33,7 @@ struct RopeParams {
   int64_t q_token_stride = 0;
   int64_t k_token_stride = 0;
   RopeStyle style = RopeStyle::kRotateHalf;
-  DType dtype = DType::kBF16;  // kF16 or kBF16; the math is fp32
+  DType dtype = DType::kBF16;  // kF16, kBF16 or kF32; the math is fp32
 };
 
 // Pair j of every head — (2j, 2j+1) for kInterleaved, (j, j + head_dim/2)

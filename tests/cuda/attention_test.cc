@@ -183,6 +183,14 @@ INSTANTIATE_TEST_SUITE_P(AllSupported, DecodeAttentionTest,
                                           testing::Values(64, 128), testing::Values(16, 32, 256),
                                           testing::Values(1, 3, 8, kDecodeMaxGroupSize)),
                          config_name);
+// Head dims the fast kernels do not serve go to the generic kernel
+// (attention_generic.h): stories260K's 8, and 96; block size 8 and a group of
+// 20 (past kDecodeMaxGroupSize) too, which only the generic kernel takes.
+INSTANTIATE_TEST_SUITE_P(Generic, DecodeAttentionTest,
+                         testing::Combine(testing::Values(DType::kBF16, DType::kF16),
+                                          testing::Values(8, 96), testing::Values(8, 16),
+                                          testing::Values(1, 4, 20)),
+                         config_name);
 
 // --------------------------------------------------------------- prefill --
 
@@ -333,6 +341,11 @@ INSTANTIATE_TEST_SUITE_P(AllSupported, PrefillAttentionTest,
                          testing::Combine(testing::Values(DType::kBF16, DType::kF16),
                                           testing::Values(64, 128), testing::Values(16, 32, 256),
                                           testing::Values(1, 4, 8)),
+                         config_name);
+INSTANTIATE_TEST_SUITE_P(Generic, PrefillAttentionTest,
+                         testing::Combine(testing::Values(DType::kBF16, DType::kF16),
+                                          testing::Values(8, 96), testing::Values(8, 16),
+                                          testing::Values(1, 4)),
                          config_name);
 
 // -------------------------------------------------------------- KV write --
@@ -499,8 +512,9 @@ PrefillAttentionParams valid_prefill_params() {
   return p;
 }
 
+// The fast kernels serve head_dim 64 and 128, the generic one 1 to 256.
 TEST(DecodeAttentionValidation, RejectsUnsupportedHeadDims) {
-  for (int32_t head_dim : {0, 32, 80, 96, 256}) {
+  for (int32_t head_dim : {0, -8, 257, 512}) {
     DecodeAttentionParams p = valid_decode_params();
     p.paged_kv.head_dim = head_dim;
     EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue) << head_dim;
@@ -515,9 +529,21 @@ TEST(DecodeAttentionValidation, RejectsUnsupportedBlockSizes) {
   }
 }
 
-TEST(DecodeAttentionValidation, RejectsF32AndBadHeadGroups) {
+TEST(DecodeAttentionValidation, RejectsUnknownDtypesAndBadHeadGroups) {
   DecodeAttentionParams p = valid_decode_params();
+  p.dtype = static_cast<DType>(7);
+  EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
+  p.dtype = DType::kF32;  // the generic kernel: checks of its own
+  p.num_heads = 6;
+  p.paged_kv.num_kv_heads = 4;
+  EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
+  p = valid_decode_params();
   p.dtype = DType::kF32;
+  p.q = nullptr;
+  EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
+  p = valid_decode_params();
+  p.dtype = DType::kF32;
+  p.q_token_stride = 8;  // shorter than a row
   EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
   p = valid_decode_params();
   p.num_heads = 6;
@@ -538,6 +564,18 @@ TEST(DecodeAttentionValidation, RejectsNullAndMisalignedPointers) {
   EXPECT_EQ(pvllm_cuda_decode_attention(p, nullptr), cudaErrorInvalidValue);
 }
 
+// The generic kernel never splits, whatever the override: no workspace.
+TEST(DecodeAttentionPlan, TheGenericKernelNeverSplits) {
+  DecodeAttentionParams p = valid_decode_params();
+  p.num_splits_override = 5;
+  for (const auto& [dtype, head_dim] : {std::pair{DType::kF32, 128}, std::pair{DType::kBF16, 8}}) {
+    p.dtype = dtype;
+    p.paged_kv.head_dim = head_dim;
+    EXPECT_EQ(pvllm_cuda_decode_attention_num_splits(p), 1) << head_dim;
+    EXPECT_EQ(pvllm_cuda_decode_attention_workspace_bytes(p), size_t{0}) << head_dim;
+  }
+}
+
 TEST(DecodeAttentionPlan, OverrideFixesSplitCountAndWorkspace) {
   DecodeAttentionParams p = valid_decode_params();
   p.num_seqs = 3;
@@ -552,7 +590,7 @@ TEST(DecodeAttentionPlan, OverrideFixesSplitCountAndWorkspace) {
 }
 
 TEST(PrefillAttentionValidation, RejectsUnsupportedShapes) {
-  for (int32_t head_dim : {0, 32, 96, 256}) {
+  for (int32_t head_dim : {0, -8, 257, 512}) {
     PrefillAttentionParams p = valid_prefill_params();
     p.paged_kv.head_dim = head_dim;
     EXPECT_EQ(pvllm_cuda_prefill_attention(p, nullptr), cudaErrorInvalidValue) << head_dim;
@@ -563,7 +601,14 @@ TEST(PrefillAttentionValidation, RejectsUnsupportedShapes) {
     EXPECT_EQ(pvllm_cuda_prefill_attention(p, nullptr), cudaErrorInvalidValue) << block_size;
   }
   PrefillAttentionParams p = valid_prefill_params();
+  p.dtype = static_cast<DType>(7);
+  EXPECT_EQ(pvllm_cuda_prefill_attention(p, nullptr), cudaErrorInvalidValue);
+  p.dtype = DType::kF32;  // the generic kernel
+  p.paged_kv.block_size = 0;
+  EXPECT_EQ(pvllm_cuda_prefill_attention(p, nullptr), cudaErrorInvalidValue);
+  p = valid_prefill_params();
   p.dtype = DType::kF32;
+  p.query_start = nullptr;
   EXPECT_EQ(pvllm_cuda_prefill_attention(p, nullptr), cudaErrorInvalidValue);
   p = valid_prefill_params();
   p.work_items = nullptr;
@@ -587,8 +632,11 @@ TEST(KvWriteValidation, RejectsUnsupportedShapes) {
   p.paged_kv.block_size = 16;
   p.paged_kv.head_dim = 12;  // not whole 16-byte vectors
   EXPECT_EQ(pvllm_cuda_write_kv(p, nullptr), cudaErrorInvalidValue);
-  p.paged_kv.head_dim = 64;
+  p.paged_kv.head_dim = 6;  // fp32: not whole 16-byte vectors either
   p.dtype = DType::kF32;
+  EXPECT_EQ(pvllm_cuda_write_kv(p, nullptr), cudaErrorInvalidValue);
+  p.paged_kv.head_dim = 64;
+  p.dtype = static_cast<DType>(7);
   EXPECT_EQ(pvllm_cuda_write_kv(p, nullptr), cudaErrorInvalidValue);
   p.dtype = DType::kF16;
   p.v = g_dummy + 4;  // misaligned

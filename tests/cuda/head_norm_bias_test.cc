@@ -196,7 +196,7 @@ TEST(HeadNormBiasValidation, BadShapesAreRejectedBeforeAnyCudaCall) {
   b.token_stride = 8;  // shorter than a row
   EXPECT_EQ(pvllm_cuda_add_bias(b, nullptr), cudaErrorInvalidValue);
   b.token_stride = 0;
-  b.dtype = DType::kF32;
+  b.dtype = static_cast<DType>(7);  // no such dtype
   EXPECT_EQ(pvllm_cuda_add_bias(b, nullptr), cudaErrorInvalidValue);
   b.dtype = DType::kBF16;
   b.bias = nullptr;
@@ -219,7 +219,7 @@ TEST(HeadNormBiasValidation, BadShapesAreRejectedBeforeAnyCudaCall) {
   h.q_token_stride = 256;  // shorter than 4 heads of 128
   EXPECT_EQ(pvllm_cuda_head_rmsnorm(h, nullptr), cudaErrorInvalidValue);
   h.q_token_stride = 0;
-  h.dtype = DType::kF32;
+  h.dtype = static_cast<DType>(7);  // no such dtype
   EXPECT_EQ(pvllm_cuda_head_rmsnorm(h, nullptr), cudaErrorInvalidValue);
 }
 

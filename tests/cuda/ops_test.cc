@@ -75,8 +75,8 @@ TEST(CudaOpsValidation, BadShapesAreRejectedBeforeAnyCudaCall) {
   RmsNormParams norm{fake, nullptr, fake, fake, 4, 0, 1e-5f, DType::kBF16};
   EXPECT_EQ(pvllm_cuda_rmsnorm(norm, nullptr), cudaErrorInvalidValue);  // hidden 0
   norm.hidden = 64;
-  norm.dtype = DType::kF32;
-  EXPECT_EQ(pvllm_cuda_rmsnorm(norm, nullptr), cudaErrorInvalidValue);  // fp32 unsupported
+  norm.dtype = static_cast<DType>(7);
+  EXPECT_EQ(pvllm_cuda_rmsnorm(norm, nullptr), cudaErrorInvalidValue);  // no such dtype
   norm.dtype = DType::kF16;
   norm.weight = nullptr;
   EXPECT_EQ(pvllm_cuda_rmsnorm(norm, nullptr), cudaErrorInvalidValue);

@@ -33,15 +33,17 @@ inline Status make_cpu_backend(const Model& model, int32_t block_size, int32_t n
 // The CUDA backend (the module $PVLLM_CUDA_BACKEND names) in bf16 over
 // `num_blocks` blocks, for batches of up to 256 tokens and 8 sequences,
 // with or without decode graphs.
+// dtype as CudaBackendOptions::dtype: 1 bf16 (the default here), 2 fp16, 3 fp32.
 inline Status make_cuda_backend(const Model& model, int32_t block_size, int32_t num_blocks,
-                                int32_t max_model_len, bool graphs, std::unique_ptr<Backend>* out) {
+                                int32_t max_model_len, bool graphs, std::unique_ptr<Backend>* out,
+                                int32_t dtype = 1) {
   const CudaModule* module = nullptr;
   const Status s = CudaModule::get(&module);
   if (!s.ok()) return s;
   CudaBackendOptions o;
   o.block_size = block_size;
   o.num_blocks = num_blocks;
-  o.dtype = 1;  // bf16
+  o.dtype = dtype;
   o.max_num_batched_tokens = 256;
   o.max_num_seqs = 8;
   o.max_model_len = max_model_len;

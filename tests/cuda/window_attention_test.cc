@@ -241,6 +241,12 @@ INSTANTIATE_TEST_SUITE_P(AllSupported, WindowAttentionTest,
                                             ::testing::Values(16, 32, 256),
                                             ::testing::Values(1, 4)),
                          cuda_test::config_name);
+// The generic kernel (head dims other than 64 and 128).
+INSTANTIATE_TEST_SUITE_P(Generic, WindowAttentionTest,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
+                                            ::testing::Values(8, 96), ::testing::Values(8, 16),
+                                            ::testing::Values(1, 4)),
+                         cuda_test::config_name);
 
 }  // namespace
 }  // namespace pvllm

@@ -688,6 +688,31 @@ TEST_F(CapiTest, ContiguousAllocatorGivesTheSameGreedyTokens) {
   EXPECT_EQ(generate(PVLLM_KV_ALLOCATOR_CONTIGUOUS), paged);
 }
 
+// Every pvllm_dtype (FP32 since 0.8) is accepted; the CPU computes in fp32
+// whatever it says. A value past the enum names the field and its range.
+TEST_F(CapiTest, EveryDtypeIsAcceptedAndAnUnknownOneRefused) {
+  for (int32_t dtype : std::initializer_list<int32_t>{PVLLM_DTYPE_AUTO, PVLLM_DTYPE_BF16,
+                                                      PVLLM_DTYPE_FP16, PVLLM_DTYPE_FP32, 4, -1}) {
+    pvllm_engine_params params;
+    pvllm_engine_params_init(&params, sizeof params);
+    params.model_path = model_dir_.c_str();
+    params.device = "cpu";
+    params.num_threads = 1;
+    params.dtype = dtype;
+    pvllm_engine* raw = nullptr;
+    Error error;
+    const pvllm_status st = pvllm_engine_create(&params, &raw, error.out());
+    EnginePtr engine(raw);
+    if (dtype >= PVLLM_DTYPE_AUTO && dtype <= PVLLM_DTYPE_FP32) {
+      EXPECT_EQ(st, PVLLM_STATUS_OK) << dtype << ": " << error.message();
+    } else {
+      EXPECT_EQ(st, PVLLM_STATUS_INVALID_ARGUMENT) << dtype;
+      EXPECT_NE(error.message().find("3 (fp32), got " + std::to_string(dtype)), std::string::npos)
+          << error.message();
+    }
+  }
+}
+
 TEST(CapiSymbols, OnlyPvllmSymbolsAreExported) {
   // The libpvllm.so this process loaded (build tree or bundle).
   const std::string library =

@@ -113,6 +113,21 @@ TEST_F(FakeCudaModuleTest, TheGpuEstimateSizesThePoolFromFreeMemory) {
   EXPECT_EQ(estimate_memory(random_config("cuda"), &e).code(), StatusCode::kIoError);
 }
 
+// fp32 (dtype 3) holds weights and K/V in 4-byte elements: twice the bytes
+// of bf16 for the same model and block size.
+TEST_F(FakeCudaModuleTest, TheGpuEstimateCountsFourByteElementsInFp32) {
+  EngineConfig half = random_config("cuda");
+  half.num_kv_blocks = 7;
+  EngineConfig full = half;
+  full.dtype = 3;
+  MemoryEstimate h, f;
+  ASSERT_TRUE(estimate_memory(half, &h).ok());
+  ASSERT_TRUE(estimate_memory(full, &f).ok());
+  EXPECT_EQ(f.weight_bytes, 2 * h.weight_bytes);
+  EXPECT_EQ(f.kv_bytes_per_block, 2 * h.kv_bytes_per_block);
+  EXPECT_EQ(f.kv_bytes_total, 2 * h.kv_bytes_total);
+}
+
 TEST_F(FakeCudaModuleTest, AnEngineOnCudaGetsTheModulesRefusalAndAutoFallsBackToTheCpu) {
   std::unique_ptr<Engine> engine;
   const Status st = Engine::create(random_config("cuda"), &engine);

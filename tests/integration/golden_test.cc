@@ -2,13 +2,17 @@
 // llama2.c format and in Hugging Face format, and each converted to .pvllm
 // (packed and row-major, checksums checked fully and lazily), must
 // reproduce llama2.c's reference run.c token for token
-// (golden/stories260K-greedy.json).
+// (golden/stories260K-greedy.json). On a GPU the CUDA engine in fp32 must
+// too, from both layouts; in bf16 and fp16 it reports how many cases are
+// identical and where the first divergence falls (CudaGoldenReport). Where
+// no CUDA device is, the CUDA cases skip saying so.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/backend/backend_loader.h"
 #include "kernels/cpu/isa.h"
 #include "tests/integration/engine_harness.h"
 #include "tests/util/pvllm_file_edit.h"
@@ -60,12 +64,36 @@ SamplingParams golden_params(const GoldenCase& c) {
   return p;
 }
 
+// "" when the CUDA module loads and sees a device; else why not.
+std::string cuda_unavailable() {
+  const CudaModule* module = nullptr;
+  Status st = CudaModule::get(&module);
+  if (!st.ok()) return "no CUDA module ($PVLLM_CUDA_BACKEND): " + st.message();
+  int32_t count = 0;
+  st = module->device_count(&count);
+  if (!st.ok()) return "the CUDA module sees no device: " + st.message();
+  return count > 0 ? "" : "no CUDA device";
+}
+
+// Where the first of two token sequences' differences falls (their common
+// length when one is a prefix of the other).
+size_t first_difference(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t common = std::min(a.size(), b.size());
+  return std::mismatch(a.begin(), a.begin() + common, b.begin()).first - a.begin();
+}
+
 class GoldenTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     golden_path_ = shared_path("golden/stories260K-greedy.json");
-    // "pvllm-<layout>[-lazy]:<source>": the source converted to .pvllm.
     std::string param = GetParam();
+    // "cuda-fp32:<source>": the CUDA engine in fp32.
+    if (param.rfind("cuda-fp32:", 0) == 0) {
+      param = param.substr(param.find(':') + 1);
+      device_ = "cuda";
+      dtype_ = 3;
+    }
+    // "pvllm-<layout>[-lazy]:<source>": the source converted to .pvllm.
     std::string conversion;
     if (param.rfind("pvllm-", 0) == 0) {
       conversion = param.substr(0, param.find(':'));
@@ -80,6 +108,9 @@ class GoldenTest : public ::testing::TestWithParam<const char*> {
     // cannot run, the engine is refused by design: nothing to compare.
     const Status isa = cpu::cpu_isa_status();
     if (!isa.ok()) GTEST_SKIP() << isa.message();
+    if (device_ == "cuda") {
+      if (const std::string why = cuda_unavailable(); !why.empty()) GTEST_SKIP() << why;
+    }
     cases_ = read_golden(golden_path_);
     ASSERT_FALSE(cases_.empty());
     if (!conversion.empty()) {
@@ -95,7 +126,8 @@ class GoldenTest : public ::testing::TestWithParam<const char*> {
   EngineConfig config() const {
     EngineConfig c;
     c.model_path = model_path_;
-    c.device = "cpu";
+    c.device = device_;
+    c.dtype = dtype_;
     c.model_checksums = checksums_;
     return c;
   }
@@ -105,12 +137,9 @@ class GoldenTest : public ::testing::TestWithParam<const char*> {
         << "prompt \"" << c.prompt << "\"";
     const auto& got = out.token_ids;
     const auto& want = c.generated_ids;
-    const size_t common = std::min(got.size(), want.size());
-    const size_t first_diff =
-        std::mismatch(got.begin(), got.begin() + common, want.begin()).first - got.begin();
     EXPECT_TRUE(got == want) << "prompt \"" << c.prompt << "\": " << got.size()
                              << " tokens generated, reference " << want.size()
-                             << ", first difference at index " << first_diff;
+                             << ", first difference at index " << first_difference(got, want);
     // The reference text is sentencepiece's decode of the generated ids
     // alone, which drops the leading space the stream keeps after a prompt.
     std::string text = out.text;
@@ -120,6 +149,8 @@ class GoldenTest : public ::testing::TestWithParam<const char*> {
 
   std::string golden_path_;
   std::string model_path_;
+  std::string device_ = "cpu";
+  int32_t dtype_ = 0;
   ChecksumMode checksums_ = ChecksumMode::kFull;
   std::vector<GoldenCase> cases_;
 };
@@ -181,9 +212,13 @@ TEST_P(GoldenTest, PreemptedRequestsStillMatchReference) {
 }
 
 std::string golden_format_name(const ::testing::TestParamInfo<const char*>& info) {
-  static const char* const kNames[] = {"Llama2c", "HuggingFace", "PvllmPackedFromLlama2c",
+  static const char* const kNames[] = {"Llama2c",
+                                       "HuggingFace",
+                                       "PvllmPackedFromLlama2c",
                                        "PvllmRowMajorFromHuggingFace",
-                                       "PvllmPackedLazyFromHuggingFace"};
+                                       "PvllmPackedLazyFromHuggingFace",
+                                       "CudaFp32Llama2c",
+                                       "CudaFp32HuggingFace"};
   return kNames[info.index];
 }
 
@@ -192,8 +227,68 @@ INSTANTIATE_TEST_SUITE_P(EveryFormat, GoldenTest,
                                            "models/stories260K-hf",
                                            "pvllm-packed:models/stories260K/stories260K.bin",
                                            "pvllm-rowmajor:models/stories260K-hf",
-                                           "pvllm-packed-lazy:models/stories260K-hf"),
+                                           "pvllm-packed-lazy:models/stories260K-hf",
+                                           "cuda-fp32:models/stories260K/stories260K.bin",
+                                           "cuda-fp32:models/stories260K-hf"),
                          golden_format_name);
+
+// bf16 and fp16 on CUDA round every activation, so greedy runs may part
+// from the fp32 reference where two tokens are close: this reports, per
+// dtype and layout, how many cases are identical and where each other case
+// first differs (printed, and as test properties in the gtest JSON). It
+// fails only when a case does not finish as a greedy run must (an error,
+// no tokens, or a length past the reference's limit).
+TEST(CudaGoldenReport, HalfDtypesReportIdenticalCasesAndFirstDivergence) {
+  const std::string golden = shared_path("golden/stories260K-greedy.json");
+  if (golden.empty())
+    GTEST_SKIP() << "needs golden/stories260K-greedy.json under $PVLLM_SHARED_DIR";
+  if (const std::string why = cuda_unavailable(); !why.empty()) GTEST_SKIP() << why;
+  const std::vector<GoldenCase> cases = read_golden(golden);
+  for (const char* source : {"models/stories260K/stories260K.bin", "models/stories260K-hf"}) {
+    const std::string path = shared_path(source);
+    if (path.empty()) GTEST_SKIP() << "needs " << source << " under $PVLLM_SHARED_DIR";
+    for (const auto& [dtype, name] : {std::pair{1, "bf16"}, std::pair{2, "fp16"}}) {
+      EngineConfig c;
+      c.model_path = path;
+      c.device = "cuda";
+      c.dtype = dtype;
+      auto engine = make_engine(c);
+      ASSERT_TRUE(engine) << name << " " << source;
+      std::vector<uint64_t> ids;
+      for (const GoldenCase& g : cases) {
+        uint64_t id = 0;
+        ASSERT_TRUE(engine->submit_tokens(g.prompt_ids, golden_params(g), 0, &id).ok());
+        ids.push_back(id);
+      }
+      const Outputs out = run_to_completion(engine.get());
+      int identical = 0;
+      std::string divergences;
+      for (size_t i = 0; i < cases.size(); ++i) {
+        const SampleOutput& o = out.at({ids[i], 0});
+        EXPECT_TRUE(o.finish_reason == FinishReason::kStop ||
+                    o.finish_reason == FinishReason::kLength)
+            << name << " case " << i;
+        EXPECT_FALSE(o.token_ids.empty()) << name << " case " << i;
+        EXPECT_LE(o.token_ids.size(), static_cast<size_t>(golden_params(cases[i]).max_tokens));
+        if (o.token_ids == cases[i].generated_ids) {
+          ++identical;
+        } else {
+          divergences += " case " + std::to_string(i) + " at token " +
+                         std::to_string(first_difference(o.token_ids, cases[i].generated_ids)) +
+                         " of " + std::to_string(cases[i].generated_ids.size()) + ";";
+        }
+      }
+      const std::string key =
+          std::string(name) +
+          (std::string(source).find("-hf") != std::string::npos ? "_huggingface" : "_llama2c");
+      ::testing::Test::RecordProperty(key + "_identical", identical);
+      ::testing::Test::RecordProperty(key + "_cases", static_cast<int>(cases.size()));
+      ::testing::Test::RecordProperty(key + "_divergences", divergences);
+      std::printf("CUDA %s, %s: %d of %zu cases identical to run.c;%s\n", name, source, identical,
+                  cases.size(), divergences.empty() ? " none differ" : divergences.c_str());
+    }
+  }
+}
 
 }  // namespace
 }  // namespace pvllm::testing

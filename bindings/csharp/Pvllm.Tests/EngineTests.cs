@@ -1,4 +1,5 @@
 using System;
+using System.Collections.Generic;
 using System.IO;
 using System.Linq;
 using System.Text.RegularExpressions;
@@ -80,6 +81,28 @@ namespace Pvllm.Tests
             }
             Assert.AreEqual(2048, ModelInfo.InspectRandom("tiny").MaxPositionEmbeddings);
             ThrowsPvllm(PvllmStatus.InvalidArgument, () => ModelInfo.InspectRandom("no-such-shape"));
+        }
+
+        [Test]
+        public void EveryDtypeIsAcceptedAndLeavesTheCpuUnchanged()
+        {
+            SamplingParams p = SamplingParams.Greedy(5);
+            p.IgnoreEos = true;
+            var prompt = new Request(new[] { 1, 7, 42 }, p);
+            IReadOnlyList<int> plain;
+            using (Engine engine = Engine.Create(new EngineOptions { RandomWeights = "tiny", NumThreads = 1 }))
+            {
+                plain = engine.Generate(prompt).Samples[0].TokenIds;
+            }
+            Assert.AreEqual(3, (int)Dtype.Fp32);
+            foreach (Dtype dtype in new[] { Dtype.Bf16, Dtype.Fp16, Dtype.Fp32 })
+            {
+                var o = new EngineOptions { RandomWeights = "tiny", NumThreads = 1, Device = "cpu", Dtype = dtype };
+                using (Engine engine = Engine.Create(o))
+                {
+                    CollectionAssert.AreEqual(plain, engine.Generate(prompt).Samples[0].TokenIds, dtype.ToString());
+                }
+            }
         }
 
         [Test]

@@ -21,6 +21,8 @@ namespace Pvllm
         Auto = 0,
         Bf16 = 1,
         Fp16 = 2,
+        /// <summary>IEEE fp32 throughout, no TF32: matches the CPU engine token for token. Since 0.8 (an older library refuses it).</summary>
+        Fp32 = 3,
     }
 
     /// <summary>

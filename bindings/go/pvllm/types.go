@@ -88,6 +88,9 @@ const (
 	DTypeAuto DType = 0 // bf16, or fp16 for fp16 checkpoints
 	DTypeBF16 DType = 1
 	DTypeFP16 DType = 2
+	// DTypeFP32 (libpvllm 0.8; an older library refuses it): IEEE fp32
+	// throughout, no TF32, matching the CPU engine token for token.
+	DTypeFP32 DType = 3
 )
 
 // SamplingParams mirrors pvllm_sampling_params. Start from

@@ -14,7 +14,7 @@
  *    1's first release); "Since 0.2." marks what 0.2.0 appended,
  *    "Since 0.3." what 0.3.0 appended, "Since 0.4." what 0.4.0 appended,
  *    "Since 0.5." what 0.5.0 appended, "Since 0.6." what 0.6.0 appended,
- *    "Since 0.7." what 0.7.0 appended.
+ *    "Since 0.7." what 0.7.0 appended, "Since 0.8." what 0.8.0 appended.
  *    A program built against this header and using something marked "since X.Y"
  *    needs a library at least that new: a missing function fails at load
  *    time; for an enum value or a struct field, check
@@ -131,7 +131,7 @@ extern "C" {
  * ------------------------------------------------------------------------ */
 
 #define PVLLM_VERSION_MAJOR 0
-#define PVLLM_VERSION_MINOR 7
+#define PVLLM_VERSION_MINOR 8
 #define PVLLM_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define PVLLM_VERSION_NUMBER \
@@ -254,8 +254,8 @@ typedef struct pvllm_engine_params {
    * the GPU). In (0, 1]; default 0.90. */
   float gpu_memory_utilization;
   /* Weight, activation and K/V dtype on the GPU, a pvllm_dtype; default
-   * AUTO (bf16, or fp16 for fp16 checkpoints); f32 checkpoints are converted
-   * while uploading. */
+   * AUTO (bf16, or fp16 for fp16 checkpoints); checkpoints of another dtype
+   * are converted while uploading (FP32, since 0.8, keeps fp32). */
   int32_t dtype;
   /* 1 (default): pure-decode steps replay CUDA graphs captured per batch
    * size bucket (1, 2, 4, ..., 256); 0: always launch eagerly. */
@@ -307,7 +307,13 @@ typedef enum pvllm_preemption_mode {
 typedef enum pvllm_dtype {
   PVLLM_DTYPE_AUTO = 0,
   PVLLM_DTYPE_BF16 = 1,
-  PVLLM_DTYPE_FP16 = 2
+  PVLLM_DTYPE_FP16 = 2,
+  /* Since 0.8. IEEE fp32 throughout (no TF32): the engine that matches the
+   * CPU engine token for token, at twice bf16's memory and a fraction of
+   * its speed. Also serves head dims the fast kernels do not (see
+   * docs/gpu.md). A library older than 0.8 refuses it with
+   * PVLLM_STATUS_INVALID_ARGUMENT. */
+  PVLLM_DTYPE_FP32 = 3
 } pvllm_dtype;
 
 /* Values of pvllm_engine_params.kv_allocator. */

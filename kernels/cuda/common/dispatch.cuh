@@ -34,21 +34,39 @@
   default:                      \
     return cudaErrorInvalidValue;
 
+// The two half types' cases: the statements with `T` bound to __half
+// (kF16) or __nv_bfloat16 (kBF16).
+#define PVLLM_DISPATCH_HALF_CASES(T, ...) \
+  case ::pvllm::DType::kF16: {            \
+    using T = __half;                     \
+    __VA_ARGS__;                          \
+    break;                                \
+  }                                       \
+  case ::pvllm::DType::kBF16: {           \
+    using T = __nv_bfloat16;              \
+    __VA_ARGS__;                          \
+    break;                                \
+  }
+
 // Runs the statements with `T` bound to the device type of `dtype`
 // (kF16 -> __half, kBF16 -> __nv_bfloat16); any other dtype is refused.
 #define PVLLM_DISPATCH_HALF_DTYPE(dtype, T, ...) \
   switch (dtype) {                               \
-    case ::pvllm::DType::kF16: {                 \
-      using T = __half;                          \
-      __VA_ARGS__;                               \
-      break;                                     \
-    }                                            \
-    case ::pvllm::DType::kBF16: {                \
-      using T = __nv_bfloat16;                   \
-      __VA_ARGS__;                               \
-      break;                                     \
-    }                                            \
-      PVLLM_DISPATCH_REFUSE()                    \
+    PVLLM_DISPATCH_HALF_CASES(T, __VA_ARGS__)    \
+    PVLLM_DISPATCH_REFUSE()                      \
+  }
+
+// Runs the statements with `T` bound to the device type of `dtype`: the
+// half types as above, and kF32 -> float.
+#define PVLLM_DISPATCH_DTYPE(dtype, T, ...)   \
+  switch (dtype) {                            \
+    PVLLM_DISPATCH_HALF_CASES(T, __VA_ARGS__) \
+    case ::pvllm::DType::kF32: {              \
+      using T = float;                        \
+      __VA_ARGS__;                            \
+      break;                                  \
+    }                                         \
+      PVLLM_DISPATCH_REFUSE()                 \
   }
 
 // The head dims of the attention kernels (decode and prefill): 64 and 128.
@@ -69,14 +87,15 @@
     PVLLM_DISPATCH_REFUSE()                                    \
   }
 
-// Runs the statements with `VEC` a compile-time vector width: 8 elements
-// (16 bytes of fp16 / bf16) when `use_vectors` (the caller checked sizes
-// and alignment), else 1. Both values are always served: no default.
-#define PVLLM_DISPATCH_VEC(use_vectors, VEC, ...) \
-  if (use_vectors) {                              \
-    constexpr int VEC = 8;                        \
-    __VA_ARGS__;                                  \
-  } else {                                        \
-    constexpr int VEC = 1;                        \
-    __VA_ARGS__;                                  \
+// Runs the statements with `VEC` a compile-time vector width: one 16-byte
+// vector of the element type T in scope (8 fp16 / bf16, 4 fp32) when
+// `use_vectors` (the caller checked sizes, a multiple of 8 elements, and
+// 16-byte alignment), else 1. Both values are always served: no default.
+#define PVLLM_DISPATCH_VEC(use_vectors, VEC, ...)         \
+  if (use_vectors) {                                      \
+    constexpr int VEC = 16 / static_cast<int>(sizeof(T)); \
+    __VA_ARGS__;                                          \
+  } else {                                                \
+    constexpr int VEC = 1;                                \
+    __VA_ARGS__;                                          \
   }

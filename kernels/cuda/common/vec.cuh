@@ -24,12 +24,17 @@ namespace pvllm::cuda_ops {
 // 16 bytes: the widest single load/store of a thread.
 constexpr int kVecBytes = 16;
 
+__device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // Round to nearest even.
 template <typename T>
 __device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) {
+  return v;
+}
 template <>
 __device__ __forceinline__ __half from_float<__half>(float v) {
   return __float2half_rn(v);
@@ -90,5 +95,12 @@ inline bool aligned16(const void* p) {
 }
 
 inline bool is_half_dtype(DType dtype) { return dtype == DType::kF16 || dtype == DType::kBF16; }
+
+// The dtypes of the element-wise kernels (norms, RoPE, bias, SiLU, embedding,
+// KV write) and of the generic attention: fp16, bf16 and fp32.
+inline bool is_kernel_dtype(DType dtype) { return is_half_dtype(dtype) || dtype == DType::kF32; }
+
+// Elements of `dtype` in one 16-byte vector: 8 (fp16, bf16) or 4 (fp32).
+inline int elems_per_vector(DType dtype) { return dtype == DType::kF32 ? 4 : 8; }
 
 }  // namespace pvllm::cuda_ops

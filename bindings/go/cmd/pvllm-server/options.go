@@ -102,7 +102,7 @@ func parseOptions(args []string, errOut io.Writer) (*options, error) {
 	fs.IntVar(&o.threads, "threads", 0, "CPU threads; 0 = the CPUs this process may use")
 	fs.BoolVar(&o.noPrefixCaching, "no-prefix-caching", false,
 		"Do not reuse the KV cache of shared prompt prefixes")
-	fs.StringVar(&o.dtype, "dtype", "auto", "CUDA: weights and activations, auto, bf16 or fp16")
+	fs.StringVar(&o.dtype, "dtype", "auto", "CUDA: weights and activations, auto, bf16, fp16 or fp32")
 	fs.Float64Var(&o.gpuMemoryUtilization, "gpu-memory-utilization", 0.9,
 		"CUDA: the share of free GPU memory the KV cache may take")
 	fs.BoolVar(&o.noCUDAGraphs, "no-cuda-graphs", false, "CUDA: do not replay decode steps as graphs")
@@ -175,8 +175,10 @@ func (o *options) dtypeValue() (pvllm.DType, error) {
 		return pvllm.DTypeBF16, nil
 	case "fp16", "float16", "half":
 		return pvllm.DTypeFP16, nil
+	case "fp32", "float32":
+		return pvllm.DTypeFP32, nil
 	}
-	return 0, fmt.Errorf("--dtype must be auto, bf16 or fp16, got %q", o.dtype)
+	return 0, fmt.Errorf("--dtype must be auto, bf16, fp16 or fp32, got %q", o.dtype)
 }
 
 // engineConfig is the engine the options describe.

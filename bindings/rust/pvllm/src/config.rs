@@ -81,6 +81,9 @@ pub enum Dtype {
     Bf16,
     /// IEEE half.
     Fp16,
+    /// IEEE fp32 throughout, no TF32: matches the CPU engine token for
+    /// token (libpvllm 0.8; an older library refuses it).
+    Fp32,
 }
 
 /// How sequences reserve KV slots (`pvllm_kv_allocator`).
@@ -311,6 +314,7 @@ impl EngineConfig {
                 Dtype::Auto => sys::pvllm_dtype_PVLLM_DTYPE_AUTO,
                 Dtype::Bf16 => sys::pvllm_dtype_PVLLM_DTYPE_BF16,
                 Dtype::Fp16 => sys::pvllm_dtype_PVLLM_DTYPE_FP16,
+                Dtype::Fp32 => sys::pvllm_dtype_PVLLM_DTYPE_FP32,
             } as i32;
         }
         if let Some(v) = self.enable_cuda_graphs {

@@ -47,18 +47,22 @@ fn greedy_generation_is_deterministic() {
 fn gpu_settings_are_accepted_and_leave_the_cpu_unchanged() {
     let model = TinyModel::new();
     let plain = only(model.engine().generate(PROMPT, &greedy(8)).unwrap());
-    let config = model
-        .config()
-        .device("cpu")
-        .gpu_memory_utilization(0.5)
-        .dtype(Dtype::Fp16)
-        .enable_cuda_graphs(false);
-    assert_ne!(config, model.config());
-    let engine = Engine::new(&config).unwrap();
-    assert_eq!(
-        only(engine.generate(PROMPT, &greedy(8)).unwrap()).token_ids,
-        plain.token_ids
-    );
+    for dtype in [Dtype::Bf16, Dtype::Fp16, Dtype::Fp32] {
+        let config = model
+            .config()
+            .device("cpu")
+            .gpu_memory_utilization(0.5)
+            .dtype(dtype)
+            .enable_cuda_graphs(false);
+        assert_ne!(config, model.config());
+        let engine = Engine::new(&config).unwrap();
+        assert_eq!(
+            only(engine.generate(PROMPT, &greedy(8)).unwrap()).token_ids,
+            plain.token_ids,
+            "{:?}",
+            dtype
+        );
+    }
 }
 
 #[test]
