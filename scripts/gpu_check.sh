@@ -26,8 +26,10 @@
 #                             against copy bandwidth measured in the same run,
 #      sdpa_reference     80  and PyTorch SDPA on the shapes attention_bench wrote,
 #                             with the ratios and the goals of docs/performance.md
-#   4  hf_compare        240  CUDA logits against transformers (TinyLlama shape,
-#                             random weights)
+#   4  hf_compare        300  pvllm on CUDA against transformers, both bf16 and
+#                             greedy, vLLM's rule (each side's token in the other's
+#                             top 5): stories260K (real), TinyLlama-1.1B and
+#                             Llama-3-8B shapes (random weights)
 #   5  bench_pvllm       270  pvllm bench on CUDA: batch-1 decode, the first 128
 #                             nano requests, the whole nano workload (256)
 #   6  bench_hf          340  transformers generate on the same first 128 nano
@@ -47,7 +49,7 @@
 # 15 minutes, machine starts included, so the calls (calls() below, each at
 # most 560 s of budgets) are made in this order, as many per session as its
 # time allows: STEPS="0 1 2 9" (560 s of budgets; the correctness suites
-# and the sanitizers), "0 4 8" (320 s; transformers), "0 3 7" (250 s; the
+# and the sanitizers), "0 4 8" (380 s; transformers), "0 3 7" (250 s; the
 # attention and sampling benchmarks), "0 5" (300 s), "0 6" (370 s). Budgets
 # are kill limits: most steps end far inside theirs.
 #
@@ -78,7 +80,7 @@ plan() {
 2 fault_walk_test 30
 3 attention_bench 80
 3 sdpa_reference 80
-4 hf_compare 240
+4 hf_compare 300
 5 bench_pvllm 270
 6 bench_hf 340
 7 sampling_bench 60
@@ -97,7 +99,7 @@ calls() { printf '%s\n' "0 1 2 9" "0 4 8" "0 3 7" "0 5" "0 6"; }
 budget() { plan | awk -v n="$1" '$2 == n { print $3 }'; }
 # The kernel tests compute-sanitizer runs (memcheck, racecheck): every
 # kernel family at its smallest shapes, no whole-model backend tests.
-SANITIZER_FILTER='AllSupported/*bf16_d64_b16_g*:AllSupported/*fp16_d128_b32_g4*:Shapes/*:Sizes/*:Hidden/*:CudaRmsNorm.*:CudaSampling.*-*LongContext*:*BenchmarkPromptLengths*'
+SANITIZER_FILTER='AllSupported/*bf16_d64_b16_g*:Generic/*bf16_d8_b8_g4*:AllSupported/*fp16_d128_b32_g4*:Shapes/*:Sizes/*:Hidden/*:CudaRmsNorm.*:CudaSampling.*-*LongContext*:*BenchmarkPromptLengths*'
 
 # transformers' nano measurement: the first HF_SUBSET requests at one batch
 # size, no new group after HF_MAX_SECONDS (inside bench_hf's budget).
@@ -118,7 +120,8 @@ step_inputs() {
          shared/models/stories260K-hf/model.safetensors shared/models/stories260K-hf/tokenizer.model ;;
     3) echo bin/attention_bench scripts/sdpa_reference.py ;;
     4) echo scripts/hf_compare.py lib/libpvllm.so.1 lib/libpvllm_cuda.so \
-         shared/models/llama2-tokenizer/tokenizer.model ;;
+         shared/models/llama2-tokenizer/tokenizer.model shared/models/stories260K-hf/config.json \
+         shared/models/stories260K-hf/model.safetensors ;;
     5) echo scripts/bench_vs_transformers.py bin/pvllm lib/libpvllm.so.1 lib/libpvllm_cuda.so ;;
     6) echo scripts/bench_vs_transformers.py bin/pvllm lib/libpvllm.so.1 ;;
     7) echo bin/sampling_bench ;;
