@@ -1011,6 +1011,7 @@ pvllm_status pvllm_get_stats(pvllm_engine* engine, pvllm_stats* out_stats, pvllm
     out.num_blocks_swapped_out = s.num_blocks_swapped_out;
     out.num_blocks_swapped_in = s.num_blocks_swapped_in;
     out.num_swap_bytes = s.num_swap_bytes;
+    out.num_kv_tokens_attended = s.num_kv_tokens_attended;
     write_struct(out_stats, out);
     return Status::Ok();
   });

@@ -1,11 +1,19 @@
 #!/usr/bin/env python3
 """pvllm against Hugging Face transformers on the GPU, same model, same work.
 
-Runs on the GPU machine (not in CI). Both engines run the TinyLlama-1.1B
-shape with random bf16 weights (no download): transformers builds
-LlamaForCausalLM(config) after torch.manual_seed(0); pvllm builds its own
-with --random-weights tinyllama-1.1b. Throughput does not depend on the
-weights' values since every request ignores EOS.
+Runs on the GPU machine (not in CI). Both engines run one model shape
+(--shape: tinyllama-1.1b, the default, or llama-3-8b) with random bf16 weights
+(no download): transformers builds LlamaForCausalLM(config) after
+torch.manual_seed(0); pvllm builds its own with --random-weights. Throughput
+does not depend on the weights' values since every request ignores EOS.
+
+The bandwidth roofline: pvllm bench reports the bytes its steps had to read
+(the weights once per step, and the K/V of every position each computed
+sequence attended to: roofline_gb, and roofline_gbs = those bytes / the wall
+time); this script measures the device-to-device copy bandwidth in the same
+run (torch, 1 GiB of random bf16, bytes read + written, median of 20) and
+reports roofline_fraction = roofline_gbs / copy_gbs for each pvllm run: 1.0
+would be a run that moved only what it must, at copy speed.
 
 Two measurements:
   nano     nano-vllm's benchmark: 256 requests, prompt and output lengths
@@ -48,12 +56,41 @@ import sys
 import tempfile
 import time
 
-SHAPE = "tinyllama-1.1b"
-# TinyLlama/TinyLlama-1.1B-Chat-v1.0's config.json (what pvllm's shape is).
-TINYLLAMA = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
-                 num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
-                 max_position_embeddings=2048, rope_theta=10000.0, rms_norm_eps=1e-5,
-                 tie_word_embeddings=False, bos_token_id=1, eos_token_id=2)
+# The configs of pvllm's random-weight shapes: TinyLlama/TinyLlama-1.1B-Chat-v1.0's
+# and Meta-Llama-3-8B's config.json.
+SHAPES = {
+    "tinyllama-1.1b": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                           num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
+                           max_position_embeddings=2048, rope_theta=10000.0, rms_norm_eps=1e-5,
+                           tie_word_embeddings=False, bos_token_id=1, eos_token_id=2),
+    "llama-3-8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                       num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
+                       max_position_embeddings=8192, rope_theta=500000.0, rms_norm_eps=1e-5,
+                       tie_word_embeddings=False, bos_token_id=128000, eos_token_id=128001),
+}
+
+
+def copy_bandwidth_gbs(reps=20):
+    """Device-to-device copy of 1 GiB of random bf16: GB/s of bytes read + written."""
+    import statistics
+
+    import torch
+
+    a = torch.rand(1 << 29, dtype=torch.bfloat16, device="cuda")
+    b = torch.empty_like(a)
+    for _ in range(3):
+        b.copy_(a)
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        b.copy_(a)
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    del a, b
+    torch.cuda.empty_cache()
+    return 2.0 * (1 << 30) / (statistics.median(times) * 1e-3) / 1e9
 
 
 def run_pvllm(args, extra, label, timeout=None):
@@ -61,7 +98,7 @@ def run_pvllm(args, extra, label, timeout=None):
     None when it ran past `timeout` seconds."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out.json")
-        cmd = [args.pvllm, "bench", "--random-weights", SHAPE, "--device", args.device,
+        cmd = [args.pvllm, "bench", "--random-weights", args.shape, "--device", args.device,
                "--kv-allocator", "paged", "--kv-cache-mb", str(args.kv_cache_mb),
                "--max-num-seqs", "256", "--max-num-batched-tokens",
                str(args.max_num_batched_tokens), "--json", out, "--quiet"] + extra
@@ -78,7 +115,7 @@ def run_pvllm(args, extra, label, timeout=None):
 def dump_workload(args):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "workload.json")
-        subprocess.run([args.pvllm, "bench", "--random-weights", SHAPE, "--workload", "nano",
+        subprocess.run([args.pvllm, "bench", "--random-weights", args.shape, "--workload", "nano",
                         "--dump-workload", path, "--quiet"], check=True, stdout=sys.stderr)
         with open(path) as f:
             w = json.load(f)
@@ -91,7 +128,7 @@ def make_model(args):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(**TINYLLAMA, torch_dtype=torch.bfloat16)
+    config = LlamaConfig(**SHAPES[args.shape], torch_dtype=torch.bfloat16)
     with torch.device("cuda"):
         model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
     if args.compile:
@@ -99,7 +136,7 @@ def make_model(args):
     return model
 
 
-def hf_generate(model, prompt_lens, new_tokens, seed):
+def hf_generate(model, prompt_lens, new_tokens, seed, vocab):
     """One left-padded batch; returns seconds. Every row generates new_tokens."""
     import torch
 
@@ -108,7 +145,7 @@ def hf_generate(model, prompt_lens, new_tokens, seed):
     ids = torch.zeros((len(prompt_lens), width), dtype=torch.long)
     mask = torch.zeros_like(ids)
     for i, n in enumerate(prompt_lens):
-        ids[i, width - n:] = torch.randint(3, TINYLLAMA["vocab_size"], (n,), generator=g)
+        ids[i, width - n:] = torch.randint(3, vocab, (n,), generator=g)
         mask[i, width - n:] = 1
     ids, mask = ids.cuda(), mask.cuda()
     torch.cuda.synchronize()
@@ -121,7 +158,7 @@ def hf_generate(model, prompt_lens, new_tokens, seed):
     return time.perf_counter() - start
 
 
-def hf_nano(model, requests, batch_size, deadline):
+def hf_nano(model, requests, batch_size, deadline, vocab):
     """Output tokens/s on the nano requests in groups of batch_size, in
     workload order. No group starts when the last one's time would pass
     `deadline` (time.perf_counter(); None: no limit); at least one runs."""
@@ -131,7 +168,7 @@ def hf_nano(model, requests, batch_size, deadline):
             break
         group = requests[k:k + batch_size]
         new_tokens = max(o for _, o in group)
-        last = hf_generate(model, [p for p, _ in group], new_tokens, k)
+        last = hf_generate(model, [p for p, _ in group], new_tokens, k, vocab)
         seconds += last
         useful += sum(o for _, o in group)
         generated += new_tokens * len(group)
@@ -144,17 +181,23 @@ def hf_nano(model, requests, batch_size, deadline):
             "stopped_by_time_limit": measured < len(requests)}
 
 
-def pvllm_figures(run):
-    return {"output_tokens_per_s": run["output_tokens_per_s"],
-            "total_tokens_per_s": run["total_tokens_per_s"],
-            "ttft_p50_ms": run["ttft_p50_ms"], "tpot_p50_ms": run["tpot_p50_ms"],
-            "peak_running": run["peak_running"], "preemptions": run["preemptions"]}
+def pvllm_figures(run, copy_gbs):
+    f = {"output_tokens_per_s": run["output_tokens_per_s"],
+         "total_tokens_per_s": run["total_tokens_per_s"],
+         "ttft_p50_ms": run["ttft_p50_ms"], "tpot_p50_ms": run["tpot_p50_ms"],
+         "peak_running": run["peak_running"], "preemptions": run["preemptions"],
+         "wall_s": run["wall_s"], "roofline_gb": run["roofline_gb"],
+         "roofline_gbs": run["roofline_gbs"]}
+    if copy_gbs:
+        f["roofline_fraction"] = run["roofline_gbs"] / copy_gbs
+    return f
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pvllm", default="build/tools/pvllm")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--shape", default="tinyllama-1.1b", choices=sorted(SHAPES))
     ap.add_argument("--batch-sizes", default="16,32,64,128")
     ap.add_argument("--subset", type=int, default=0,
                     help="transformers runs only the first N nano requests (0: all); pvllm "
@@ -176,7 +219,7 @@ def main():
 
     requests = dump_workload(args)
     subset = requests[:args.subset] if 0 < args.subset < len(requests) else requests
-    results = {"shape": SHAPE, "dtype": "bf16", "num_requests": len(requests),
+    results = {"shape": args.shape, "dtype": "bf16", "num_requests": len(requests),
                "nano_output_tokens": sum(o for _, o in requests), "complete": False}
 
     def save():
@@ -188,6 +231,15 @@ def main():
         with open(args.pvllm_results) as f:
             results["pvllm"] = json.load(f)["pvllm"]
     elif not args.skip_pvllm:
+        copy_gbs = None
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                copy_gbs = copy_bandwidth_gbs()
+        except ImportError:
+            pass
+        results["copy_gbs"] = copy_gbs
         start = time.perf_counter()
 
         def left():  # seconds left of --pvllm-max-seconds, or None
@@ -205,18 +257,19 @@ def main():
         if b1:
             pv["batch1_tokens_per_s"] = b1["output_tokens_per_s"]
             pv["batch1_decode_tokens_per_s"] = 1000.0 / b1["tpot_p50_ms"] if b1["tpot_p50_ms"] else 0
+            pv["batch1"] = pvllm_figures(b1, copy_gbs)
         save()
         if len(subset) < len(requests):
             run = run_pvllm(args, ["--workload", "nano", "--num-requests", str(len(subset))],
                             f"nano first {len(subset)}", left())
             if run:
                 pv["subset_num_requests"] = len(subset)
-                pv["subset"] = pvllm_figures(run)
+                pv["subset"] = pvllm_figures(run, copy_gbs)
                 pv["subset_output_tokens_per_s"] = run["output_tokens_per_s"]
             save()
         run = run_pvllm(args, ["--workload", "nano"], "nano", left())
         if run:
-            pv.update({"nano_" + k: v for k, v in pvllm_figures(run).items()})
+            pv.update({"nano_" + k: v for k, v in pvllm_figures(run, copy_gbs).items()})
         save()
 
     if not args.skip_hf:
@@ -224,7 +277,8 @@ def main():
         import transformers
 
         model = make_model(args)
-        hf_generate(model, [args.prompt_len], 8, 0)  # warm-up (and compile)
+        vocab = SHAPES[args.shape]["vocab_size"]
+        hf_generate(model, [args.prompt_len], 8, 0, vocab)  # warm-up (and compile)
         hf = results["transformers"] = {
             "version": transformers.__version__, "torch": torch.__version__,
             "compile": args.compile,
@@ -239,7 +293,7 @@ def main():
                 "/ the summed wall time of their groups' generate() calls (prefill included; "
                 "padding and tokens past a request's own length not counted)"),
         }
-        b1 = hf_generate(model, [args.prompt_len], args.decode_tokens, 1)
+        b1 = hf_generate(model, [args.prompt_len], args.decode_tokens, 1, vocab)
         hf["batch1_tokens_per_s"] = args.decode_tokens / b1
         save()
         deadline = time.perf_counter() + args.hf_max_seconds if args.hf_max_seconds else None
@@ -250,7 +304,7 @@ def main():
                       file=sys.stderr)
                 continue
             try:
-                r = hf_nano(model, subset, b, deadline)
+                r = hf_nano(model, subset, b, deadline, vocab)
             except torch.cuda.OutOfMemoryError:
                 print(f"[transformers nano] batch {b}: out of memory", file=sys.stderr)
                 torch.cuda.empty_cache()
@@ -280,7 +334,7 @@ def main():
              hf.get("batch1_tokens_per_s"))]
     results["side_by_side"] = [{"row": label, "pvllm": p, "transformers": h,
                                 "ratio": p / h if p and h else None} for label, p, h in rows]
-    print(f"\n{'TinyLlama-1.1B shape, random bf16':44} {'pvllm':>10} {'transformers':>13} "
+    print(f"\n{args.shape + ' shape, random bf16':44} {'pvllm':>10} {'transformers':>13} "
           f"{'ratio':>7}")
     for label, p, h in rows:
         ps = f"{p:10.1f}" if p else f"{'-':>10}"
@@ -289,6 +343,10 @@ def main():
         print(f"{label:44} {ps} {hs} {rs}")
     if hf.get("nano_best_batch_size"):
         print(f"(transformers nano at batch size {hf['nano_best_batch_size']})")
+    if results.get("copy_gbs"):
+        print(f"device-to-device copy: {results['copy_gbs']:.0f} GB/s; pvllm's share of the "
+              f"bandwidth roofline: nano {pv.get('nano_roofline_fraction', 0):.2f}, batch-1 "
+              f"{pv.get('batch1', {}).get('roofline_fraction', 0):.2f}")
     results["complete"] = True
     print(json.dumps(results, indent=2))
     save()

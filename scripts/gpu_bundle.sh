@@ -22,7 +22,8 @@
 #   repo-models/  the repository's models/stories260K ($PVLLM_REPO_MODELS there)
 #   scripts/  hf_compare.py, bench_vs_transformers.py, sdpa_reference.py,
 #             arch_goldens.py (scripts/hf_reference/; step 8 makes its tiny
-#             models with bin/pvllm_make_tiny_model)
+#             models with bin/pvllm_make_tiny_model), memory_cuda.sh,
+#             latency_sweep.py
 #   fallback-lib/  this build's libstdc++ and libgcc_s, used on the GPU
 #             machine only when its own libstdc++ is older than REQUIRES says
 #   gpu_check.sh, COMMIT (git rev-parse HEAD), REQUIRES (the highest
@@ -153,7 +154,8 @@ fi
 # Scripts.
 cp scripts/gpu_check.sh "$bundle/"
 cp scripts/hf_compare.py scripts/bench_vs_transformers.py bench/sdpa_reference.py \
-  scripts/hf_reference/arch_goldens.py "$bundle/scripts/"
+  scripts/hf_reference/arch_goldens.py scripts/memory_cuda.sh scripts/latency_sweep.py \
+  "$bundle/scripts/"
 
 # What the binaries need of the C and C++ runtime.
 highest() {  # prefix: the highest version of that prefix any bundled ELF file needs

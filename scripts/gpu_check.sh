@@ -44,14 +44,20 @@
 #                             model in arch_goldens/ (for tests/data/arch_goldens)
 #   9  memcheck           90  cuda_kernels_test's smallest shapes of every kernel
 #      racecheck          90  under compute-sanitizer (SANITIZER_FILTER below)
+#  10  memory_cuda       240  the memory story on CUDA (scripts/memory_cuda.sh):
+#                             paged against contiguous on one KV budget, chat,
+#                             long-output, shared-prefix and n = 4 traces
+#  11  latency_sweep     240  TTFT and TPOT p50/p99 at 1, 16, 64 and 256
+#                             concurrent requests, CUDA graphs on and off
 # Step 0 runs in every call, whatever STEPS says: the others need its checks;
 # the rest run in the order STEPS names them. A session's device time is
 # 15 minutes, machine starts included, so the calls (calls() below, each at
 # most 560 s of budgets) are made in this order, as many per session as its
 # time allows: STEPS="0 1 2 9" (560 s of budgets; the correctness suites
 # and the sanitizers), "0 4 8" (380 s; transformers), "0 3 7" (250 s; the
-# attention and sampling benchmarks), "0 5" (300 s), "0 6" (370 s). Budgets
-# are kill limits: most steps end far inside theirs.
+# attention and sampling benchmarks), "0 5" (300 s), "0 6" (370 s), "0 10 11"
+# (510 s; memory and latency on CUDA). Budgets are kill limits: most steps
+# end far inside theirs.
 #
 # The environment of every step: LD_LIBRARY_PATH = the bundle's lib/ plus the
 # folders holding libcublas.so.13 / libcublasLt.so.13 (searched: ldconfig -p,
@@ -87,6 +93,8 @@ plan() {
 8 arch_goldens 50
 9 memcheck 90
 9 racecheck 90
+10 memory_cuda 240
+11 latency_sweep 240
 EOF
 }
 # The device calls that together run every step, in the order to make them:
@@ -95,7 +103,7 @@ EOF
 # then transformers) are sized to fit one session with time for a rerun;
 # the benchmarks follow in later sessions. Each call is at most 560 s of
 # budgets (most steps end far inside theirs).
-calls() { printf '%s\n' "0 1 2 9" "0 4 8" "0 3 7" "0 5" "0 6"; }
+calls() { printf '%s\n' "0 1 2 9" "0 4 8" "0 3 7" "0 5" "0 6" "0 10 11"; }
 budget() { plan | awk -v n="$1" '$2 == n { print $3 }'; }
 # The kernel tests compute-sanitizer runs (memcheck, racecheck): every
 # kernel family at its smallest shapes, no whole-model backend tests.
@@ -127,12 +135,14 @@ step_inputs() {
     7) echo bin/sampling_bench ;;
     8) echo bin/pvllm_make_tiny_model scripts/arch_goldens.py ;;
     9) echo bin/cuda_kernels_test ;;
+    10) echo scripts/memory_cuda.sh bin/pvllm lib/libpvllm.so.1 lib/libpvllm_cuda.so ;;
+    11) echo scripts/latency_sweep.py bin/pvllm lib/libpvllm.so.1 lib/libpvllm_cuda.so ;;
   esac
 }
 
 case "${1:-}" in
   --list-inputs)
-    for s in 0 1 2 3 4 5 6 7 8 9; do for f in $(step_inputs "$s"); do echo "$s $f"; done; done
+    for s in 0 1 2 3 4 5 6 7 8 9 10 11; do for f in $(step_inputs "$s"); do echo "$s $f"; done; done
     exit 0 ;;
   --list-budgets) plan; exit 0 ;;
   --list-calls) calls; exit 0 ;;
@@ -158,7 +168,7 @@ out="${OUT:-gpu-out}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 if [ "${PACK:-1}" = 0 ]; then work="$out"; else work="$(mktemp -d)"; fi
-steps=" 0 ${STEPS:-1 2 3 4 5 6 7 8 9} "
+steps=" 0 ${STEPS:-1 2 3 4 5 6 7 8 9 10 11} "
 
 json_str() {  # a bash string as a JSON string
   local s=$1
@@ -410,6 +420,11 @@ for step in $steps; do
            "$bin/cuda_kernels_test" --gtest_brief=1 --gtest_filter="$SANITIZER_FILTER" \
            --gtest_output="json:$work/$tool.json"
        done ;;
+    10) run 10 memory_cuda memory_cuda/chat.json \
+          env PVLLM="$bin/pvllm" OUT="$work/memory_cuda" bash "$scripts/memory_cuda.sh" ;;
+    11) run 11 latency_sweep latency_sweep.json \
+          python3 "$scripts/latency_sweep.py" --pvllm "$bin/pvllm" --json "$work/latency_sweep.json" \
+          --timeout 100 ;;
     *) echo "gpu_check: no step $step" >&2 ;;
   esac
 done
@@ -418,7 +433,7 @@ done
 {
   echo "{"
   echo "  \"commit\": $(json_str "$(cat "$bundle/COMMIT" 2>/dev/null)"),"
-  echo "  \"steps_asked\": $(json_str "${STEPS:-1 2 3 4 5 6 7 8 9}"),"
+  echo "  \"steps_asked\": $(json_str "${STEPS:-1 2 3 4 5 6 7 8 9 10 11}"),"
   echo "  \"ok\": $([ $failed = 0 ] && echo true || echo false),"
   echo "  \"archive\": $([ "${PACK:-1}" = 0 ] && echo null || echo '"results.tar.gz"'),"
   echo "  \"commands\": ["

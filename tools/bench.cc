@@ -39,6 +39,7 @@ struct BenchOptions {
   int32_t max_num_batched_tokens = 2048;
   int32_t num_threads = 0;
   bool no_prefix_caching = false;
+  bool no_cuda_graphs = false;
   std::string preemption_mode = "recompute";
   int64_t swap_space_mb = -1;  // -1: the engine's default
   std::string json_path;
@@ -70,6 +71,10 @@ struct RunResult {
   int64_t num_prompt_tokens = 0;  // of the submitted requests
   int64_t num_output_tokens = 0;  // sampled
   int64_t num_rejected = 0;       // submits the engine refused
+  // The engine's estimate for these params: weights in the serving dtype,
+  // and K/V bytes per token (all layers, K and V).
+  double weight_bytes = 0.0;
+  double kv_bytes_per_token = 0.0;
   pvllm_stats final{};
   std::vector<Sample> timeline;
   // Per request, in seconds (sample 0 of each): submit to first token, and
@@ -152,11 +157,15 @@ RunResult run_workload(const BenchOptions& o, const std::string& allocator,
   params.max_num_batched_tokens = o.max_num_batched_tokens;
   params.num_threads = o.num_threads;
   params.enable_prefix_caching = o.no_prefix_caching ? 0 : 1;
+  params.enable_cuda_graphs = o.no_cuda_graphs ? 0 : 1;
   params.kv_allocator = allocator_value(allocator);
   params.preemption_mode = preemption_value(o.preemption_mode);
   if (o.swap_space_mb >= 0) params.swap_space_bytes = o.swap_space_mb << 20;
   pvllm::cxx::Engine engine;
   try {
+    const pvllm_memory_estimate e = pvllm::cxx::estimate_memory(params);
+    r.weight_bytes = static_cast<double>(e.weight_bytes);
+    r.kv_bytes_per_token = static_cast<double>(e.kv_bytes_per_block) / o.block_size;
     engine = pvllm::cxx::Engine(params);
   } catch (const pvllm::cxx::Error& e) {
     r.error = std::string("engine: ") + e.what();
@@ -266,6 +275,13 @@ std::vector<Figure> figures(const RunResult& r, int32_t block_size, int32_t n) {
           : 0.0;
   const pvllm_stats& f = r.final;
   const double wall = std::max(r.wall_s, 1e-9);
+  // The bytes each step must read: the weights once, and the K/V of every
+  // position each computed sequence attends to (docs/performance.md's
+  // roofline; divided by the device's copy bandwidth it is the fastest the
+  // run could go).
+  const double roofline_bytes =
+      static_cast<double>(r.num_steps) * r.weight_bytes +
+      static_cast<double>(f.num_kv_tokens_attended) * r.kv_bytes_per_token;
   return {
       {"wall_s", "wall time (s)", r.wall_s, 2},
       {"steps", "engine steps", static_cast<double>(r.num_steps), 0},
@@ -287,6 +303,10 @@ std::vector<Figure> figures(const RunResult& r, int32_t block_size, int32_t n) {
       {"step_time_p50_ms", "step time p50, latest 1024 steps (ms)", f.step_time_p50_ms, 2},
       {"step_time_p99_ms", "step time p99, latest 1024 steps (ms)", f.step_time_p99_ms, 2},
       {"step_time_max_ms", "step time max, latest 1024 steps (ms)", f.step_time_max_ms, 2},
+      {"kv_tokens_attended", "KV positions attended, all steps",
+       static_cast<double>(f.num_kv_tokens_attended), 0},
+      {"roofline_gb", "roofline: weights per step + KV attended (GB)", roofline_bytes / 1e9, 2},
+      {"roofline_gbs", "roofline bytes / wall time (GB/s)", roofline_bytes / wall / 1e9, 1},
       {"output_tokens_per_step", "output tokens per step (batching, clock-free)",
        r.num_steps > 0 ? static_cast<double>(r.num_output_tokens) / r.num_steps : 0.0, 2},
       {"peak_running", "peak running sequences", static_cast<double>(peak_running), 0},
@@ -494,6 +514,7 @@ int run_bench(BenchOptions& o) {
     j["block_size"] = o.block_size;
     j["kv_cache_mb"] = o.kv_cache_mb;
     j["prefix_caching"] = !o.no_prefix_caching;
+    j["cuda_graphs"] = !o.no_cuda_graphs;
     j["runs"] = nlohmann::ordered_json::array();
     for (size_t i = 0; i < runs.size(); ++i) {
       nlohmann::ordered_json run;
@@ -620,6 +641,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--threads", o->num_threads, "CPU threads (0 = all cores)")
       ->capture_default_str();
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Turn the prefix cache off");
+  cmd->add_flag("--no-cuda-graphs", o->no_cuda_graphs,
+                "CUDA: launch every step eagerly instead of replaying captured decode graphs");
   cmd->add_option("--preemption-mode", o->preemption_mode,
                   "recompute, swap (to host memory) or auto (by the estimated cost)")
       ->capture_default_str()

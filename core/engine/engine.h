@@ -125,6 +125,12 @@ struct EngineStats {
   int64_t num_blocks_swapped_in = 0;
   int64_t num_swap_bytes = 0;              // moved both ways
   int64_t num_prefix_cache_evictions = 0;  // cached blocks reclaimed for new use
+  // Over every step, the context positions the attention of each computed
+  // sequence reads: its whole context after the step, or the last
+  // sliding_window of it. Times the K/V bytes per token, the cache traffic
+  // a step's attention cannot avoid (the bandwidth roofline of
+  // docs/performance.md counts it beside the weights read once per step).
+  int64_t num_kv_tokens_attended = 0;
   // Structured output: the draws given a mask and the host time spent
   // making those masks (cache lookups, trie walks on a miss, copies).
   int64_t num_constrained_draws = 0;
@@ -197,6 +203,7 @@ class Engine {
     Status status;  // the first failure of the batch, if any
     int64_t num_prompt_tokens = 0;
     int64_t num_sampled = 0;
+    int64_t num_kv_tokens_attended = 0;           // see EngineStats
     std::chrono::steady_clock::time_point start;  // when the step began
     bool ran = false;                             // it ran a batch
   };

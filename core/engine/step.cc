@@ -218,6 +218,9 @@ void Engine::append_or_fail(const ScheduledBatch& batch, std::span<SeqOutcome> o
     }
     if (outcomes[i].status.ok()) {
       ran.seqs.push_back(s);
+      const int64_t context = int64_t{s.seq->num_computed_tokens} + s.num_new_tokens;
+      const int32_t window = model_->config.sliding_window;
+      step->num_kv_tokens_attended += window > 0 ? std::min<int64_t>(context, window) : context;
     } else if (step->status.ok()) {
       step->status = outcomes[i].status;
     }
@@ -363,6 +366,7 @@ void Engine::update_stats_locked(const StepResult& step) {
   }
   stats_.num_prompt_tokens_processed += step.num_prompt_tokens;
   stats_.num_generation_tokens += step.num_sampled;
+  stats_.num_kv_tokens_attended += step.num_kv_tokens_attended;
   ++stats_.num_steps;
 }
 

@@ -74,6 +74,51 @@ TEST_F(EngineMetricsTest, TheLastEventCarriesTheRequestsTimingAndCounts) {
   EXPECT_NEAR(m.time_per_output_token * 8, m.e2e_latency - m.time_to_first_token, 1e-9);
 }
 
+// num_kv_tokens_attended adds, per step, the context each computed sequence
+// has after it: a 40-token prompt in chunks of 16, 16 and 8 attends to 16,
+// 32 and 40 positions (its first token comes with the last chunk), then
+// three decodes to 41, 42 and 43; a second request decoding beside it adds
+// its own contexts.
+TEST_F(EngineMetricsTest, AttendedContextIsCountedPerStep) {
+  EngineConfig c = config();
+  c.max_num_batched_tokens = 16;
+  c.enable_prefix_caching = false;
+  auto engine = make_engine(c);
+  SamplingParams p = greedy(4);
+  p.ignore_eos = true;
+  uint64_t id = 0;
+  ASSERT_TRUE(engine->submit_tokens(prompt(40, 3), p, 0, &id).ok());
+  run_events(engine.get());
+  const int64_t one = 16 + 32 + 40 + 41 + 42 + 43;
+  EXPECT_EQ(engine->stats().num_kv_tokens_attended, one);
+  EXPECT_EQ(engine->stats().num_steps, 6);
+  // Two 5-token prompts batched: 5 each, then 6, 7, 8 each.
+  ASSERT_TRUE(engine->submit_tokens(prompt(5, 4), p, 0, &id).ok());
+  ASSERT_TRUE(engine->submit_tokens(prompt(5, 5), p, 0, &id).ok());
+  run_events(engine.get());
+  EXPECT_EQ(engine->stats().num_kv_tokens_attended, one + 2 * (5 + 6 + 7 + 8));
+}
+
+// With a sliding window, a sequence attends to the last `window` positions.
+TEST_F(EngineMetricsTest, AttendedContextStopsAtTheSlidingWindow) {
+  TinyModelSpec spec;
+  spec.max_position_embeddings = 256;
+  spec.arch = "mistral";
+  spec.sliding_window = 20;
+  EngineConfig c = config();
+  c.model_path = write_tiny_hf_model(make_temp_dir("engine_metrics_window"), spec);
+  c.max_num_batched_tokens = 16;
+  c.enable_prefix_caching = false;
+  auto engine = make_engine(c);
+  SamplingParams p = greedy(3);
+  p.ignore_eos = true;
+  uint64_t id = 0;
+  ASSERT_TRUE(engine->submit_tokens(prompt(30, 6), p, 0, &id).ok());
+  run_events(engine.get());
+  // Chunks of 16 and 14 (contexts 16, 30 -> 20), decodes at 31 and 32 -> 20.
+  EXPECT_EQ(engine->stats().num_kv_tokens_attended, 16 + 20 + 20 + 20);
+}
+
 TEST_F(EngineMetricsTest, CachedPrefixAndChunkedPrefillAreCounted) {
   EngineConfig c = config();
   c.max_num_batched_tokens = 16;  // a 40-token prompt takes three steps

@@ -425,6 +425,9 @@ namespace Pvllm.Tests
             Assert.AreEqual(14, after.NumGenerationTokens - before.NumGenerationTokens);
             Assert.Greater(after.NumSteps, before.NumSteps);
             Assert.Greater(after.NumPromptTokensProcessed, 0);
+            // Each request's prefill attends to its prompt, each of its 6 decodes to one more.
+            long p = engine.Tokenize(Prompt, true).Length;
+            Assert.AreEqual(2 * (7 * p + 21), after.NumKvTokensAttended - before.NumKvTokensAttended);
             Assert.AreEqual(0, after.NumRunning);
             Assert.AreEqual(0, after.NumWaiting);
         }

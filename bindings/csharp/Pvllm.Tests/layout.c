@@ -146,6 +146,7 @@ int main(void) {
   FIELD(pvllm_stats, num_blocks_swapped_out);
   FIELD(pvllm_stats, num_blocks_swapped_in);
   FIELD(pvllm_stats, num_swap_bytes);
+  FIELD(pvllm_stats, num_kv_tokens_attended);
 
   SIZE(pvllm_model_config);
   FIELD(pvllm_model_config, struct_size);

@@ -302,6 +302,7 @@ namespace Pvllm
             public long num_blocks_swapped_out;
             public long num_blocks_swapped_in;
             public long num_swap_bytes;
+            public long num_kv_tokens_attended;   // since 0.8
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]

@@ -37,6 +37,7 @@ namespace Pvllm
             NumBlocksSwappedOut = s.num_blocks_swapped_out;
             NumBlocksSwappedIn = s.num_blocks_swapped_in;
             NumSwapBytes = s.num_swap_bytes;
+            NumKvTokensAttended = s.num_kv_tokens_attended;
         }
 
         /// <summary>Sequences in the running set.</summary>
@@ -88,6 +89,9 @@ namespace Pvllm
         public long NumBlocksSwappedIn { get; }
         /// <summary>Bytes moved to and from the swap space (since 0.5).</summary>
         public long NumSwapBytes { get; }
+        /// <summary>Context positions attention read, over every step: the whole context of each computed
+        /// sequence after its step, or the last sliding_window of it (since 0.8; 0 with an older library).</summary>
+        public long NumKvTokensAttended { get; }
     }
 
     /// <summary>pvllm_memory_estimate: what Engine.Create would need.</summary>

@@ -585,6 +585,7 @@ func getStats(h *C.pvllm_engine) (Stats, error) {
 		NumBlocksSwappedOut:      int64(s.num_blocks_swapped_out),
 		NumBlocksSwappedIn:       int64(s.num_blocks_swapped_in),
 		NumSwapBytes:             int64(s.num_swap_bytes),
+		NumKVTokensAttended:      int64(s.num_kv_tokens_attended),
 	}, nil
 }
 

@@ -635,6 +635,10 @@ func TestStatsEstimateAndInspect(t *testing.T) {
 		st.NumPromptTokensProcessed == 0 || st.NumSteps < 7 {
 		t.Errorf("stats %+v", st)
 	}
+	// The prefill attends to the prompt, each of the 6 decodes to one more.
+	if p := st.NumPromptTokensProcessed; st.NumKVTokensAttended != 7*p+21 {
+		t.Errorf("attended %d, want %d", st.NumKVTokensAttended, 7*p+21)
+	}
 }
 
 // The architecture variants' RoPE scaling, sliding window and stop ids

@@ -331,6 +331,10 @@ type Stats struct {
 	NumBlocksSwappedOut     int64
 	NumBlocksSwappedIn      int64
 	NumSwapBytes            int64 // moved both ways
+	// NumKVTokensAttended (libpvllm 0.8; 0 with an older library): the
+	// context positions attention read, over every step (each computed
+	// sequence's whole context after its step, or the last sliding_window).
+	NumKVTokensAttended int64
 }
 
 // MemoryEstimate is what New(cfg) would need (pvllm_estimate_memory).

@@ -803,6 +803,13 @@ typedef struct pvllm_stats {
   int64_t num_blocks_swapped_out;
   int64_t num_blocks_swapped_in;
   int64_t num_swap_bytes;
+  /* Since 0.8. Over every step, the context positions the attention of
+   * each computed sequence read: its whole context after the step (or the
+   * last sliding_window of it). Times the K/V bytes per token
+   * (pvllm_memory_estimate.kv_bytes_per_block / block_size), the cache
+   * traffic no attention kernel can avoid; with the weights read once per
+   * step (num_steps * weight_bytes), the bytes of a bandwidth roofline. */
+  int64_t num_kv_tokens_attended;
 } pvllm_stats;
 
 PVLLM_API void pvllm_stats_init(pvllm_stats* stats, size_t struct_size);

@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"pvllm.dev/pvllm"
+	"pvllm.dev/pvllm/pvllm"
 )
 
 // --dtype names each pvllm_dtype, in any case; anything else is refused.

@@ -1862,12 +1862,13 @@ pub struct pvllm_stats {
     pub num_blocks_swapped_out: i64,
     pub num_blocks_swapped_in: i64,
     pub num_swap_bytes: i64,
+    pub num_kv_tokens_attended: i64,
 }
 #[test]
 fn bindgen_test_layout_pvllm_stats() {
     assert_eq!(
         ::std::mem::size_of::<pvllm_stats>(),
-        232usize,
+        240usize,
         concat!("Size of: ", stringify!(pvllm_stats))
     );
     assert_eq!(
@@ -2402,6 +2403,23 @@ fn bindgen_test_layout_pvllm_stats() {
         );
     }
     test_field_num_swap_bytes();
+    fn test_field_num_kv_tokens_attended() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_kv_tokens_attended) as usize - ptr as usize
+            },
+            232usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_stats),
+                "::",
+                stringify!(num_kv_tokens_attended)
+            )
+        );
+    }
+    test_field_num_kv_tokens_attended();
 }
 extern "C" {
     pub fn pvllm_stats_init(stats: *mut pvllm_stats, struct_size: usize);

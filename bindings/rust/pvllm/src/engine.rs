@@ -131,6 +131,10 @@ pub struct Stats {
     pub num_blocks_swapped_in: i64,
     /// Bytes moved both ways.
     pub num_swap_bytes: i64,
+    /// Context positions attention read, over every step: each computed
+    /// sequence's whole context after its step, or the last
+    /// `sliding_window` of it (libpvllm 0.8; 0 with an older library).
+    pub num_kv_tokens_attended: i64,
 }
 
 /// The closure of [`Engine::with_progress`] and a panic it raised, if any
@@ -456,6 +460,7 @@ impl Engine {
             num_blocks_swapped_out: s.num_blocks_swapped_out,
             num_blocks_swapped_in: s.num_blocks_swapped_in,
             num_swap_bytes: s.num_swap_bytes,
+            num_kv_tokens_attended: s.num_kv_tokens_attended,
         })
     }
 

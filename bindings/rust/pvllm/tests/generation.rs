@@ -367,6 +367,8 @@ fn stats_count_the_work_done() {
     assert_eq!(after.num_generation_tokens, 6);
     assert_eq!(after.num_prompt_tokens_processed, prompt_len);
     assert!(after.num_steps >= 6, "{:?}", after);
+    // The prefill attends to the prompt, each of the 5 decodes to one more.
+    assert_eq!(after.num_kv_tokens_attended, 6 * prompt_len + 15);
     assert_eq!((after.num_running, after.num_waiting), (0, 0));
 
     // While a request runs it holds blocks.
