@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Makes gpu-bundle/ (git-ignored): everything the GPU machine runs, for the
+# Makes gpu-bundle/ (git-ignored): everything the GPU machine runs, and
+# gpu-pack/gpu-bundle.tar.gz (git-ignored), the same folder gzipped for the
 # device tool to carry there (it carries at most 64 MiB with the working
-# tree). On the GPU machine: bash gpu-bundle/gpu_check.sh (docs/gpu_run.md).
+# tree; the binaries shrink about threefold). On the GPU machine:
+#   tar -xzf gpu-pack/gpu-bundle.tar.gz -C /tmp && bash /tmp/gpu-bundle/gpu_check.sh
+# (docs/gpu_run.md).
 #
 #   bash scripts/gpu_bundle.sh            # build (CUDA required) and bundle
 #   bash scripts/gpu_bundle.sh --verify   # and check the bundle here, no GPU
@@ -177,13 +180,19 @@ echo "$commit" > "$bundle/COMMIT"
      if [ -L "$f" ]; then echo "link ${f#./} -> $(readlink "$f")"; else echo "$(stat -c %s "$f") ${f#./}"; fi
    done) > "$bundle/MANIFEST"
 
+# What travels: the folder gzipped, beside the working tree.
+pack_dir="$root/gpu-pack"
+mkdir -p "$pack_dir"
+tar -czf "$pack_dir/gpu-bundle.tar.gz" -C "$(dirname "$bundle")" "$(basename "$bundle")"
 bytes="$(du -sb "$bundle" | cut -f1)"
+pack_bytes="$(stat -c %s "$pack_dir/gpu-bundle.tar.gz")"
 tree_bytes="$(git ls-files -z | xargs -0 stat -c %s 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')"
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
-echo "gpu_bundle: $bundle: $(mib "$bytes") in $(grep -c '' "$bundle/MANIFEST") files" \
-     "(with the working tree's $(mib "$tree_bytes"): $(mib $((bytes + tree_bytes))) of the" \
-     "${limit_mib} MiB the device tool carries); $(tr '\n' ' ' < "$bundle/REQUIRES")"
-if [ $((bytes + tree_bytes)) -ge $((limit_mib * 1048576)) ]; then
+echo "gpu_bundle: $bundle: $(mib "$bytes") in $(grep -c '' "$bundle/MANIFEST") files," \
+     "gpu-pack/gpu-bundle.tar.gz $(mib "$pack_bytes") (with the working tree's" \
+     "$(mib "$tree_bytes"): $(mib $((pack_bytes + tree_bytes))) of the ${limit_mib} MiB the" \
+     "device tool carries); $(tr '\n' ' ' < "$bundle/REQUIRES")"
+if [ $((pack_bytes + tree_bytes)) -ge $((limit_mib * 1048576)) ]; then
   echo "gpu_bundle: too big to carry" >&2
   exit 1
 fi
@@ -245,11 +254,12 @@ for step in $(echo "$budgets" | awk '{ print $1 }' | sort -u); do
     fail "step $step is in no device call of gpu_check.sh --list-calls"
 done
 
-# 4. The bundle alone, copied away from this checkout, with a clean
-#    environment: gpu_check.sh's CPU-runnable steps, then Python syntax.
+# 4. The bundle alone, unpacked from what travels into a folder away from
+#    this checkout, with a clean environment: gpu_check.sh's CPU-runnable
+#    steps, then Python syntax.
 tmp="$(mktemp -d /tmp/pvllm-bundle-verify.XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
-cp -a "$bundle" "$tmp/gpu-bundle"
+tar -xzf "$pack_dir/gpu-bundle.tar.gz" -C "$tmp"
 copy="$tmp/gpu-bundle"
 rc=0
 (cd "$tmp" && env -i PATH="$PATH" HOME="$tmp" LANG=C.UTF-8 OUT="$tmp/out" PACK=0 STEPS="0 1 2" \

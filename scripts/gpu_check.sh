@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs the GPU checks and benchmarks on the bare GPU machine, from the bundle
-# that scripts/gpu_bundle.sh makes (gpu-bundle/, carried there; this script
-# is copied into it): no build, no network, nothing from the repository or
-# ../shared is needed.
+# that scripts/gpu_bundle.sh makes (gpu-bundle/, which travels gzipped as
+# gpu-pack/gpu-bundle.tar.gz; this script is copied into it): no build, no
+# network, nothing from the repository or ../shared is needed.
 #
-#   STEPS="0 1 2 9" bash gpu-bundle/gpu_check.sh   # one device call (any cwd)
+#   tar -xzf gpu-pack/gpu-bundle.tar.gz -C /tmp &&
+#     STEPS="0 1 2 9" bash /tmp/gpu-bundle/gpu_check.sh   # one device call (any cwd)
 #   bash gpu-bundle/gpu_check.sh --list-inputs      # "<step> <file>" each step reads
 #   bash gpu-bundle/gpu_check.sh --list-budgets     # "<step> <command> <seconds>"
 #   bash gpu-bundle/gpu_check.sh --list-calls       # the STEPS of each device call
@@ -156,7 +157,8 @@ if [ ! -d "$here/bin" ] && [ -f "$here/../gpu-bundle/gpu_check.sh" ]; then
   exec bash "$here/../gpu-bundle/gpu_check.sh" "$@"  # the repository's copy: run the bundle's
 fi
 if [ ! -d "$here/bin" ] || [ ! -d "$here/lib" ]; then
-  echo "gpu_check: no bundle beside $0: make one with scripts/gpu_bundle.sh and carry gpu-bundle" >&2
+  echo "gpu_check: no bundle beside $0: make one with scripts/gpu_bundle.sh, carry gpu-pack" \
+       "and unpack gpu-pack/gpu-bundle.tar.gz" >&2
   exit 2
 fi
 bundle="$here"
