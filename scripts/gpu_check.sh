@@ -5,7 +5,7 @@
 # network, nothing from the repository or ../shared is needed.
 #
 #   tar -xzf gpu-pack/gpu-bundle.tar.gz -C /tmp &&
-#     STEPS="0 1 2 9" bash /tmp/gpu-bundle/gpu_check.sh   # one device call (any cwd)
+#     STEPS="0 1 2" bash /tmp/gpu-bundle/gpu_check.sh   # one device call (any cwd)
 #   bash gpu-bundle/gpu_check.sh --list-inputs      # "<step> <file>" each step reads
 #   bash gpu-bundle/gpu_check.sh --list-budgets     # "<step> <command> <seconds>"
 #   bash gpu-bundle/gpu_check.sh --list-calls       # the STEPS of each device call
@@ -21,7 +21,8 @@
 #                             CUDA backend against the CPU backend
 #   2  capi_test          60  the C ABI suites,
 #      device_test        40  device selection,
-#      engine_test        70  and the engine with goldens, all with the CUDA module;
+#      engine_test       120  and the engine with goldens (CPU and CUDA), all with
+#                             the CUDA module;
 #      fault_walk_test    30  the CUDA module's allocations failed one by one
 #   3  attention_bench    80  paged decode/prefill attention (both prefill kernels)
 #                             against copy bandwidth measured in the same run,
@@ -54,8 +55,8 @@
 # the rest run in the order STEPS names them. A session's device time is
 # 15 minutes, machine starts included, so the calls (calls() below, each at
 # most 560 s of budgets) are made in this order, as many per session as its
-# time allows: STEPS="0 1 2 9" (560 s of budgets; the correctness suites
-# and the sanitizers), "0 4 8" (380 s; transformers), "0 3 7" (250 s; the
+# time allows: STEPS="0 1 2" (430 s of budgets; the correctness suites),
+# "0 4 8 9" (560 s; transformers and the sanitizers), "0 3 7" (250 s; the
 # attention and sampling benchmarks), "0 5" (300 s), "0 6" (370 s), "0 10 11"
 # (510 s; memory and latency on CUDA). Budgets are kill limits: most steps
 # end far inside theirs.
@@ -83,7 +84,7 @@ plan() {
 1 cuda_kernels_test 150
 2 capi_test 60
 2 device_test 40
-2 engine_test 70
+2 engine_test 120
 2 fault_walk_test 30
 3 attention_bench 80
 3 sdpa_reference 80
@@ -104,7 +105,7 @@ EOF
 # then transformers) are sized to fit one session with time for a rerun;
 # the benchmarks follow in later sessions. Each call is at most 560 s of
 # budgets (most steps end far inside theirs).
-calls() { printf '%s\n' "0 1 2 9" "0 4 8" "0 3 7" "0 5" "0 6" "0 10 11"; }
+calls() { printf '%s\n' "0 1 2" "0 4 8 9" "0 3 7" "0 5" "0 6" "0 10 11"; }
 budget() { plan | awk -v n="$1" '$2 == n { print $3 }'; }
 # The kernel tests compute-sanitizer runs (memcheck, racecheck): every
 # kernel family at its smallest shapes, no whole-model backend tests.
