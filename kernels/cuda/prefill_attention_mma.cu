@@ -229,7 +229,7 @@ __global__ void __launch_bounds__(kThreads) prefill_mma_kernel(const PrefillAtte
         mma_16816<T>(o[2 * np + 1], a, b[2], b[3]);
       }
     }
-    __syncthreads();  // this stage is refilled two iterations on
+    __syncthreads();  // the next iteration refills this stage
   }
 
   // Row sums over the 4 lanes of each group, then normalise into the warp's
