@@ -19,6 +19,7 @@ SDPA; prefill (the default kernel, mma) at least 0.8x SDPA.
 import argparse
 import json
 import statistics
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -137,8 +138,14 @@ def main():
     parser.add_argument("--json", help="write the compared rows here")
     parser.add_argument("--reps", type=int, default=30)
     args = parser.parse_args()
-    with open(args.shapes) as f:
-        pvllm = json.load(f)
+    try:
+        with open(args.shapes) as f:
+            pvllm = json.load(f)
+        rows = pvllm["rows"]
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"sdpa_reference: cannot read attention_bench's rows from {args.shapes}: {e}")
+    if not rows:
+        sys.exit(f"sdpa_reference: {args.shapes} has no rows to compare")
     torch.backends.cuda.matmul.allow_tf32 = False
     shapes = sorted({shape_key(r) for r in pvllm["rows"]})
     with torch.inference_mode():

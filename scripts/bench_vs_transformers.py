@@ -56,18 +56,8 @@ import sys
 import tempfile
 import time
 
-# The configs of pvllm's random-weight shapes: TinyLlama/TinyLlama-1.1B-Chat-v1.0's
-# and Meta-Llama-3-8B's config.json.
-SHAPES = {
-    "tinyllama-1.1b": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
-                           num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
-                           max_position_embeddings=2048, rope_theta=10000.0, rms_norm_eps=1e-5,
-                           tie_word_embeddings=False, bos_token_id=1, eos_token_id=2),
-    "llama-3-8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                       num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
-                       max_position_embeddings=8192, rope_theta=500000.0, rms_norm_eps=1e-5,
-                       tie_word_embeddings=False, bos_token_id=128000, eos_token_id=128001),
-}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_shapes import SHAPES  # noqa: E402
 
 
 def copy_bandwidth_gbs(reps=20):

@@ -26,7 +26,8 @@
 #   scripts/  hf_compare.py, bench_vs_transformers.py, sdpa_reference.py,
 #             arch_goldens.py (scripts/hf_reference/; step 8 makes its tiny
 #             models with bin/pvllm_make_tiny_model), memory_cuda.sh,
-#             latency_sweep.py
+#             latency_sweep.py, model_shapes.py (the shapes the transformers
+#             scripts share)
 #   fallback-lib/  this build's libstdc++ and libgcc_s, used on the GPU
 #             machine only when its own libstdc++ is older than REQUIRES says
 #   gpu_check.sh, COMMIT (git rev-parse HEAD), REQUIRES (the highest
@@ -158,6 +159,7 @@ fi
 cp scripts/gpu_check.sh "$bundle/"
 cp scripts/hf_compare.py scripts/bench_vs_transformers.py bench/sdpa_reference.py \
   scripts/hf_reference/arch_goldens.py scripts/memory_cuda.sh scripts/latency_sweep.py \
+  scripts/model_shapes.py \
   "$bundle/scripts/"
 
 # What the binaries need of the C and C++ runtime.

@@ -129,11 +129,11 @@ step_inputs() {
          shared/models/stories260K/tok512.model shared/models/stories260K-hf/config.json \
          shared/models/stories260K-hf/model.safetensors shared/models/stories260K-hf/tokenizer.model ;;
     3) echo bin/attention_bench scripts/sdpa_reference.py ;;
-    4) echo scripts/hf_compare.py lib/libpvllm.so.1 lib/libpvllm_cuda.so \
+    4) echo scripts/hf_compare.py scripts/model_shapes.py lib/libpvllm.so.1 lib/libpvllm_cuda.so \
          shared/models/llama2-tokenizer/tokenizer.model shared/models/stories260K-hf/config.json \
          shared/models/stories260K-hf/model.safetensors ;;
-    5) echo scripts/bench_vs_transformers.py bin/pvllm lib/libpvllm.so.1 lib/libpvllm_cuda.so ;;
-    6) echo scripts/bench_vs_transformers.py bin/pvllm lib/libpvllm.so.1 ;;
+    5) echo scripts/bench_vs_transformers.py scripts/model_shapes.py bin/pvllm lib/libpvllm.so.1 lib/libpvllm_cuda.so ;;
+    6) echo scripts/bench_vs_transformers.py scripts/model_shapes.py bin/pvllm lib/libpvllm.so.1 ;;
     7) echo bin/sampling_bench ;;
     8) echo bin/pvllm_make_tiny_model scripts/arch_goldens.py ;;
     9) echo bin/cuda_kernels_test ;;

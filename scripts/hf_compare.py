@@ -7,9 +7,9 @@ GPU, bf16, its own KV cache), from the same random token prompts:
 
   * stories260k: the real stories260K in Hugging Face layout, from
     $PVLLM_SHARED_DIR/models/stories260K-hf (skipped, saying so, without it);
-  * tinyllama: TinyLlama-1.1B's shape (22 layers, hidden 2048, 32 heads, 4 kv
+  * tinyllama-1.1b: TinyLlama-1.1B's shape (22 layers, hidden 2048, 32 heads, 4 kv
     heads, 32k vocabulary) with random weights;
-  * llama3-8b: Llama-3-8B's shape (32 layers, hidden 4096, 32 heads, 8 kv
+  * llama-3-8b: Llama-3-8B's shape (32 layers, hidden 4096, 32 heads, 8 kv
     heads, 128,256-token vocabulary, rope theta 500,000) with random weights.
 
 Random weights are drawn on the GPU (seeded, std --init-range: larger than
@@ -28,7 +28,7 @@ Exits 1 when a model fails the rule, 0 otherwise. --json PATH writes the
 figures there as well.
 
 Usage: scripts/hf_compare.py --lib build/capi/libpvllm.so [--device cuda]
-           [--models stories260k,tinyllama,llama3-8b] [--json out.json]
+           [--models stories260k,tinyllama-1.1b,llama-3-8b] [--json out.json]
 Needs torch and transformers, and a CUDA GPU.
 """
 import argparse
@@ -38,6 +38,9 @@ import os
 import shutil
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_shapes import SHAPES  # noqa: E402
 
 
 class EngineParams(C.Structure):
@@ -156,26 +159,12 @@ def check(lib, status, err, what):
         sys.exit(f"{what} failed with status {status}: {msg}")
 
 
-SHAPES = {
-    # name: (LlamaConfig fields, BOS id)
-    "tinyllama": (dict(vocab_size=32000, hidden_size=2048, intermediate_size=5632,
-                       num_hidden_layers=22, num_attention_heads=32, num_key_value_heads=4,
-                       max_position_embeddings=2048, rms_norm_eps=1e-5, rope_theta=10000.0,
-                       bos_token_id=1, eos_token_id=2), 1),
-    "llama3-8b": (dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336,
-                       num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
-                       max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=500000.0,
-                       bos_token_id=128000, eos_token_id=128001), 128000),
-}
-
-
 def make_random_model(name, out_dir, init_range, layers=None):
     """Writes a random-weight model of the shape `name` to out_dir (bf16 safetensors)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    fields, _ = SHAPES[name]
-    fields = dict(fields, tie_word_embeddings=False, initializer_range=init_range)
+    fields = dict(SHAPES[name], initializer_range=init_range)
     if layers:
         fields["num_hidden_layers"] = layers
     config = LlamaConfig(**fields)
@@ -190,7 +179,7 @@ def make_random_model(name, out_dir, init_range, layers=None):
     model.save_pretrained(out_dir, safe_serialization=True)
     shared = os.environ.get("PVLLM_SHARED_DIR")
     tok = os.path.join(shared, "models", "llama2-tokenizer", "tokenizer.model") if shared else ""
-    if name == "tinyllama" and tok and os.path.exists(tok):
+    if SHAPES[name]["vocab_size"] == 32000 and tok and os.path.exists(tok):  # Llama 2's
         shutil.copy(tok, os.path.join(out_dir, "tokenizer.model"))
     del model
 
@@ -316,8 +305,9 @@ def run_model(name, args, lib, work):
         os.makedirs(model_dir, exist_ok=True)
         make_random_model(name, model_dir, args.init_range, args.layers)
         torch.cuda.empty_cache()
-        fields, bos = SHAPES[name]
-        vocab, max_pos = fields["vocab_size"], fields["max_position_embeddings"]
+        fields = SHAPES[name]
+        vocab, bos = fields["vocab_size"], fields["bos_token_id"]
+        max_pos = fields["max_position_embeddings"]
     g = torch.Generator().manual_seed(1)
     longest = min(200, max_pos - args.max_tokens - 1)
     prompts = [[bos] + torch.randint(3, vocab, (int(n),), generator=g).tolist()
@@ -340,7 +330,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--lib", default="build/capi/libpvllm.so")
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--models", default="stories260k,tinyllama,llama3-8b")
+    ap.add_argument("--models", default="stories260k,tinyllama-1.1b,llama-3-8b")
     ap.add_argument("--layers", type=int, default=0, help="fewer layers than the shape has (0 = all)")
     ap.add_argument("--init-range", type=float, default=0.05,
                     help="weight std; larger than HF's 0.02 so the logits are not flat")

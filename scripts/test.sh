@@ -4,7 +4,8 @@
 # the packaging (abi_check.sh, deb_check.sh, vcpkg_port_check.sh),
 # the fuzz targets for a bounded time (scripts/fuzz.sh), then each SDK's
 # bindings/*/test.sh, pvllm-server with real clients (scripts/server_check.sh),
-# then, when nvcc is present, scripts/gpu_bundle.sh --verify (the GPU
+# scripts/model_shapes.py (the GPU scripts' model configs against pvllm's
+# random-weight shapes), then, when nvcc is present, scripts/gpu_bundle.sh --verify (the GPU
 # bundle made from the same build and checked without a GPU).
 # Tests that need the real checkpoints find them through PVLLM_SHARED_DIR
 # (default ../shared) and skip with a reason without it.
@@ -135,6 +136,11 @@ else
        "and golang-github-prometheus-client-golang-dev)" >&2
   exit 1
 fi
+
+# The transformers configs the GPU scripts build (scripts/model_shapes.py)
+# against pvllm's own random-weight shapes, so both sides run one model.
+echo "test: scripts/model_shapes.py"
+python3 scripts/model_shapes.py build/tools/pvllm
 
 # The GPU bundle: the same build directory, checked here without a GPU.
 if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then

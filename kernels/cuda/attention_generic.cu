@@ -1,10 +1,9 @@
-#include "kernels/cuda/attention_generic.h"
-
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/attention_generic.h"
 #include "kernels/cuda/common/dispatch.cuh"
 #include "kernels/cuda/common/prefill_tile.cuh"
 #include "kernels/cuda/common/vec.cuh"
@@ -15,19 +14,12 @@ namespace {
 
 using cuda_ops::from_float;
 using cuda_ops::to_float;
+using cuda_ops::warp_max;
+using cuda_ops::warp_sum;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kColumnsPerLane = kMaxHeadDim / 32;
-
-__device__ inline float warp_max(float x) {
-  for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-__device__ inline float warp_sum(float x) {
-  for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
 
 // One warp: the attention of one query row of one head over the keys
 // [first_key, last_key] of its sequence (none when first_key > last_key:

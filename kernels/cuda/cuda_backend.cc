@@ -35,11 +35,11 @@
 #include "core/base/log.h"
 #include "core/model/model.h"
 #include "kernels/cuda/activation.h"
+#include "kernels/cuda/attention_generic.h"
 #include "kernels/cuda/bias.h"
 #include "kernels/cuda/block_copy.h"
 #include "kernels/cuda/common/device_buffer.h"
 #include "kernels/cuda/common/paged_kv.h"
-#include "kernels/cuda/attention_generic.h"
 #include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/head_norm.h"
@@ -360,14 +360,6 @@ CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-// The head dims RoPE serves (rope.cu's list); attention serves 1 to 256.
-bool rope_serves(int32_t head_dim) {
-  for (int32_t d : {8, 16, 32, 64, 80, 96, 112, 128, 192, 256}) {
-    if (d == head_dim) return true;
-  }
-  return false;
-}
-
 // The dtype the backend runs in: the option's, or for auto bf16 (fp16 for
 // fp16 checkpoints).
 DType chosen_dtype(int32_t option, DType checkpoint) {
@@ -383,7 +375,7 @@ Status CudaBackend::check_shapes() const {
                            std::to_string(opt_.dtype));
   }
   const int32_t d = cfg_.head_dim;
-  if (!rope_serves(d)) {
+  if (!pvllm_cuda_rope_serves_head_dim(d)) {  // attention serves 1 to 256
     return Unsupported(
         "the CUDA kernels serve head_dim 8, 16, 32, 64, 80, 96, 112, 128, 192 and 256; the model "
         "has " +

@@ -22,6 +22,8 @@ using cuda_ops::cp_async_commit;
 using cuda_ops::cp_async_wait;
 using cuda_ops::from_float;
 using cuda_ops::to_float;
+using cuda_ops::warp_max;
+using cuda_ops::warp_sum;
 
 constexpr int kThreads = 128;  // 4 warps per CUDA block
 constexpr int kWarps = kThreads / 32;
@@ -79,17 +81,6 @@ __device__ inline void store_float8(__nv_bfloat16* p, const float (&f)[8]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
   *reinterpret_cast<uint4*>(p) = raw;
-}
-
-__device__ inline float warp_max(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-__device__ inline float warp_sum(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
 }
 
 // grid: (num_splits, num_kv_heads, num_seqs); kThreads threads.

@@ -12,6 +12,7 @@ namespace {
 
 using cuda_ops::from_float;
 using cuda_ops::to_float;
+using cuda_ops::warp_sum;
 
 constexpr int kThreadsPerBlock = 128;
 constexpr int kRowsPerBlock = kThreadsPerBlock / 32;  // one warp per row
@@ -46,8 +47,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     v[i] = d < head_dim ? to_float(row[d]) : 0.0f;
     sum_squares += v[i] * v[i];
   }
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) sum_squares += __shfl_xor_sync(0xffffffffu, sum_squares, o);
+  sum_squares = warp_sum(sum_squares);
   const float inv_rms = 1.0f / sqrtf(sum_squares / static_cast<float>(head_dim) + eps);
 #pragma unroll
   for (int i = 0; i < kElemsPerLane; ++i) {

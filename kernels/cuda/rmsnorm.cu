@@ -83,11 +83,11 @@ int pvllm_cuda_rmsnorm(const RmsNormParams& params, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(params.num_tokens));
   PVLLM_DISPATCH_DTYPE(params.dtype, T, PVLLM_DISPATCH_VEC(use_vectors, VEC, {
-                              rmsnorm_kernel<T, VEC><<<grid, kThreadsPerBlock, 0, s>>>(
-                                  static_cast<const T*>(params.x), static_cast<T*>(params.residual),
-                                  static_cast<const T*>(params.weight), static_cast<T*>(params.out),
-                                  params.hidden, params.eps);
-                            }));
+                         rmsnorm_kernel<T, VEC><<<grid, kThreadsPerBlock, 0, s>>>(
+                             static_cast<const T*>(params.x), static_cast<T*>(params.residual),
+                             static_cast<const T*>(params.weight), static_cast<T*>(params.out),
+                             params.hidden, params.eps);
+                       }));
   return cudaGetLastError();
 }
 

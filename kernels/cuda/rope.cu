@@ -94,6 +94,20 @@ void launch(const RopeParams& p, int64_t q_stride, int64_t k_stride, cudaStream_
     PVLLM_DISPATCH_REFUSE()                                   \
   }
 
+namespace {
+
+// cudaSuccess when the dispatch takes head_dim, else what it refuses with.
+int rope_head_dim_check(int32_t head_dim) {
+  PVLLM_DISPATCH_ROPE_HEAD_DIM(head_dim, HEAD_DIM, { (void)HEAD_DIM; });
+  return cudaSuccess;
+}
+
+}  // namespace
+
+bool pvllm_cuda_rope_serves_head_dim(int32_t head_dim) {
+  return rope_head_dim_check(head_dim) == cudaSuccess;
+}
+
 int pvllm_cuda_rope(const RopeParams& params, void* stream) {
   const int64_t q_row = int64_t{params.num_heads} * params.head_dim;
   const int64_t k_row = int64_t{params.num_kv_heads} * params.head_dim;
@@ -109,11 +123,10 @@ int pvllm_cuda_rope(const RopeParams& params, void* stream) {
 
   // An unsupported head_dim is an error even when there is nothing to do.
   const auto s = static_cast<cudaStream_t>(stream);
-  PVLLM_DISPATCH_DTYPE(params.dtype, T,
-                            PVLLM_DISPATCH_ROPE_HEAD_DIM(params.head_dim, HEAD_DIM, {
-                              if (params.num_tokens == 0) return cudaSuccess;
-                              launch<T, HEAD_DIM>(params, q_stride, k_stride, s);
-                            }));
+  PVLLM_DISPATCH_DTYPE(params.dtype, T, PVLLM_DISPATCH_ROPE_HEAD_DIM(params.head_dim, HEAD_DIM, {
+                         if (params.num_tokens == 0) return cudaSuccess;
+                         launch<T, HEAD_DIM>(params, q_stride, k_stride, s);
+                       }));
   return cudaGetLastError();
 }
 

@@ -54,4 +54,9 @@ struct RopeParams {
 // any CUDA call), or the launch error.
 int pvllm_cuda_rope(const RopeParams& params, void* stream);
 
+// Whether pvllm_cuda_rope serves this head_dim (8, 16, 32, 64, 80, 96, 112,
+// 128, 192 or 256: the one list, rope.cu's dispatch). Host code, no CUDA
+// call.
+bool pvllm_cuda_rope_serves_head_dim(int32_t head_dim);
+
 }  // namespace pvllm

@@ -108,6 +108,10 @@ TEST(CudaOpsValidation, BadShapesAreRejectedBeforeAnyCudaCall) {
   EXPECT_EQ(pvllm_cuda_rope(rope, nullptr), cudaErrorInvalidValue);
   rope.num_tokens = 0;  // unsupported even with nothing to do
   EXPECT_EQ(pvllm_cuda_rope(rope, nullptr), cudaErrorInvalidValue);
+  // The query the CUDA backend asks before it accepts a model: the same list.
+  EXPECT_FALSE(pvllm_cuda_rope_serves_head_dim(24));
+  EXPECT_FALSE(pvllm_cuda_rope_serves_head_dim(0));
+  for (int32_t d : {8, 64, 96, 128, 256}) EXPECT_TRUE(pvllm_cuda_rope_serves_head_dim(d)) << d;
   rope.num_tokens = 3;
   rope.head_dim = 64;
   rope.q_token_stride = 100;  // shorter than a token's 4 * 64 elements

@@ -28,6 +28,14 @@ class EngineMetricsTest : public ::testing::Test {
     c.num_threads = 2;
     return c;
   }
+  // Prompts fed 16 tokens a step, no prefix cache: every position computed.
+  EngineConfig chunked(const std::string& model_path) const {
+    EngineConfig c = config();
+    c.model_path = model_path;
+    c.max_num_batched_tokens = 16;
+    c.enable_prefix_caching = false;
+    return c;
+  }
 
   static std::vector<int32_t> prompt(int32_t length, int32_t salt) {
     std::vector<int32_t> p{1};
@@ -80,10 +88,7 @@ TEST_F(EngineMetricsTest, TheLastEventCarriesTheRequestsTimingAndCounts) {
 // three decodes to 41, 42 and 43; a second request decoding beside it adds
 // its own contexts.
 TEST_F(EngineMetricsTest, AttendedContextIsCountedPerStep) {
-  EngineConfig c = config();
-  c.max_num_batched_tokens = 16;
-  c.enable_prefix_caching = false;
-  auto engine = make_engine(c);
+  auto engine = make_engine(chunked(*model_dir_));
   SamplingParams p = greedy(4);
   p.ignore_eos = true;
   uint64_t id = 0;
@@ -105,11 +110,8 @@ TEST_F(EngineMetricsTest, AttendedContextStopsAtTheSlidingWindow) {
   spec.max_position_embeddings = 256;
   spec.arch = "mistral";
   spec.sliding_window = 20;
-  EngineConfig c = config();
-  c.model_path = write_tiny_hf_model(make_temp_dir("engine_metrics_window"), spec);
-  c.max_num_batched_tokens = 16;
-  c.enable_prefix_caching = false;
-  auto engine = make_engine(c);
+  auto engine =
+      make_engine(chunked(write_tiny_hf_model(make_temp_dir("engine_metrics_window"), spec)));
   SamplingParams p = greedy(3);
   p.ignore_eos = true;
   uint64_t id = 0;

@@ -95,6 +95,17 @@ void expect_same(const Generation& a, const Generation& b, const std::string& wh
 }
 
 // A copy of the .pvllm file `path` at `out` with one byte of `tensor` flipped.
+// A one-message conversation ("Hi" from the user) through `templates`.
+std::string render_hi(const chat::ChatTemplates& templates) {
+  chat::ChatRequest request;
+  EXPECT_TRUE(
+      chat::parse_chat_request(R"([{"role":"user","content":"Hi"}])", nullptr, nullptr, &request)
+          .ok());
+  std::string rendered;
+  EXPECT_TRUE(templates.apply(request, &rendered).ok());
+  return rendered;
+}
+
 void damaged_copy(const std::string& path, const std::string& tensor, const std::string& out) {
   std::shared_ptr<MappedFile> f;
   pvllm_format::FileHeader h;
@@ -265,12 +276,7 @@ TEST(PvllmTokenizerTest, CarriesSentencepieceModelAndChatTemplates) {
   ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_FALSE(templates.empty());
   EXPECT_EQ(templates.bos_token(), "<s>");
-  chat::ChatRequest request;
-  ASSERT_TRUE(
-      chat::parse_chat_request(R"([{"role":"user","content":"Hi"}])", nullptr, nullptr, &request)
-          .ok());
-  std::string rendered;
-  ASSERT_TRUE(templates.apply(request, &rendered).ok());
+  const std::string rendered = render_hi(templates);
   EXPECT_NE(rendered.find("Hi"), std::string::npos) << rendered;
   // An engine serves text prompts from the file alone.
   EngineConfig config;
@@ -399,13 +405,7 @@ TEST(PvllmTokenizerTest, ChatTemplateJinjaTravelsAndNoTokenizerStaysNone) {
   convert_model(src, dir + "/j.pvllm");
   chat::ChatTemplates templates;
   ASSERT_TRUE(chat::ChatTemplates::load(dir + "/j.pvllm", &templates).ok());
-  chat::ChatRequest request;
-  ASSERT_TRUE(
-      chat::parse_chat_request(R"([{"role":"user","content":"Hi"}])", nullptr, nullptr, &request)
-          .ok());
-  std::string rendered;
-  ASSERT_TRUE(templates.apply(request, &rendered).ok());
-  EXPECT_EQ(rendered, "<user>Hi");
+  EXPECT_EQ(render_hi(templates), "<user>Hi");
 
   fs::remove(src + "/tokenizer.model");
   fs::remove(src + "/chat_template.jinja");

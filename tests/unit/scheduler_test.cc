@@ -699,6 +699,18 @@ TEST(SchedulerSwapTest, AFullSwapPoolFallsBackToRecompute) {
   EXPECT_GT(e.sched().num_preemptions(), e.sched().num_preemptions_by_swap());
 }
 
+// Three sequences that cannot all stay in a 5-block pool: each ends with its
+// reference tokens, and the scheduler had to preempt.
+void run_three_through_preemption(FakeEngine& e) {
+  std::vector<Sequence*> seqs;
+  for (int i = 0; i < 3; ++i) seqs.push_back(e.submit(iota_tokens(6, 40 * i), 8));
+  e.run_to_completion();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(seqs[i]->token_ids, reference_tokens(iota_tokens(6, 40 * i), 8)) << i;
+  }
+  ASSERT_GT(e.sched().num_preemptions(), 0);
+}
+
 // Auto: swap when moving a sequence's blocks costs less than recomputing
 // its tokens, else recompute.
 TEST(SchedulerSwapTest, AutoFollowsTheCosts) {
@@ -707,13 +719,7 @@ TEST(SchedulerSwapTest, AutoFollowsTheCosts) {
                  swap_config(PreemptionMode::kAuto, /*recompute_per_token=*/1.0,
                              /*swap_per_block=*/swap_is_cheap ? 0.5 : 100.0),
                  0, /*num_swap_blocks=*/16);
-    std::vector<Sequence*> seqs;
-    for (int i = 0; i < 3; ++i) seqs.push_back(e.submit(iota_tokens(6, 40 * i), 8));
-    e.run_to_completion();
-    for (int i = 0; i < 3; ++i) {
-      EXPECT_EQ(seqs[i]->token_ids, reference_tokens(iota_tokens(6, 40 * i), 8)) << i;
-    }
-    ASSERT_GT(e.sched().num_preemptions(), 0);
+    run_three_through_preemption(e);
     EXPECT_EQ(e.sched().num_preemptions_by_swap(), swap_is_cheap ? e.sched().num_preemptions() : 0)
         << (swap_is_cheap ? "swap is cheaper" : "recompute is cheaper");
   }
@@ -765,13 +771,7 @@ TEST(SchedulerSwapTest, RecomputeModeLeavesTheSwapPoolUnused) {
                swap_config(PreemptionMode::kRecompute, /*recompute_per_token=*/1.0,
                            /*swap_per_block=*/0.5),
                0, /*num_swap_blocks=*/16);
-  std::vector<Sequence*> seqs;
-  for (int i = 0; i < 3; ++i) seqs.push_back(e.submit(iota_tokens(6, 40 * i), 8));
-  e.run_to_completion();
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(seqs[i]->token_ids, reference_tokens(iota_tokens(6, 40 * i), 8)) << i;
-  }
-  EXPECT_GT(e.sched().num_preemptions(), 0);
+  run_three_through_preemption(e);
   EXPECT_EQ(e.sched().num_preemptions_by_swap(), 0);
   EXPECT_EQ(e.sched().num_blocks_swapped_out(), 0);
   EXPECT_EQ(e.swap()->num_free(), 16);

@@ -51,10 +51,20 @@ struct alignas(sizeof(T) * N) Vec {
   T v[N];
 };
 
+// Maximum and sum over the 32 lanes of a warp; every lane gets the result.
+__device__ __forceinline__ float warp_max(float x) {
+  for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
 // Sum over the block; every thread gets the result. `scratch` holds 32
 // floats in shared memory; blockDim.x is a multiple of 32.
 __device__ __forceinline__ float block_sum(float v, float* scratch) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  v = warp_sum(v);
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
   const int num_warps = blockDim.x / 32;
@@ -62,8 +72,7 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
   v = lane < num_warps ? scratch[lane] : 0.0f;
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
+  return warp_sum(v);
 }
 
 // ---- cp.async: global -> shared without a register round trip ------------
