@@ -28,6 +28,7 @@
 #include "core/chat/chat_template.h"
 #include "core/engine/engine.h"
 #include "core/model/model.h"
+#include "core/model/model_files.h"
 #include "core/model/random_model.h"
 #include "core/sample/sampling_params.h"
 #include "core/tokenizer/tokenizer.h"
@@ -66,6 +67,20 @@ struct pvllm_output_batch {
   std::vector<pvllm_output> outputs;           // [events.size()]
   std::vector<pvllm_token_logprobs> logprobs;  // all events' tokens, concatenated
   std::vector<pvllm_logprob> top;              // all tokens' alternatives, concatenated
+};
+
+// A model's tokenizer and chat templates without its weights; the strings
+// pvllm_tokenizer_get_info hands out live here.
+struct pvllm_tokenizer {
+  static constexpr uint64_t kMagic = 0x7076746f6b303031ULL;
+  pvllm::HandleMagic magic{kMagic};
+  std::unique_ptr<pvllm::Tokenizer> tokenizer;
+  pvllm::chat::ChatTemplates chat_templates;
+  Status chat_templates_status;
+  std::string kind;
+  std::string source;
+  std::string bos_token;
+  std::string eos_token;
 };
 
 struct pvllm_model_info {
@@ -159,6 +174,18 @@ Status check_engine_and_request(const pvllm_engine* engine, uint64_t request_id)
   return Status::Ok();
 }
 
+// The special tokens chat templates read: tokenizer_config.json's, else the
+// tokenizer's own BOS and EOS (`tokenizer` may be NULL).
+void fill_special_tokens(const pvllm::Tokenizer* tokenizer, pvllm::chat::ChatTemplates* templates) {
+  if (tokenizer == nullptr) return;
+  const auto text = [&](int32_t id) { return id < 0 ? std::string() : tokenizer->id_to_token(id); };
+  templates->set_missing_special_tokens(text(tokenizer->bos_id()), text(tokenizer->eos_id()));
+}
+
+Status check_tokenizer(const pvllm_tokenizer* tokenizer) {
+  return check_handle(tokenizer, "tokenizer", "pvllm_tokenizer");
+}
+
 Status check_info(const pvllm_model_info* info) {
   return check_handle(info, "info", "pvllm_model_info");
 }
@@ -221,6 +248,11 @@ static_assert(offsetof(pvllm_sampling_params, prompt_logprobs) ==
                   (offsetof(pvllm_sampling_params, n) + sizeof(int32_t) + alignof(int64_t) - 1) /
                       alignof(int64_t) * alignof(int64_t),
               "pvllm_sampling_params.prompt_logprobs must start where the 0.4 struct ended");
+// pvllm_chat_template_params grew chat_template in 0.9; the 0.3 struct ended
+// with template_name (a pointer: no tail padding).
+template <>
+constexpr size_t kV1Size<pvllm_chat_template_params> = offsetof(pvllm_chat_template_params,
+                                                                chat_template);
 // pvllm_stats grew backend in 0.4.
 template <>
 constexpr size_t kV1Size<pvllm_stats> = offsetof(pvllm_stats, backend);
@@ -283,7 +315,14 @@ template <>
 std::span<const AppendedField> appended_fields<pvllm_request>() {
   static constexpr AppendedField kFields[] = {PVLLM_APPENDED(pvllm_request, delivery),
                                               PVLLM_APPENDED(pvllm_request, on_output),
-                                              PVLLM_APPENDED(pvllm_request, on_output_user_data)};
+                                              PVLLM_APPENDED(pvllm_request, on_output_user_data),
+                                              PVLLM_APPENDED(pvllm_request, add_special_tokens)};
+  return kFields;
+}
+template <>
+std::span<const AppendedField> appended_fields<pvllm_chat_template_params>() {
+  static constexpr AppendedField kFields[] = {
+      PVLLM_APPENDED(pvllm_chat_template_params, chat_template)};
   return kFields;
 }
 #undef PVLLM_APPENDED
@@ -435,6 +474,20 @@ T zeroed_struct() {
   std::memset(&t, 0, sizeof(t));
   t.struct_size = sizeof(t);
   return t;
+}
+
+pvllm_request default_request() {
+  pvllm_request r = zeroed_struct<pvllm_request>();
+  r.delivery = PVLLM_DELIVERY_SHARED;
+  r.add_special_tokens = 1;
+  return r;
+}
+
+pvllm_tokenizer_info default_tokenizer_info() {
+  pvllm_tokenizer_info info = zeroed_struct<pvllm_tokenizer_info>();
+  info.bos_id = -1;
+  info.eos_id = -1;
+  return info;
 }
 
 pvllm_chat_template_params default_chat_template_params() {
@@ -611,7 +664,7 @@ Status submit_to_engine(pvllm_engine* engine, const pvllm_request* request,
   if (has_text) {
     if (request->prompt_text[0] == '\0') return invalid("request->prompt_text is empty");
     return engine->engine->submit_text(request->prompt_text, sampling, request->priority,
-                                       out_request_id);
+                                       out_request_id, request->add_special_tokens != 0);
   }
   if (request->prompt_token_ids == nullptr) {
     return invalid("request->prompt_token_ids is NULL but num_prompt_token_ids is " +
@@ -633,8 +686,7 @@ Status submit(pvllm_engine* engine, const pvllm_request* caller, uint64_t* out_r
   if (caller == nullptr) return null_argument("request");
   if (out_request_id == nullptr) return null_argument("out_request_id");
   PVLLM_RETURN_IF_ERROR(check_struct_size(caller, "request"));
-  pvllm_request defaults = zeroed_struct<pvllm_request>();
-  defaults.delivery = PVLLM_DELIVERY_SHARED;
+  const pvllm_request defaults = default_request();
   const pvllm_request request = read_struct(caller, defaults);
   pvllm::Delivery delivery = pvllm::Delivery::kShared;
   PVLLM_RETURN_IF_ERROR(to_delivery(request.delivery, &delivery));
@@ -721,16 +773,34 @@ void build_batch(pvllm_output_batch* batch) {
 // batch, alive for the call. An event that cannot be built (out of memory)
 // cannot reach the handler; it says so on stderr rather than throw into the
 // step.
+// When an event cannot be built (out of memory), a sample's final event
+// still reaches the handler, as an ERROR event without tokens made on the
+// stack, so a consumer waiting for the end is never left waiting; an event
+// in the middle of a sample is lost, and said so.
 pvllm::OutputHandler output_handler(pvllm_output_callback fn, void* user_data) {
   return [fn, user_data](pvllm::Output&& event) {
+    pvllm_output fallback;
+    std::memset(&fallback, 0, sizeof fallback);
+    fallback.struct_size = sizeof(pvllm_output);
+    fallback.request_id = event.request_id;
+    fallback.sample_index = event.sample_index;
+    fallback.finish_reason = static_cast<int32_t>(event.finish_reason);
+    fallback.request_finished = event.request_finished ? 1 : 0;
+    fallback.sequence = event.sequence;
     try {
       pvllm_output_batch batch;
       batch.events.push_back(std::move(event));
       build_batch(&batch);
       fn(&batch.outputs[0], user_data);
+      return;
     } catch (const std::bad_alloc&) {
       pvllm::log_warning("an event of a request with on_output was lost: out of memory");
     }
+    if (fallback.finish_reason == PVLLM_FINISH_NONE) return;
+    fallback.finish_reason = PVLLM_FINISH_ERROR;
+    fallback.text = "";
+    fallback.error_message = "out of memory: the sample's last event could not be built";
+    fn(&fallback, user_data);
   };
 }
 
@@ -859,6 +929,7 @@ pvllm_status pvllm_engine_create(const pvllm_engine_params* params, pvllm_engine
     if (!config.model_path.empty() && config.random_weights.empty()) {
       handle->chat_templates_status =
           pvllm::chat::ChatTemplates::load(config.model_path, &handle->chat_templates);
+      fill_special_tokens(handle->engine->tokenizer(), &handle->chat_templates);
     }
     *out_engine = publish_handle(std::move(handle));
     return Status::Ok();
@@ -874,7 +945,7 @@ void pvllm_sampling_params_init(pvllm_sampling_params* params, size_t struct_siz
 }
 
 void pvllm_request_init(pvllm_request* request, size_t struct_size) {
-  init_struct(request, struct_size, zeroed_struct<pvllm_request>());
+  init_struct(request, struct_size, default_request());
 }
 
 pvllm_status pvllm_submit(pvllm_engine* engine, const pvllm_request* request,
@@ -1019,28 +1090,85 @@ pvllm_status pvllm_get_stats(pvllm_engine* engine, pvllm_stats* out_stats, pvllm
 
 /* ---------------------------------------------------------------- tokenizer */
 
+namespace {
+
+// What pvllm_tokenize and pvllm_tokenizer_encode share: `tokenizer` may be
+// NULL (an engine without one, a handle of chat templates alone), which is
+// TOKENIZER_ERROR saying `no_tokenizer`.
+Status encode_into(const pvllm::Tokenizer* tokenizer, const char* text, uint8_t add_special,
+                   int32_t* ids, size_t capacity, size_t* out_num_ids, const char* no_tokenizer) {
+  if (text == nullptr) return null_argument("text");
+  if (out_num_ids == nullptr) return null_argument("out_num_ids");
+  if (ids == nullptr && capacity > 0) return invalid("ids is NULL but capacity is > 0");
+  if (tokenizer == nullptr) return pvllm::Status(pvllm::StatusCode::kTokenizerError, no_tokenizer);
+  std::vector<int32_t> encoded;
+  PVLLM_RETURN_IF_ERROR(tokenizer->encode(text, add_special != 0, &encoded));
+  *out_num_ids = encoded.size();
+  if (encoded.size() > capacity) {
+    return pvllm::Status(pvllm::StatusCode::kBufferTooSmall,
+                         "ids needs " + std::to_string(encoded.size()) + " entries, capacity is " +
+                             std::to_string(capacity));
+  }
+  std::copy(encoded.begin(), encoded.end(), ids);
+  return Status::Ok();
+}
+
+// What pvllm_detokenize and pvllm_tokenizer_decode share.
+Status decode_into(const pvllm::Tokenizer* tokenizer, const int32_t* ids, size_t num_ids,
+                   char* text, size_t capacity, size_t* out_len, const char* no_tokenizer) {
+  if (ids == nullptr && num_ids > 0) return invalid("ids is NULL but num_ids is > 0");
+  if (text == nullptr && capacity > 0) return invalid("text is NULL but capacity is > 0");
+  if (out_len == nullptr) return null_argument("out_len");
+  if (tokenizer == nullptr) return pvllm::Status(pvllm::StatusCode::kTokenizerError, no_tokenizer);
+  std::vector<int32_t> input(ids, ids + num_ids);
+  for (size_t i = 0; i < input.size(); ++i) {
+    if (!tokenizer->is_valid_id(input[i])) {
+      return invalid("ids[" + std::to_string(i) + "] = " + std::to_string(input[i]) +
+                     " is outside the vocabulary [0, " + std::to_string(tokenizer->vocab_size()) +
+                     ")");
+    }
+  }
+  std::string decoded;
+  PVLLM_RETURN_IF_ERROR(tokenizer->decode(input, &decoded));
+  return copy_text(std::move(decoded), text, capacity, out_len);
+}
+
+// What pvllm_apply_chat_template and pvllm_tokenizer_apply_chat_template
+// share: `loaded` says whether the model's templates could be read.
+Status render_chat_template(const pvllm::chat::ChatTemplates& templates, const Status& loaded,
+                            const pvllm_chat_template_params* params, char* text, size_t capacity,
+                            size_t* out_len) {
+  if (params == nullptr) return null_argument("params");
+  if (out_len == nullptr) return null_argument("out_len");
+  if (text == nullptr && capacity > 0) return invalid("text is NULL but capacity is > 0");
+  PVLLM_RETURN_IF_ERROR(check_struct_size(params, "params"));
+  const pvllm_chat_template_params p = read_struct(params, default_chat_template_params());
+  pvllm::chat::ChatRequest request;
+  PVLLM_RETURN_IF_ERROR(pvllm::chat::parse_chat_request(p.messages_json, p.tools_json,
+                                                        p.extra_context_json, &request));
+  request.add_generation_prompt = p.add_generation_prompt != 0;
+  if (p.template_name != nullptr) request.template_name = p.template_name;
+  PVLLM_RETURN_IF_ERROR(loaded);
+  std::string rendered;
+  if (p.chat_template != nullptr) {
+    if (p.chat_template[0] == '\0') return invalid("params->chat_template is empty");
+    request.template_name.clear();
+    PVLLM_RETURN_IF_ERROR(templates.with_template(p.chat_template).apply(request, &rendered));
+  } else {
+    PVLLM_RETURN_IF_ERROR(templates.apply(request, &rendered));
+  }
+  return copy_text(std::move(rendered), text, capacity, out_len);
+}
+
+}  // namespace
+
 pvllm_status pvllm_tokenize(pvllm_engine* engine, const char* text, uint8_t add_bos, int32_t* ids,
                             size_t capacity, size_t* out_num_ids, pvllm_error** error) {
   return guard(error, [&]() -> Status {
     if (out_num_ids != nullptr) *out_num_ids = 0;
     PVLLM_RETURN_IF_ERROR(check_engine(engine));
-    if (text == nullptr) return null_argument("text");
-    if (out_num_ids == nullptr) return null_argument("out_num_ids");
-    if (ids == nullptr && capacity > 0) return invalid("ids is NULL but capacity is > 0");
-    const pvllm::Tokenizer* tokenizer = engine->engine->tokenizer();
-    if (tokenizer == nullptr) {
-      return pvllm::Status(pvllm::StatusCode::kTokenizerError, "the engine has no tokenizer");
-    }
-    std::vector<int32_t> encoded;
-    PVLLM_RETURN_IF_ERROR(tokenizer->encode(text, add_bos != 0, &encoded));
-    *out_num_ids = encoded.size();
-    if (encoded.size() > capacity) {
-      return pvllm::Status(pvllm::StatusCode::kBufferTooSmall,
-                           "ids needs " + std::to_string(encoded.size()) +
-                               " entries, capacity is " + std::to_string(capacity));
-    }
-    std::copy(encoded.begin(), encoded.end(), ids);
-    return Status::Ok();
+    return encode_into(engine->engine->tokenizer(), text, add_bos, ids, capacity, out_num_ids,
+                       "the engine has no tokenizer");
   });
 }
 
@@ -1049,24 +1177,103 @@ pvllm_status pvllm_detokenize(pvllm_engine* engine, const int32_t* ids, size_t n
   return guard(error, [&]() -> Status {
     if (out_len != nullptr) *out_len = 0;
     PVLLM_RETURN_IF_ERROR(check_engine(engine));
-    if (ids == nullptr && num_ids > 0) return invalid("ids is NULL but num_ids is > 0");
-    if (text == nullptr && capacity > 0) return invalid("text is NULL but capacity is > 0");
-    if (out_len == nullptr) return null_argument("out_len");
-    const pvllm::Tokenizer* tokenizer = engine->engine->tokenizer();
-    if (tokenizer == nullptr) {
-      return pvllm::Status(pvllm::StatusCode::kTokenizerError, "the engine has no tokenizer");
+    return decode_into(engine->engine->tokenizer(), ids, num_ids, text, capacity, out_len,
+                       "the engine has no tokenizer");
+  });
+}
+
+pvllm_status pvllm_tokenizer_open(const char* model_path, pvllm_tokenizer** out_tokenizer,
+                                  pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (out_tokenizer == nullptr) return null_argument("out_tokenizer");
+    *out_tokenizer = nullptr;
+    if (model_path == nullptr) return null_argument("model_path");
+    auto handle = std::make_unique<pvllm_tokenizer>();
+    pvllm::ModelFiles files;
+    PVLLM_RETURN_IF_ERROR(pvllm::resolve_model_files(model_path, &files));
+    handle->chat_templates_status =
+        pvllm::chat::ChatTemplates::load(model_path, &handle->chat_templates);
+    const bool chat_only = files.kind == pvllm::ModelFiles::Kind::kTokenizerOnly &&
+                           files.tokenizer.empty() && handle->chat_templates_status.ok();
+    if (!chat_only) {
+      PVLLM_RETURN_IF_ERROR(pvllm::Tokenizer::load(model_path, &handle->tokenizer));
+      handle->source =
+          files.kind == pvllm::ModelFiles::Kind::kPvllm ? files.weights : files.tokenizer;
+      handle->kind = handle->tokenizer->kind();
     }
-    std::vector<int32_t> input(ids, ids + num_ids);
-    for (size_t i = 0; i < input.size(); ++i) {
-      if (!tokenizer->is_valid_id(input[i])) {
-        return invalid("ids[" + std::to_string(i) + "] = " + std::to_string(input[i]) +
-                       " is outside the vocabulary [0, " + std::to_string(tokenizer->vocab_size()) +
-                       ")");
-      }
+    fill_special_tokens(handle->tokenizer.get(), &handle->chat_templates);
+    handle->bos_token = handle->chat_templates.bos_token();
+    handle->eos_token = handle->chat_templates.eos_token();
+    *out_tokenizer = publish_handle(std::move(handle));
+    return Status::Ok();
+  });
+}
+
+void pvllm_tokenizer_free(pvllm_tokenizer* tokenizer) { release_handle(tokenizer); }
+
+pvllm_status pvllm_tokenizer_encode(const pvllm_tokenizer* tokenizer, const char* text,
+                                    uint8_t add_special_tokens, int32_t* ids, size_t capacity,
+                                    size_t* out_num_ids, pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (out_num_ids != nullptr) *out_num_ids = 0;
+    PVLLM_RETURN_IF_ERROR(check_tokenizer(tokenizer));
+    return encode_into(tokenizer->tokenizer.get(), text, add_special_tokens, ids, capacity,
+                       out_num_ids, "the tokenizer handle holds chat templates only");
+  });
+}
+
+pvllm_status pvllm_tokenizer_decode(const pvllm_tokenizer* tokenizer, const int32_t* ids,
+                                    size_t num_ids, char* text, size_t capacity, size_t* out_len,
+                                    pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (out_len != nullptr) *out_len = 0;
+    PVLLM_RETURN_IF_ERROR(check_tokenizer(tokenizer));
+    return decode_into(tokenizer->tokenizer.get(), ids, num_ids, text, capacity, out_len,
+                       "the tokenizer handle holds chat templates only");
+  });
+}
+
+pvllm_status pvllm_tokenizer_apply_chat_template(const pvllm_tokenizer* tokenizer,
+                                                 const pvllm_chat_template_params* params,
+                                                 char* text, size_t capacity, size_t* out_len,
+                                                 pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    if (out_len != nullptr) *out_len = 0;
+    PVLLM_RETURN_IF_ERROR(check_tokenizer(tokenizer));
+    return render_chat_template(tokenizer->chat_templates, tokenizer->chat_templates_status, params,
+                                text, capacity, out_len);
+  });
+}
+
+void pvllm_tokenizer_info_init(pvllm_tokenizer_info* info, size_t struct_size) {
+  init_struct(info, struct_size, default_tokenizer_info());
+}
+
+pvllm_status pvllm_tokenizer_get_info(const pvllm_tokenizer* tokenizer,
+                                      pvllm_tokenizer_info* out_info, pvllm_error** error) {
+  return guard(error, [&]() -> Status {
+    PVLLM_RETURN_IF_ERROR(check_tokenizer(tokenizer));
+    if (out_info == nullptr) return null_argument("out_info");
+    PVLLM_RETURN_IF_ERROR(check_struct_size(out_info, "out_info"));
+    pvllm_tokenizer_info info = default_tokenizer_info();
+    info.bos_token = tokenizer->bos_token.c_str();
+    info.eos_token = tokenizer->eos_token.c_str();
+    info.kind = tokenizer->kind.c_str();
+    info.source = tokenizer->source.c_str();
+    if (const pvllm::Tokenizer* t = tokenizer->tokenizer.get(); t != nullptr) {
+      info.vocab_size = t->vocab_size();
+      info.bos_id = t->bos_id();
+      info.eos_id = t->eos_id();
+      std::vector<int32_t> probe;
+      info.adds_bos = t->bos_id() >= 0 && t->encode("a", true, &probe).ok() && !probe.empty() &&
+                              probe.front() == t->bos_id()
+                          ? 1
+                          : 0;
     }
-    std::string decoded;
-    PVLLM_RETURN_IF_ERROR(tokenizer->decode(input, &decoded));
-    return copy_text(std::move(decoded), text, capacity, out_len);
+    info.has_chat_template =
+        tokenizer->chat_templates_status.ok() && !tokenizer->chat_templates.empty() ? 1 : 0;
+    write_struct(out_info, info);
+    return Status::Ok();
   });
 }
 
@@ -1082,20 +1289,8 @@ pvllm_status pvllm_apply_chat_template(pvllm_engine* engine,
   return guard(error, [&]() -> Status {
     if (out_len != nullptr) *out_len = 0;
     PVLLM_RETURN_IF_ERROR(check_engine(engine));
-    if (params == nullptr) return null_argument("params");
-    if (out_len == nullptr) return null_argument("out_len");
-    if (text == nullptr && capacity > 0) return invalid("text is NULL but capacity is > 0");
-    PVLLM_RETURN_IF_ERROR(check_struct_size(params, "params"));
-    const pvllm_chat_template_params p = read_struct(params, default_chat_template_params());
-    pvllm::chat::ChatRequest request;
-    PVLLM_RETURN_IF_ERROR(pvllm::chat::parse_chat_request(p.messages_json, p.tools_json,
-                                                          p.extra_context_json, &request));
-    request.add_generation_prompt = p.add_generation_prompt != 0;
-    if (p.template_name != nullptr) request.template_name = p.template_name;
-    PVLLM_RETURN_IF_ERROR(engine->chat_templates_status);
-    std::string rendered;
-    PVLLM_RETURN_IF_ERROR(engine->chat_templates.apply(request, &rendered));
-    return copy_text(std::move(rendered), text, capacity, out_len);
+    return render_chat_template(engine->chat_templates, engine->chat_templates_status, params, text,
+                                capacity, out_len);
   });
 }
 

@@ -52,7 +52,7 @@ struct BenchOptions {
 };
 
 // One per-step sample (the --timeline rows).
-struct Sample {
+struct StepSample {
   int64_t step = 0;
   double time_s = 0.0;
   int32_t num_running = 0;
@@ -76,7 +76,7 @@ struct RunResult {
   double weight_bytes = 0.0;
   double kv_bytes_per_token = 0.0;
   pvllm_stats final{};
-  std::vector<Sample> timeline;
+  std::vector<StepSample> timeline;
   // Per request, in seconds (sample 0 of each): submit to first token, and
   // the mean gap between its later tokens (requests with >= 2 tokens).
   std::vector<double> ttft_s;
@@ -210,7 +210,7 @@ RunResult run_workload(const BenchOptions& o, const std::string& allocator,
       r.error = std::string(stage) + ": " + e.what();
       return r;
     }
-    Sample sample;
+    StepSample sample;
     sample.step = step;
     sample.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     sample.num_running = s.num_running;
@@ -249,8 +249,8 @@ std::vector<Figure> figures(const RunResult& r, int32_t block_size, int32_t n) {
   double sum_running = 0, sum_stored = 0, sum_reserved = 0, sum_blocks = 0;
   double sum_blocks_running = 0, sum_running_with_seqs = 0;
   int32_t peak_running = 0, peak_blocks = 0;
-  const Sample* peak = nullptr;
-  for (const Sample& s : r.timeline) {
+  const StepSample* peak = nullptr;
+  for (const StepSample& s : r.timeline) {
     sum_running += s.num_running;
     sum_stored += static_cast<double>(s.num_tokens_stored);
     sum_reserved += static_cast<double>(s.num_slots_reserved);
@@ -568,7 +568,7 @@ int run_bench(BenchOptions& o) {
         "# allocator\tstep\ttime_s\trunning\twaiting\tblocks_used\ttokens_stored\tslots_reserved"
         "\tkv_util\n";
     for (const RunResult& r : runs) {
-      for (const Sample& s : r.timeline) {
+      for (const StepSample& s : r.timeline) {
         char line[256];
         std::snprintf(line, sizeof(line), "%s\t%lld\t%.4f\t%d\t%d\t%d\t%lld\t%lld\t%.4f\n",
                       r.allocator.c_str(), static_cast<long long>(s.step), s.time_s, s.num_running,
@@ -598,8 +598,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--random-weights", o->random_weights,
                   "Instead of --model, a model of this shape with random bf16 weights built in "
                   "memory: tiny, tinyllama-1.1b, llama-2-7b, llama-3-8b");
-  cmd->add_option("--device", o->device, "Device: auto, cpu, cuda or cuda:N")
-      ->capture_default_str();
+  cmd->add_option("--device", o->device, kDeviceOption)->capture_default_str();
   add_dtype_option(cmd, &o->dtype);
   cmd->add_option("-w,--workload", o->workload.name,
                   "chat (log-normal lengths, Poisson arrivals), nano (256 x uniform "
@@ -666,10 +665,12 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       "after its arrival step, so every allocator sees the same trace. Prompts are random "
       "token ids; generation ignores EOS and samples at temperature 1 with a seed per "
       "request.\n"
-      "Example: pvllm bench --model tiny8k --workload chat --kv-allocator both "
-      "--json chat.json\n"
-      "nano-vllm's benchmark: pvllm bench --random-weights tinyllama-1.1b --device cuda "
-      "--workload nano --kv-allocator paged --kv-cache-mb 16384");
+      "\n"
+      "Examples:\n"
+      "  pvllm bench --model models/stories260K --workload chat --num-requests 16 "
+      "--kv-allocator both --kv-cache-mb 4\n"
+      "  pvllm bench --random-weights tinyllama-1.1b --device cuda --workload nano "
+      "--kv-allocator paged --kv-cache-mb 16384   # nano-vllm's benchmark on a GPU");
   cmd->callback([o, exit_code]() { *exit_code = run_bench(*o); });
 }
 

@@ -2,7 +2,8 @@
 // user turn; the whole conversation goes through the model's chat template
 // (pvllm_apply_chat_template), and the reply streams to stdout as it is
 // generated and joins the conversation. /reset starts over, /exit (or the
-// end of input) ends.
+// end of input) ends. The rendered prompt holds its own BOS, so it is
+// submitted with add_special_tokens = 0.
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,7 +14,6 @@
 #include <vector>
 
 #include "cli.h"
-#include "core/chat/chat_template.h"
 
 namespace pvllm_cli {
 namespace {
@@ -23,6 +23,7 @@ struct ChatOptions {
   std::string system;
   std::vector<std::string> vars;
   std::string template_name;
+  std::string template_file;
   pvllm_sampling_params sampling;
   uint64_t seed = 0;
   CLI::Option* seed_option = nullptr;
@@ -30,6 +31,7 @@ struct ChatOptions {
   int32_t num_threads = 0;
   int32_t max_model_len = 0;
   bool print_prompt = false;
+  bool quiet = false;
 };
 
 class ChatSession {
@@ -38,17 +40,18 @@ class ChatSession {
 
   int run() {
     if (!vars_to_json(o_.vars, &extra_json_)) return 2;
-    pvllm::chat::ChatTemplates templates;
-    if (pvllm::chat::ChatTemplates::load(o_.model, &templates).ok()) {
-      bos_ = templates.bos_token();
-      eos_ = templates.eos_token();
-    }
+    if (!o_.template_file.empty() && !read_text_input(o_.template_file, &chat_template_)) return 1;
     pvllm_engine_params params = pvllm::cxx::defaults<pvllm_engine_params>();
     params.model_path = o_.model.c_str();
     params.device = o_.device.c_str();
     params.num_threads = o_.num_threads;
     params.max_model_len = o_.max_model_len;
+    LoadProgress progress;
+    if (!o_.quiet) show_load_progress(&params, &progress);
     try {
+      // The end of a turn as the template writes it ("<|im_end|>", "</s>")
+      // stops a reply, also where the model's EOS id is another token.
+      eos_ = pvllm::cxx::Tokenizer::open(o_.model).info().eos_token;
       engine_ = pvllm::cxx::Engine(params);
     } catch (const pvllm::cxx::Error& e) {
       return report_error("cannot create the engine", e);
@@ -81,20 +84,18 @@ class ChatSession {
     if (!o_.system.empty()) messages_.push_back({{"role", "system"}, {"content", o_.system}});
   }
 
-  // The conversation's prompt as token ids, with exactly one BOS when the
-  // template writes one.
-  std::vector<int32_t> prompt_ids() const {
+  // The conversation's prompt, as the chat template writes it (its BOS
+  // included).
+  std::string render_prompt() const {
     const std::string messages = messages_.dump();
     pvllm_chat_template_params params = pvllm::cxx::defaults<pvllm_chat_template_params>();
     params.messages_json = messages.c_str();
     params.extra_context_json = extra_json_.c_str();
     params.template_name = o_.template_name.empty() ? nullptr : o_.template_name.c_str();
+    params.chat_template = o_.template_file.empty() ? nullptr : chat_template_.c_str();
     const std::string prompt = engine_.apply_chat_template(params);
     if (o_.print_prompt) std::fprintf(stderr, "--- prompt ---\n%s\n--- end ---\n", prompt.c_str());
-    if (!bos_.empty() && prompt.compare(0, bos_.size(), bos_) == 0) {
-      return engine_.tokenize(prompt.substr(bos_.size()), /*add_bos=*/true);
-    }
-    return engine_.tokenize(prompt, /*add_bos=*/false);
+    return prompt;
   }
 
   int respond(std::string* reply) {
@@ -107,7 +108,12 @@ class ChatSession {
       sampling.num_stop = 1;
     }
     try {
-      engine_.submit(prompt_ids(), sampling);
+      const std::string prompt = render_prompt();
+      pvllm_request request = pvllm::cxx::defaults<pvllm_request>();
+      request.prompt_text = prompt.c_str();
+      request.add_special_tokens = 0;
+      request.sampling = &sampling;
+      engine_.submit(request);
       for (bool finished = false; !finished;) {
         engine_.step();
         for (const pvllm_output& event : engine_.poll()) {
@@ -132,7 +138,7 @@ class ChatSession {
   pvllm::cxx::Engine engine_;
   nlohmann::json messages_;
   std::string extra_json_;
-  std::string bos_;
+  std::string chat_template_;  // --chat-template's file
   std::string eos_;
 };
 
@@ -146,15 +152,23 @@ void add_chat_command(CLI::App& app, int* exit_code) {
       "chat",
       "Chat with a model through its chat template: each stdin line is a user turn, the reply "
       "streams to stdout. /reset starts over, /exit or end of input quits.");
+  sub->footer(
+      "Examples:\n"
+      "  pvllm chat models/stories260K --chat-template examples/chat_template.jinja\n"
+      "  pvllm chat models/TinyLlama-1.1B-Chat --system \"You are terse.\" --temperature 0.7");
   sub->add_option("model", o->model,
-                  "A model folder with a chat template (tokenizer_config.json or "
-                  "chat_template.jinja)")
+                  "A model with a chat template (tokenizer_config.json, chat_template.jinja, "
+                  "or --chat-template): any path `generate` takes")
       ->required();
   sub->add_option("--system", o->system, "A system message that opens the conversation");
   sub->add_option("--var", o->vars,
                   "A template variable as key=json, e.g. enable_thinking=false; repeatable")
       ->allow_extra_args(false);
   sub->add_option("--template-name", o->template_name, "A named template of the model");
+  sub->add_option("--chat-template", o->template_file,
+                  "A Jinja chat template file to use instead of the model's (for a model that "
+                  "ships none)");
+  sub->add_flag("-q,--quiet", o->quiet, "Print no load progress on stderr");
   sub->add_flag("--print-prompt", o->print_prompt, "Print each rendered prompt on stderr");
   const char* sampling = "Sampling";
   sub->add_option("--max-tokens", o->sampling.max_tokens, "Tokens per reply at most")
@@ -179,9 +193,7 @@ void add_chat_command(CLI::App& app, int* exit_code) {
   o->seed_option =
       sub->add_option("--seed", o->seed, "Random seed (default: random)")->group(sampling);
   const char* engine = "Engine";
-  sub->add_option("--device", o->device, "Device: cpu, cuda or auto")
-      ->capture_default_str()
-      ->group(engine);
+  sub->add_option("--device", o->device, kDeviceOption)->capture_default_str()->group(engine);
   sub->add_option("--threads", o->num_threads, "CPU threads; 0 = all cores")->group(engine);
   sub->add_option("--max-model-len", o->max_model_len, "Context length; 0 = the model's")
       ->group(engine);

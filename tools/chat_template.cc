@@ -1,8 +1,6 @@
 // `pvllm chat-template PATH --messages FILE`: prints the prompt a model's
 // chat template makes of a conversation. It needs no engine (and loads no
-// weights), so it reads the template with the core's chat library directly.
-#include "core/chat/chat_template.h"
-
+// weights): it renders through pvllm_tokenizer.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -22,13 +20,9 @@ struct ChatTemplateOptions {
   std::string tools_file;
   std::vector<std::string> vars;
   std::string template_name;
+  std::string template_file;
   bool no_generation_prompt = false;
 };
-
-int fail(const std::string& what, const pvllm::Status& st) {
-  std::fprintf(stderr, "pvllm: %s: %s\n", what.c_str(), st.message().c_str());
-  return 1;
-}
 
 int run_chat_template(const ChatTemplateOptions& o) {
   std::string messages;
@@ -37,19 +31,22 @@ int run_chat_template(const ChatTemplateOptions& o) {
   if (!o.tools_file.empty() && !read_text_input(o.tools_file, &tools)) return 1;
   std::string extra;
   if (!vars_to_json(o.vars, &extra)) return 2;
+  std::string chat_template;
+  if (!o.template_file.empty() && !read_text_input(o.template_file, &chat_template)) return 1;
 
-  pvllm::chat::ChatRequest request;
-  pvllm::Status st = pvllm::chat::parse_chat_request(
-      messages.c_str(), o.tools_file.empty() ? nullptr : tools.c_str(), extra.c_str(), &request);
-  if (!st.ok()) return fail("bad input", st);
-  request.add_generation_prompt = !o.no_generation_prompt;
-  request.template_name = o.template_name;
-  pvllm::chat::ChatTemplates templates;
-  st = pvllm::chat::ChatTemplates::load(o.path, &templates);
-  if (!st.ok()) return fail("cannot read the chat template", st);
+  pvllm_chat_template_params params = pvllm::cxx::defaults<pvllm_chat_template_params>();
+  params.messages_json = messages.c_str();
+  params.tools_json = o.tools_file.empty() ? nullptr : tools.c_str();
+  params.extra_context_json = extra.c_str();
+  params.add_generation_prompt = o.no_generation_prompt ? 0 : 1;
+  params.template_name = o.template_name.empty() ? nullptr : o.template_name.c_str();
+  params.chat_template = o.template_file.empty() ? nullptr : chat_template.c_str();
   std::string prompt;
-  st = templates.apply(request, &prompt);
-  if (!st.ok()) return fail("cannot render the chat template", st);
+  try {
+    prompt = pvllm::cxx::Tokenizer::open(o.path).apply_chat_template(params);
+  } catch (const pvllm::cxx::Error& e) {
+    return report_error("cannot render the chat template", e);
+  }
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   return 0;
 }
@@ -97,13 +94,12 @@ void add_chat_template_command(CLI::App& app, int* exit_code) {
   CLI::App* sub = app.add_subcommand(
       "chat-template", "Print the prompt a model's chat template makes of a conversation.");
   sub->footer(
-      "Example:\n"
+      "Examples:\n"
+      "  echo '[{\"role\": \"user\", \"content\": \"Hi\"}]' | pvllm chat-template "
+      "models/stories260K --messages - --chat-template examples/chat_template.jinja\n"
       "  echo '[{\"role\": \"user\", \"content\": \"Hi\"}]' | pvllm chat-template models/Qwen3 "
       "--messages - --var enable_thinking=false");
-  sub->add_option("path", o->path,
-                  "A model folder (or any folder with tokenizer_config.json or "
-                  "chat_template.jinja), or a llama2.c .bin beside one")
-      ->required();
+  sub->add_option("path", o->path, kModelPathOption)->required();
   sub->add_option("--messages", o->messages_file,
                   "A JSON array of OpenAI-style messages; - reads stdin")
       ->required();
@@ -114,6 +110,8 @@ void add_chat_template_command(CLI::App& app, int* exit_code) {
   sub->add_option("--template-name", o->template_name,
                   "A named template of a model that ships several (default: tool_use when "
                   "--tools is given and the model has it, else default)");
+  sub->add_option("--chat-template", o->template_file,
+                  "A Jinja chat template file to render instead of the model's");
   sub->add_flag("--no-generation-prompt", o->no_generation_prompt,
                 "Do not end with the header that opens the assistant's turn");
   sub->callback([o, exit_code] { *exit_code = run_chat_template(*o); });

@@ -32,6 +32,17 @@ void add_tokenize_commands(CLI::App& app, int* exit_code);
 void add_chat_template_command(CLI::App& app, int* exit_code);
 void add_chat_command(CLI::App& app, int* exit_code);
 
+// The help of a positional model path: any path `generate` takes.
+inline constexpr const char* kModelPathOption =
+    "A model: a Hugging Face folder, a llama2.c .bin with its tokenizer beside it, a .pvllm "
+    "file, a folder holding one .bin or .pvllm file; or a tokenizer.model / tokenizer.json "
+    "file or its folder";
+
+// The help of --device.
+inline constexpr const char* kDeviceOption =
+    "Device: auto (CUDA when an NVIDIA GPU, its driver and libpvllm_cuda.so are there, else "
+    "the CPU), cpu, cuda or cuda:N";
+
 // The text of a file, or of stdin for "-"; false (with a message) when it
 // cannot be read.
 bool read_text_input(const std::string& file, std::string* out);
@@ -44,6 +55,15 @@ bool vars_to_json(const std::vector<std::string>& vars, std::string* out);
 // dtype_value turns a name it accepted into a pvllm_dtype.
 void add_dtype_option(CLI::App* cmd, std::string* name, const char* group = nullptr);
 int32_t dtype_value(const std::string& name);
+
+// Load progress on stderr (tools/progress.cc): on a terminal one line that
+// redraws itself; otherwise one line per stage. `state` must outlive the
+// engine's creation.
+struct LoadProgress {
+  bool tty = false;
+  std::string last_stage;
+};
+void show_load_progress(pvllm_engine_params* params, LoadProgress* state);
 
 // Prints "pvllm: <what>: <message> (<status name>)" to stderr and returns
 // the exit status for a failure (1).

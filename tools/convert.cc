@@ -98,8 +98,8 @@ void add_convert_command(CLI::App& app, int* exit_code) {
       "config, tokenizer, chat template and weights, checksummed, mapped without a copy.");
   sub->footer(
       "Examples:\n"
-      "  pvllm convert models/TinyLlama-1.1B tinyllama.pvllm --dtype bf16\n"
-      "  pvllm convert stories260K.bin stories260K.pvllm");
+      "  pvllm convert models/stories260K stories260K.pvllm\n"
+      "  pvllm convert models/TinyLlama-1.1B tinyllama.pvllm --dtype bf16");
   sub->add_option("source", o->source, "The model to convert")->required();
   sub->add_option("output", o->output, "The .pvllm file to write")->required();
   sub->add_option("--dtype", o->dtype,

@@ -4,7 +4,6 @@
 // One request without --json streams its text as it is generated; several
 // requests (or samples) print each text, labelled, when it finishes; --json
 // prints one object per line per finished sample.
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -41,6 +40,8 @@ struct GenerateOptions {
   std::string regex;
   std::vector<std::string> choices;
   bool ignore_eos = false;
+  std::string early_stopping = "heuristic";  // --early-stopping: heuristic, true or never
+  CLI::Option* temperature_option = nullptr;
   uint64_t seed = 0;
   CLI::Option* seed_option = nullptr;
   int32_t priority = 0;
@@ -65,6 +66,7 @@ struct Sample {
   std::vector<TokenLogprobs> logprobs;  // one per token when --logprobs was given
   int32_t finish_reason = PVLLM_FINISH_NONE;
   std::string error;
+  double score = 0.0;  // a beam search hypothesis'
 };
 
 struct RequestState {
@@ -96,7 +98,8 @@ const char* finish_reason_name(int32_t reason) {
 using Json = nlohmann::basic_json<nlohmann::ordered_map, std::vector, std::string, bool,
                                   std::int64_t, std::uint64_t, float>;
 
-std::string sample_json(const RequestState& r, size_t sample_index, bool with_logprobs) {
+std::string sample_json(const RequestState& r, size_t sample_index, bool with_logprobs,
+                        bool beam_search) {
   const Sample& s = r.samples[sample_index];
   Json j;
   j["request"] = r.index;
@@ -105,6 +108,7 @@ std::string sample_json(const RequestState& r, size_t sample_index, bool with_lo
   j["text"] = s.text;
   j["token_ids"] = s.token_ids;
   j["finish_reason"] = finish_reason_name(s.finish_reason);
+  if (beam_search) j["score"] = s.score;
   if (with_logprobs) {
     Json logprobs = Json::array();
     for (const TokenLogprobs& lp : s.logprobs) {
@@ -120,20 +124,6 @@ std::string sample_json(const RequestState& r, size_t sample_index, bool with_lo
   // The library's text is valid UTF-8, a prompt read from a file may not
   // be: its invalid bytes print as U+FFFD instead of throwing.
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
-// Load progress on stderr: a line that redraws itself on a terminal, one
-// compact line per stage otherwise (logs stay readable).
-void print_progress(float fraction, const char* stage, void* user_data) {
-  const bool tty = *static_cast<const bool*>(user_data);
-  const int percent = static_cast<int>(fraction * 100.0f + 0.5f);
-  if (tty) {
-    std::fprintf(stderr, "\r\033[Kpvllm: %s (%d%%)%s", stage, percent,
-                 fraction >= 1.0f ? "\n" : "");
-  } else {
-    std::fprintf(stderr, "pvllm: %s (%d%%)\n", stage, percent);
-  }
-  std::fflush(stderr);
 }
 
 bool collect_prompts(const GenerateOptions& o, std::vector<std::string>* prompts) {
@@ -202,11 +192,7 @@ class Generator {
     params.model_checksums = o_.model_checksums == "lazy"   ? PVLLM_MODEL_CHECKSUMS_LAZY
                              : o_.model_checksums == "none" ? PVLLM_MODEL_CHECKSUMS_NONE
                                                             : PVLLM_MODEL_CHECKSUMS_FULL;
-    stderr_is_tty_ = isatty(STDERR_FILENO) != 0;
-    if (!o_.quiet) {
-      params.progress = print_progress;
-      params.progress_user_data = &stderr_is_tty_;
-    }
+    if (!o_.quiet) show_load_progress(&params, &progress_);
     try {
       engine_ = pvllm::cxx::Engine(params);
     } catch (const pvllm::cxx::Error& e) {
@@ -257,6 +243,13 @@ class Generator {
     sampling.ignore_eos = o_.ignore_eos ? 1 : 0;
     sampling.has_seed = o_.seed_option->count() > 0 ? 1 : 0;
     sampling.seed = o_.seed;
+    if (sampling.beam_width > 0) {
+      // Beam search ranks the raw distribution: greedy unless asked.
+      if (o_.temperature_option->count() == 0) sampling.temperature = 0.0f;
+      sampling.early_stopping = o_.early_stopping == "true"    ? PVLLM_EARLY_STOPPING_TRUE
+                                : o_.early_stopping == "never" ? PVLLM_EARLY_STOPPING_NEVER
+                                                               : PVLLM_EARLY_STOPPING_HEURISTIC;
+    }
     std::vector<const char*> stop;
     for (const std::string& s : o_.stop) stop.push_back(s.c_str());
     sampling.stop = stop.empty() ? nullptr : stop.data();
@@ -295,7 +288,8 @@ class Generator {
       r.samples.resize(num_samples);
       num_samples_left_ += num_samples;
     }
-    streaming_ = requests_.size() == 1 && num_samples == 1 && !o_.json && o_.prompt_ids.empty();
+    streaming_ = requests_.size() == 1 && num_samples == 1 && !o_.json && o_.prompt_ids.empty() &&
+                 sampling.beam_width == 0;
     if (streaming_) {
       // The continuation reads on from the prompt, as in the labelled form.
       std::fputs(prompts_[0].c_str(), stdout);
@@ -360,6 +354,7 @@ class Generator {
     if (event.finish_reason == PVLLM_FINISH_NONE) return;
     s.finish_reason = event.finish_reason;
     s.error = event.error_message != nullptr ? event.error_message : "";
+    s.score = event.score;
     --num_samples_left_;
     finish(r, static_cast<size_t>(event.sample_index));
   }
@@ -372,7 +367,9 @@ class Generator {
                    s.error.c_str());
     }
     if (o_.json) {
-      std::printf("%s\n", sample_json(r, sample_index, o_.sampling.logprobs >= 0).c_str());
+      std::printf("%s\n", sample_json(r, sample_index, o_.sampling.logprobs >= 0,
+                                      o_.sampling.beam_width > 0)
+                              .c_str());
     } else if (streaming_) {
       std::printf("\n");
     } else if (!o_.prompt_ids.empty()) {
@@ -384,6 +381,10 @@ class Generator {
       }
       std::printf("--- request %zu, sample %zu (%s) ---\n[%s] -> [%s]\n", r.index, sample_index,
                   finish_reason_name(s.finish_reason), r.prompt.c_str(), ids.c_str());
+    } else if (o_.sampling.beam_width > 0) {
+      std::printf("--- request %zu, hypothesis %zu (%s, score %.4f) ---\n%s%s\n", r.index,
+                  sample_index, finish_reason_name(s.finish_reason), s.score, r.prompt.c_str(),
+                  s.text.c_str());
     } else {
       std::printf("--- request %zu, sample %zu (%s) ---\n%s%s\n", r.index, sample_index,
                   finish_reason_name(s.finish_reason), r.prompt.c_str(), s.text.c_str());
@@ -419,7 +420,7 @@ class Generator {
   size_t num_samples_left_ = 0;
   bool streaming_ = false;
   std::string constraint_text_;  // --json-schema's or --grammar's file
-  bool stderr_is_tty_ = false;
+  LoadProgress progress_;
   bool any_sample_failed_ = false;
 };
 
@@ -456,7 +457,8 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       "(continuous batching).");
   sub->footer(
       "Examples:\n"
-      "  pvllm generate --model stories260K.bin --prompt \"Once upon a time\" --temperature 0\n"
+      "  pvllm generate --model models/stories260K --prompt \"Once upon a time\" --temperature 0\n"
+      "  pvllm generate --model models/stories260K --prompt \"Lily\" --beam-width 4 -n 2\n"
       "  pvllm generate --model TinyLlama-1.1B --prompts-file prompts.txt --max-tokens 64 "
       "--json > out.jsonl");
 
@@ -481,9 +483,11 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   sub->add_option("--max-tokens", o->sampling.max_tokens, "Tokens to generate at most")
       ->capture_default_str()
       ->group(sampling_group);
-  sub->add_option("-t,--temperature", o->sampling.temperature, "Sampling temperature; 0 = greedy")
-      ->capture_default_str()
-      ->group(sampling_group);
+  o->temperature_option =
+      sub->add_option("-t,--temperature", o->sampling.temperature,
+                      "Sampling temperature; 0 = greedy (the default with --beam-width)")
+          ->capture_default_str()
+          ->group(sampling_group);
   sub->add_option("--top-p", o->sampling.top_p,
                   "Nucleus sampling: keep the most likely tokens up to this probability mass; "
                   "1 = off")
@@ -511,9 +515,27 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   o->seed_option =
       sub->add_option("--seed", o->seed, "Random seed for reproducible sampling (default: random)")
           ->group(sampling_group);
-  sub->add_option("-n,--num-samples", o->sampling.n, "Independent samples per prompt")
+  sub->add_option("-n,--num-samples", o->sampling.n,
+                  "Independent samples per prompt; with --beam-width, the best n hypotheses")
       ->capture_default_str()
       ->group(sampling_group);
+  const char* beam_group = "Beam search";
+  sub->add_option("--beam-width", o->sampling.beam_width,
+                  "Beam search with this many beams (1-10; 0 = off); deterministic, over the "
+                  "raw distribution (no top-k/top-p/penalties, no stop strings)")
+      ->check(CLI::Range(0, 10))
+      ->capture_default_str()
+      ->group(beam_group);
+  sub->add_option("--length-penalty", o->sampling.length_penalty,
+                  "A hypothesis scores its summed logprob over its length to this power")
+      ->capture_default_str()
+      ->group(beam_group);
+  sub->add_option("--early-stopping", o->early_stopping,
+                  "When beam search stops (Hugging Face's early_stopping): heuristic (False), "
+                  "true (True) or never (\"never\")")
+      ->check(CLI::IsMember({"heuristic", "true", "never"}))
+      ->capture_default_str()
+      ->group(beam_group);
   sub->add_option("--stop", o->stop,
                   "A string that ends generation (not included in the output); repeatable")
       ->allow_extra_args(false)
@@ -550,9 +572,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       ->group(sampling_group);
 
   const char* engine_group = "Engine";
-  sub->add_option("--device", o->device, "Device: cpu or auto")
-      ->capture_default_str()
-      ->group(engine_group);
+  sub->add_option("--device", o->device, kDeviceOption)->capture_default_str()->group(engine_group);
   sub->add_option("--block-size", o->engine.block_size,
                   "Tokens per KV-cache block (a power of two, 8..256)")
       ->capture_default_str()

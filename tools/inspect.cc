@@ -219,7 +219,7 @@ void add_inspect_command(CLI::App& app, int* exit_code) {
       "needs, without loading the weights; for a .pvllm file, its header too.");
   sub->footer(
       "Examples:\n"
-      "  pvllm inspect stories260K.bin\n"
+      "  pvllm inspect models/stories260K\n"
       "  pvllm inspect stories260K.pvllm\n"
       "  pvllm inspect TinyLlama-1.1B --kv-cache-mb 1024 --block-size 32\n"
       "  pvllm inspect --random-weights llama-3-8b");

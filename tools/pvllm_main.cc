@@ -34,8 +34,18 @@ int report_error(const std::string& what, const pvllm::cxx::Error& error) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "pvllm: run Llama-architecture language models on the CPU with a paged KV cache "
-      "and continuous batching.",
+      "pvllm: run Llama-family language models (Llama 2 and 3, Mistral, Qwen2 and 3, "
+      "TinyLlama) with a paged KV cache and continuous batching, on the CPU or an NVIDIA "
+      "GPU.\n"
+      "\n"
+      "Devices: --device auto (the default) runs on CUDA when the machine has an NVIDIA GPU "
+      "and driver and libpvllm_cuda.so sits beside libpvllm (built when nvcc is found), "
+      "else on the CPU; --device cpu, cuda or cuda:N picks one.\n"
+      "\n"
+      "Models: a Hugging Face folder (config.json, *.safetensors, tokenizer.model or "
+      "tokenizer.json), a llama2.c .bin with its tokenizer beside it, a .pvllm file "
+      "(pvllm convert), or a folder holding one .bin or .pvllm file. models/stories260K "
+      "in the source tree is a real 1 MB model to try.",
       "pvllm"};
   app.set_version_flag("--version",
                        std::string("pvllm ") + pvllm_version() + " (ABI " +
@@ -44,12 +54,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "Examples:\n"
-      "  pvllm generate --model models/stories260K/stories260K.bin --prompt \"Once upon a "
-      "time\"\n"
+      "  pvllm generate --model models/stories260K --prompt \"Once upon a time\"\n"
+      "  pvllm generate --model models/TinyLlama-1.1B --device cuda --prompt \"Hello\"\n"
       "  pvllm inspect models/TinyLlama-1.1B\n"
       "  pvllm convert models/TinyLlama-1.1B tinyllama.pvllm --dtype bf16\n"
       "  pvllm bench --model tiny8k --workload chat --kv-allocator both\n"
-      "  echo \"Hello world\" | pvllm tokenize models/Qwen3-0.6B --json\n"
+      "  pvllm tokenize models/stories260K --text \"Hello world\"\n"
       "  pvllm chat models/TinyLlama-1.1B-Chat --temperature 0.7\n"
       "\n"
       "Run `pvllm <command> --help` for the options of one command.");

@@ -6,6 +6,7 @@
 
 #include "core/base/file_bytes.h"
 #include "core/chat/json_value.h"
+#include "core/model/model_files.h"
 #include "core/model/pvllm_file.h"
 
 namespace pvllm::chat {
@@ -66,16 +67,23 @@ void ChatTemplates::add(const std::string& name, std::string source) {
 }
 
 Status ChatTemplates::load(const std::string& model_path, ChatTemplates* out) {
+  ModelFiles files;
+  const Status resolved = resolve_model_files(model_path, &files);
   std::error_code ec;
-  const fs::path path(model_path);
-  if (!fs::exists(path, ec)) return NotFound("no model at " + model_path);
-  if (is_pvllm_path(model_path) && fs::is_regular_file(path, ec)) {
+  if (!resolved.ok()) {
+    // A folder with nothing pvllm reads holds no templates: an empty set.
+    if (resolved.code() != StatusCode::kNotFound || !fs::is_directory(model_path, ec)) {
+      return resolved;
+    }
+    files.folder = model_path;
+  }
+  if (files.kind == ModelFiles::Kind::kPvllm) {
     pvllm_format::FileHeader header;
-    PVLLM_RETURN_IF_ERROR(pvllm_format::read_header(model_path, &header));
+    PVLLM_RETURN_IF_ERROR(pvllm_format::read_header(files.weights, &header));
     return from_texts(model_path, header.tokenizer.config_json,
                       header.tokenizer.chat_template_jinja, out);
   }
-  const fs::path folder = fs::is_directory(path, ec) ? path : path.parent_path();
+  const fs::path folder(files.folder);
   std::string config_text, jinja_text;
   const fs::path config_path = folder / "tokenizer_config.json";
   if (fs::exists(config_path, ec))
@@ -124,6 +132,19 @@ Status ChatTemplates::from_texts(const std::string& origin, std::string_view con
   if (!jinja_text.empty()) set.add("default", std::string(jinja_text));
   *out = std::move(set);
   return Status::Ok();
+}
+
+void ChatTemplates::set_missing_special_tokens(const std::string& bos, const std::string& eos) {
+  if (!bos.empty() && !special_tokens_.contains("bos_token")) special_tokens_["bos_token"] = bos;
+  if (!eos.empty() && !special_tokens_.contains("eos_token")) special_tokens_["eos_token"] = eos;
+}
+
+ChatTemplates ChatTemplates::with_template(std::string source) const {
+  ChatTemplates set;
+  set.origin_ = "the chat template given";
+  set.special_tokens_ = special_tokens_;
+  set.add("default", std::move(source));
+  return set;
 }
 
 std::vector<std::string> ChatTemplates::names() const {

@@ -54,6 +54,16 @@ class ChatTemplates {
   static Status from_texts(const std::string& origin, std::string_view config_text,
                            std::string_view jinja_text, ChatTemplates* out);
 
+  // Sets bos_token and eos_token where tokenizer_config.json names none, as
+  // transformers takes them from the tokenizer itself (a model that ships
+  // only tokenizer.model). Empty texts are not set.
+  void set_missing_special_tokens(const std::string& bos, const std::string& eos);
+
+  // A copy with `source` as its only template ("default"), keeping the
+  // model's special tokens: a template given by the caller in place of the
+  // model's. A template that does not parse fails at apply, as the model's.
+  ChatTemplates with_template(std::string source) const;
+
   bool empty() const { return templates_.empty(); }
   std::vector<std::string> names() const;
   // The special tokens' texts; "" when the model has none.

@@ -86,7 +86,7 @@ Status Engine::load_model_and_tokenizer(const CreateProgress& progress,
           load.status = Status(load.status.code(), model_path + ": " + load.status.message());
         }
       } else {
-        load.status = Tokenizer::load(tokenizer_path, &load.tokenizer);
+        load.status = Tokenizer::load_file(tokenizer_path, &load.tokenizer);
       }
       return load;
     });
@@ -212,7 +212,7 @@ void Engine::make_scheduler() {
 Engine::~Engine() = default;
 
 Status Engine::submit_text(std::string_view prompt, const SamplingParams& params, int32_t priority,
-                           uint64_t* request_id) {
+                           uint64_t* request_id, bool add_special_tokens) {
   if (!tokenizer_) {
     return Status(
         StatusCode::kTokenizerError,
@@ -235,7 +235,7 @@ Status Engine::submit_text(std::string_view prompt, const SamplingParams& params
                            std::to_string(max_token_bytes_) + " bytes)");
   }
   std::vector<int32_t> ids;
-  PVLLM_RETURN_IF_ERROR(tokenizer_->encode(prompt, /*add_bos=*/true, &ids));
+  PVLLM_RETURN_IF_ERROR(tokenizer_->encode(prompt, add_special_tokens, &ids));
   return submit_tokens(std::move(ids), params, priority, request_id);
 }
 

@@ -147,9 +147,10 @@ class Engine {
   static Status create(const EngineConfig& config, std::unique_ptr<Engine>* out);
   ~Engine();
 
-  // Submits a prompt given as text (tokenized with BOS) or as token ids.
+  // Submits a prompt given as text or as token ids. Text is tokenized with
+  // the special tokens the tokenizer adds (BOS) when add_special_tokens.
   Status submit_text(std::string_view prompt, const SamplingParams& params, int32_t priority,
-                     uint64_t* request_id);
+                     uint64_t* request_id, bool add_special_tokens = true);
   Status submit_tokens(std::vector<int32_t> prompt_ids, const SamplingParams& params,
                        int32_t priority, uint64_t* request_id);
   // Runs one scheduler iteration. Returns a non-ok status only for failures

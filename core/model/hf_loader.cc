@@ -12,6 +12,7 @@
 #include "core/model/hf_config.h"
 #include "core/model/json_file.h"
 #include "core/model/model.h"
+#include "core/model/model_files.h"
 #include "core/model/safetensors.h"
 #include "core/model/weight_table.h"
 
@@ -87,15 +88,7 @@ Status load_hf_model(const std::string& dir, std::unique_ptr<Model>* out) {
   PVLLM_RETURN_IF_ERROR(take_weights(table, model->config, /*packed=*/false, &model->weights));
   PVLLM_RETURN_IF_ERROR(check_all_taken(table, model->config));
 
-  // tokenizer.model first (the sentencepiece models served so far keep their
-  // exact tokenization), else tokenizer.json (Llama 3, Qwen).
-  for (const char* name : {"tokenizer.model", "tokenizer.json"}) {
-    const fs::path tokenizer = fs::path(dir) / name;
-    if (fs::is_regular_file(tokenizer, ec)) {
-      model->tokenizer_path = tokenizer.string();
-      break;
-    }
-  }
+  model->tokenizer_path = find_tokenizer_in(dir);
   *out = std::move(model);
   return Status::Ok();
 }

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/model/model.h"
+#include "core/model/model_files.h"
 
 namespace pvllm {
 
@@ -104,23 +105,6 @@ ModelConfig config_from(const Llama2cHeader& h) {
   return c;
 }
 
-// tokenizer.model beside the .bin, else the only *.model file there.
-std::string find_tokenizer(const std::string& bin_path) {
-  std::error_code ec;
-  const fs::path dir =
-      fs::path(bin_path).parent_path().empty() ? fs::path(".") : fs::path(bin_path).parent_path();
-  if (fs::is_regular_file(dir / "tokenizer.model", ec)) return (dir / "tokenizer.model").string();
-  std::string found;
-  int num_found = 0;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.path().extension() == ".model" && entry.is_regular_file(ec)) {
-      found = entry.path().string();
-      ++num_found;
-    }
-  }
-  return num_found == 1 ? found : std::string();
-}
-
 Status read_weights(const MappedFile& file, const ModelConfig& c, bool shared_classifier,
                     ModelWeights* w) {
   const int64_t dim = c.hidden_size;
@@ -189,7 +173,8 @@ Status load_llama2c_model(const std::string& bin_path, std::unique_ptr<Model>* o
   if (!valid.ok()) return CorruptModel(bin_path + ": " + valid.message());
   PVLLM_RETURN_IF_ERROR(read_weights(*file, model->config, header.vocab_size > 0, &model->weights));
   model->files.push_back(std::move(file));
-  model->tokenizer_path = find_tokenizer(bin_path);
+  const fs::path folder = fs::path(bin_path).parent_path();
+  model->tokenizer_path = find_tokenizer_in(folder.empty() ? "." : folder.string());
   *out = std::move(model);
   return Status::Ok();
 }

@@ -1,18 +1,12 @@
 // Format detection, the model summary, and weight accounting.
-#include <filesystem>
 #include <functional>
 #include <set>
 
 #include "core/model/model.h"
+#include "core/model/model_files.h"
 #include "core/model/pvllm_file.h"
 
 namespace pvllm {
-
-namespace {
-
-namespace fs = std::filesystem;
-
-}  // namespace
 
 // In checkpoint order; by data pointer, so tied embeddings are visited once.
 void Model::for_each_weight(const std::function<void(const Tensor&)>& fn) const {
@@ -47,26 +41,38 @@ size_t Model::weight_bytes() const {
 
 Status load_model(const std::string& path, std::unique_ptr<Model>* out,
                   const LoadOptions& options) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (!fs::exists(st)) return NotFound(path + ": no such file or folder");
-  if (fs::is_directory(st)) return load_hf_model(path, out);
-  if (fs::is_regular_file(st) && is_pvllm_path(path)) return load_pvllm_model(path, options, out);
-  if (fs::is_regular_file(st) && fs::path(path).extension() == ".bin") {
-    return load_llama2c_model(path, out);
+  ModelFiles files;
+  PVLLM_RETURN_IF_ERROR(resolve_model_files(path, &files));
+  std::unique_ptr<Model> model;
+  switch (files.kind) {
+    case ModelFiles::Kind::kPvllm:
+      PVLLM_RETURN_IF_ERROR(load_pvllm_model(files.weights, options, &model));
+      break;
+    case ModelFiles::Kind::kLlama2c:
+      PVLLM_RETURN_IF_ERROR(load_llama2c_model(files.weights, &model));
+      break;
+    case ModelFiles::Kind::kHuggingFace:
+      PVLLM_RETURN_IF_ERROR(load_hf_model(files.weights, &model));
+      break;
+    case ModelFiles::Kind::kTokenizerOnly:
+      return NotFound(path + " holds a tokenizer (" + files.tokenizer +
+                      ") but no weights; expected " + kModelPathHelp);
   }
-  return Unsupported(path + ": not a model pvllm can load (expected a Hugging Face folder " +
-                     "a llama2.c .bin file or a .pvllm file)");
+  model->path = path;
+  model->tokenizer_path = files.tokenizer;
+  *out = std::move(model);
+  return Status::Ok();
 }
 
 // Loading maps the files, but reading the header pages is all it touches
 // (no .pvllm tensor checksum); the mappings are dropped before returning.
 Status inspect_model(const std::string& path, ModelSummary* out) {
   // A .pvllm file's header says it all: its tensor table is the model's.
-  std::error_code ec;
-  if (is_pvllm_path(path) && fs::is_regular_file(path, ec)) {
+  ModelFiles files;
+  PVLLM_RETURN_IF_ERROR(resolve_model_files(path, &files));
+  if (files.kind == ModelFiles::Kind::kPvllm) {
     pvllm_format::FileHeader header;
-    PVLLM_RETURN_IF_ERROR(pvllm_format::read_header(path, &header));
+    PVLLM_RETURN_IF_ERROR(pvllm_format::read_header(files.weights, &header));
     ModelSummary summary;
     summary.config = header.config;
     summary.format = ModelFormat::kPvllm;

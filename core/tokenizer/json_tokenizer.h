@@ -46,6 +46,7 @@ class JsonTokenizer : public Tokenizer {
   int32_t token_to_id(std::string_view token) const override;
   std::string id_to_token(int32_t id) const override;
   const std::string& token_bytes(int32_t id) const override;
+  const char* kind() const override { return "tokenizer.json"; }
   int num_leading_spaces_stripped() const override {
     return decoder_->num_leading_spaces_stripped();
   }

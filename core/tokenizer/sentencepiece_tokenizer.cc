@@ -4,6 +4,7 @@
 
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <exception>
 #include <filesystem>
 #include <string>
@@ -36,6 +37,20 @@ std::vector<std::string> build_token_bytes(const sentencepiece::SentencePiecePro
   return table;
 }
 
+// The pieces written as text that stand for control and unknown tokens.
+std::vector<std::pair<std::string, int32_t>> find_special_pieces(
+    const sentencepiece::SentencePieceProcessor& sp) {
+  std::vector<std::pair<std::string, int32_t>> special;
+  for (int32_t id = 0; id < sp.GetPieceSize(); ++id) {
+    if ((sp.IsControl(id) || sp.IsUnknown(id)) && !sp.IdToPiece(id).empty()) {
+      special.emplace_back(sp.IdToPiece(id), id);
+    }
+  }
+  std::stable_sort(special.begin(), special.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  return special;
+}
+
 }  // namespace
 
 SentencePieceTokenizer::SentencePieceTokenizer()
@@ -53,6 +68,7 @@ Status SentencePieceTokenizer::load_file(const std::string& path, std::unique_pt
     return tokenizer_error("cannot load sentencepiece model " + path + ": " + status.ToString());
   }
   tokenizer->token_bytes_ = build_token_bytes(*tokenizer->sp_);
+  tokenizer->special_pieces_ = find_special_pieces(*tokenizer->sp_);
   *out = std::move(tokenizer);
   return Status::Ok();
 }
@@ -74,23 +90,52 @@ Status SentencePieceTokenizer::load_from_bytes(std::string_view bytes,
                            " bytes: " + status.ToString());
   }
   tokenizer->token_bytes_ = build_token_bytes(*tokenizer->sp_);
+  tokenizer->special_pieces_ = find_special_pieces(*tokenizer->sp_);
   *out = std::move(tokenizer);
+  return Status::Ok();
+}
+
+Status SentencePieceTokenizer::encode_plain(std::string_view text,
+                                            std::vector<int32_t>* ids) const {
+  if (text.empty()) return Status::Ok();
+  std::vector<int> pieces;
+  const auto status = sp_->Encode(text, &pieces);
+  if (!status.ok()) return tokenizer_error("sentencepiece encode failed: " + status.ToString());
+  ids->insert(ids->end(), pieces.begin(), pieces.end());
   return Status::Ok();
 }
 
 Status SentencePieceTokenizer::encode(std::string_view text, bool add_special,
                                       std::vector<int32_t>* ids) const {
-  std::vector<int> pieces;
-  const auto status = sp_->Encode(text, &pieces);
-  if (!status.ok()) return tokenizer_error("sentencepiece encode failed: " + status.ToString());
   ids->clear();
-  ids->reserve(pieces.size() + 1);
   if (add_special) {
     if (bos_id() < 0) return tokenizer_error("this tokenizer has no BOS token");
     ids->push_back(bos_id());
   }
-  ids->insert(ids->end(), pieces.begin(), pieces.end());
-  return Status::Ok();
+  // Split at the earliest special piece (the longest where several start
+  // there); plain runs in between go to sentencepiece. next[i] caches where
+  // piece i occurs next, so the text is scanned once per piece.
+  std::vector<size_t> next(special_pieces_.size(), 0);
+  for (size_t i = 0; i < next.size(); ++i) next[i] = text.find(special_pieces_[i].first);
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t best = std::string_view::npos;
+    size_t found = next.size();
+    for (size_t i = 0; i < next.size(); ++i) {
+      if (next[i] != std::string_view::npos && next[i] < start) {
+        next[i] = text.find(special_pieces_[i].first, start);
+      }
+      if (next[i] < best) {
+        best = next[i];
+        found = i;
+      }
+    }
+    if (found == next.size()) break;
+    PVLLM_RETURN_IF_ERROR(encode_plain(text.substr(start, best - start), ids));
+    ids->push_back(special_pieces_[found].second);
+    start = best + special_pieces_[found].first.size();
+  }
+  return encode_plain(text.substr(start), ids);
 }
 
 Status SentencePieceTokenizer::decode(const std::vector<int32_t>& ids, std::string* text) const {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "core/model/model_files.h"
 #include "core/model/pvllm_file.h"
 #include "core/tokenizer/json_tokenizer.h"
 #include "core/tokenizer/sentencepiece_tokenizer.h"
@@ -26,24 +27,27 @@ Status Tokenizer::load_embedded(const EmbeddedTokenizer& embedded,
   return NotFound("the model file carries no tokenizer");
 }
 
+Status Tokenizer::load_file(const std::string& file, std::unique_ptr<Tokenizer>* out) {
+  if (fs::path(file).extension() == ".json") return JsonTokenizer::load_file(file, out);
+  return SentencePieceTokenizer::load_file(file, out);
+}
+
 Status Tokenizer::load(const std::string& path, std::unique_ptr<Tokenizer>* out) {
-  std::error_code ec;
-  if (is_pvllm_path(path) && fs::is_regular_file(path, ec)) {
+  ModelFiles files;
+  PVLLM_RETURN_IF_ERROR(resolve_model_files(path, &files));
+  if (files.kind == ModelFiles::Kind::kPvllm) {
     pvllm_format::FileHeader header;
-    PVLLM_RETURN_IF_ERROR(pvllm_format::read_header(path, &header));
+    PVLLM_RETURN_IF_ERROR(pvllm_format::read_header(files.weights, &header));
     const Status st = load_embedded(header.tokenizer, out);
     if (!st.ok()) return Status(st.code(), path + ": " + st.message());
     return Status::Ok();
   }
-  if (fs::is_directory(path, ec)) {
-    const fs::path model = fs::path(path) / "tokenizer.model";
-    const fs::path json = fs::path(path) / "tokenizer.json";
-    if (fs::is_regular_file(model, ec)) return SentencePieceTokenizer::load_file(model, out);
-    if (fs::is_regular_file(json, ec)) return JsonTokenizer::load_file(json, out);
-    return NotFound(path + ": no tokenizer.model or tokenizer.json in this folder");
+  if (files.tokenizer.empty()) {
+    return NotFound(path + " is " + files.kind_name() +
+                    " with no tokenizer beside it (looked for " +
+                    "tokenizer.model, tokenizer.json or one *.model file in " + files.folder + ")");
   }
-  if (fs::path(path).extension() == ".json") return JsonTokenizer::load_file(path, out);
-  return SentencePieceTokenizer::load_file(path, out);
+  return load_file(files.tokenizer, out);
 }
 
 IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer* tokenizer,

@@ -19,13 +19,16 @@ namespace pvllm {
 
 class Tokenizer {
  public:
-  // Loads `path`: a tokenizer.model or tokenizer.json file (told apart by
-  // the .json extension), or a folder holding one. A folder with both uses
-  // tokenizer.model, so the sentencepiece models already served keep their
-  // exact tokenization. tokenizer.json reads tokenizer_config.json beside it
-  // for the BOS and EOS names. A .pvllm file gives the tokenizer it carries
-  // (only its header is read).
+  // Loads the tokenizer of any model path (core/model/model_files.h): a
+  // model folder, a llama2.c .bin (the tokenizer beside it), a .pvllm file
+  // (the tokenizer it carries; only its header is read), or a tokenizer
+  // file or its folder. NOT_FOUND naming what was looked for when the path
+  // has no tokenizer.
   static Status load(const std::string& path, std::unique_ptr<Tokenizer>* out);
+  // Loads one tokenizer file: tokenizer.json (by the .json extension; it
+  // reads tokenizer_config.json beside it for the BOS and EOS names) or a
+  // sentencepiece model.
+  static Status load_file(const std::string& file, std::unique_ptr<Tokenizer>* out);
   // The tokenizer a .pvllm file carries. NOT_FOUND when it has none.
   static Status load_embedded(const EmbeddedTokenizer& embedded, std::unique_ptr<Tokenizer>* out);
   virtual ~Tokenizer() = default;
@@ -60,6 +63,8 @@ class Tokenizer {
   // How many leading spaces decode() strips from the start of a text
   // (sentencepiece's dummy prefix: 1; byte-level BPE: 0).
   virtual int num_leading_spaces_stripped() const = 0;
+  // "sentencepiece" or "tokenizer.json".
+  virtual const char* kind() const = 0;
 };
 
 // Turns generated token ids into text deltas. The concatenation of every

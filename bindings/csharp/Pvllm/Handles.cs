@@ -43,4 +43,16 @@ namespace Pvllm
             return true;
         }
     }
+
+    /// <summary>pvllm_tokenizer*, freed with pvllm_tokenizer_free (since 0.9).</summary>
+    internal sealed class TokenizerHandle : SafeHandleZeroOrMinusOneIsInvalid
+    {
+        public TokenizerHandle() : base(true) { }
+
+        protected override bool ReleaseHandle()
+        {
+            NativeMethods.pvllm_tokenizer_free(handle);
+            return true;
+        }
+    }
 }

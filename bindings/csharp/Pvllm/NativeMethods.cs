@@ -31,6 +31,12 @@ namespace Pvllm
         // PVLLM_VERSION_NUMBER counts.
         internal const uint MinVersionNumber = 600;
 
+        // What 0.9.0 appended (pvllm_request.add_special_tokens,
+        // pvllm_chat_template_params.chat_template, the pvllm_tokenizer
+        // calls) is used only when asked for, after a check against this
+        // (Library.Require): an older library would ignore the fields.
+        internal const uint VersionNumber09 = 900;
+
         // ---- Versions -----------------------------------------------------
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
@@ -162,6 +168,7 @@ namespace Pvllm
             public long delivery;                 // int64_t, a pvllm_delivery (since 0.2)
             public IntPtr on_output;              // pvllm_output_callback or NULL (since 0.5)
             public IntPtr on_output_user_data;    // void* (since 0.5)
+            public byte add_special_tokens;       // uint8_t boolean, default 1 (since 0.9)
         }
 
         // typedef void (*pvllm_output_callback)(const pvllm_output* output, void* user_data);
@@ -338,6 +345,7 @@ namespace Pvllm
             public IntPtr extra_context_json;   // const char*, NULL = none
             public byte add_generation_prompt;  // uint8_t boolean
             public IntPtr template_name;        // const char*, NULL = default
+            public IntPtr chat_template;        // const char*, a Jinja template; NULL = the model's (since 0.9)
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
@@ -348,6 +356,59 @@ namespace Pvllm
         internal static extern PvllmStatus pvllm_apply_chat_template(EngineHandle engine,
             ref pvllm_chat_template_params p, [Out] byte[] text, UIntPtr capacity, out UIntPtr outLen,
             out IntPtr error);
+
+        // ---- Tokenizers without an engine (since 0.9) ----------------------
+
+        // modelPath: const char* (NUL-terminated UTF-8, pinned array);
+        // outTokenizer: pvllm_tokenizer**; error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_tokenizer_open(byte[] modelPath, out TokenizerHandle outTokenizer,
+            out IntPtr error);
+
+        // tokenizer: pvllm_tokenizer* (called by TokenizerHandle.ReleaseHandle only)
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void pvllm_tokenizer_free(IntPtr tokenizer);
+
+        // tokenizer: const pvllm_tokenizer*; text: const char* (NUL-terminated UTF-8, pinned array);
+        // ids: int32_t* [capacity] or NULL; error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_tokenizer_encode(TokenizerHandle tokenizer, byte[] text,
+            byte addSpecialTokens, [Out] int[] ids, UIntPtr capacity, out UIntPtr outNumIds, out IntPtr error);
+
+        // tokenizer: const pvllm_tokenizer*; ids: const int32_t* [numIds]; text: char* [capacity] or NULL;
+        // error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_tokenizer_decode(TokenizerHandle tokenizer, int[] ids,
+            UIntPtr numIds, [Out] byte[] text, UIntPtr capacity, out UIntPtr outLen, out IntPtr error);
+
+        // tokenizer: const pvllm_tokenizer*; text: char* [capacity]; error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_tokenizer_apply_chat_template(TokenizerHandle tokenizer,
+            ref pvllm_chat_template_params p, [Out] byte[] text, UIntPtr capacity, out UIntPtr outLen,
+            out IntPtr error);
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct pvllm_tokenizer_info
+        {
+            public uint struct_size;
+            public int vocab_size;
+            public int bos_id;                    // -1 when there is none
+            public int eos_id;                    // -1 when there is none
+            public IntPtr bos_token;              // const char*, owned by the tokenizer
+            public IntPtr eos_token;              // const char*, owned by the tokenizer
+            public IntPtr kind;                   // const char*: "sentencepiece", "tokenizer.json" or ""
+            public IntPtr source;                 // const char*: the file it was read from, or ""
+            public byte adds_bos;                 // uint8_t boolean
+            public byte has_chat_template;        // uint8_t boolean
+        }
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void pvllm_tokenizer_info_init(IntPtr info, UIntPtr structSize); // (pvllm_tokenizer_info*, size_t); see NativeStruct.Init
+
+        // tokenizer: const pvllm_tokenizer*; error: pvllm_error**
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern PvllmStatus pvllm_tokenizer_get_info(TokenizerHandle tokenizer,
+            ref pvllm_tokenizer_info outInfo, out IntPtr error);
 
         // ---- Models -------------------------------------------------------
 

@@ -51,7 +51,11 @@ namespace Pvllm
         public int MaxTokens { get; set; }
         /// <summary>Extra token ids that end generation.</summary>
         public IList<int> StopTokenIds { get; set; } = new List<int>();
-        /// <summary>Stop strings; the matched string is not part of the output.</summary>
+        /// <summary>
+        /// Stop strings; the matched string is not part of the output. Submit
+        /// throws PvllmException InvalidArgument for one holding a NUL
+        /// character (C would cut it there) and ArgumentException for a null one.
+        /// </summary>
         public IList<string> Stop { get; set; } = new List<string>();
         /// <summary>Do not stop at EOS (nor the model's extra stop ids).</summary>
         public bool IgnoreEos { get; set; }
@@ -99,7 +103,7 @@ namespace Pvllm
             p.max_tokens = MaxTokens;
             p.stop_token_ids = scope.Int32Array(StopTokenIds);
             p.num_stop_token_ids = (UIntPtr)(uint)(StopTokenIds?.Count ?? 0);
-            p.stop = scope.Utf8StringArray(Stop);
+            p.stop = scope.Utf8StringArray(Stop, "a stop string");
             p.num_stop = (UIntPtr)(uint)(Stop?.Count ?? 0);
             p.ignore_eos = IgnoreEos ? (byte)1 : (byte)0;
             p.logprobs = Logprobs;
@@ -113,9 +117,8 @@ namespace Pvllm
             if (Constraint != null)
             {
                 p.constraint_kind = (int)Constraint.Kind;
-                p.constraint = scope.Utf8String(Pvllm.Constraint.NulFree(Constraint.Text, "the constraint's text"));
-                foreach (string choice in Constraint.Choices) Pvllm.Constraint.NulFree(choice, "a choice");
-                p.choices = scope.Utf8StringArray(Constraint.ChoiceList, "choices");
+                p.constraint = scope.NulFreeUtf8String(Constraint.Text, "the constraint's text");
+                p.choices = scope.Utf8StringArray(Constraint.ChoiceList, "a choice");
                 p.num_choices = (UIntPtr)(uint)Constraint.Choices.Count;
             }
             return p;
@@ -149,8 +152,9 @@ namespace Pvllm
     /// PvllmException with PvllmStatus.InvalidArgument and a message saying
     /// where it goes wrong, one that uses something the library does not
     /// implement PvllmStatus.Unsupported naming it; text with a NUL character
-    /// is InvalidArgument before the library sees it. It needs the model's
-    /// tokenizer and cannot be combined with beam search.
+    /// is InvalidArgument before the library sees it, as is a stop string
+    /// with one. It needs the model's tokenizer and cannot be combined with
+    /// beam search.
     /// </summary>
     public sealed class Constraint
     {
@@ -206,16 +210,6 @@ namespace Pvllm
         public override string ToString()
             => Kind == ConstraintKind.Choice ? "Choice(" + string.Join(", ", Choices) + ")"
              : Text == null ? Kind.ToString() : Kind + "(" + Text + ")";
-
-        /// <summary>`s` unchanged, or InvalidArgument when it holds a NUL (C would cut it there).</summary>
-        internal static string NulFree(string s, string what)
-        {
-            if (s != null && s.IndexOf('\0') >= 0)
-            {
-                throw new PvllmException(PvllmStatus.InvalidArgument, what + " contains a NUL character");
-            }
-            return s;
-        }
     }
 
     /// <summary>pvllm_early_stopping: when beam search stops, as Hugging Face's False, True and "never".</summary>
@@ -230,8 +224,9 @@ namespace Pvllm
     }
 
     /// <summary>
-    /// pvllm_request: a prompt (text, tokenized with BOS prepended, or token ids
-    /// used as given), sampling parameters and a priority.
+    /// pvllm_request: a prompt (text, tokenized with the special tokens the
+    /// tokenizer adds, such as BOS, unless AddSpecialTokens is false; or token
+    /// ids used as given), sampling parameters and a priority.
     /// </summary>
     public sealed class Request
     {
@@ -255,6 +250,16 @@ namespace Pvllm
         public SamplingParams Sampling { get; set; }
         /// <summary>Lower values are served first and preempted last; default 0.</summary>
         public int Priority { get; set; }
+        /// <summary>
+        /// true (default): PromptText is tokenized with the special tokens the
+        /// tokenizer puts around a text (BOS for Llama-style tokenizers, none
+        /// for Qwen's), as Hugging Face's add_special_tokens. false: none are
+        /// added; special tokens written in the text still count. Use false for
+        /// a prompt rendered by a chat template, which writes its own BOS
+        /// (Engine.ChatRequest does). Ignored for PromptTokenIds. false needs
+        /// libpvllm 0.9 (Submit throws PvllmException Unsupported before).
+        /// </summary>
+        public bool AddSpecialTokens { get; set; } = true;
 
         /// <summary>How many samples (and so final outputs) the request produces.</summary>
         internal int NumSamples => Sampling?.N ?? 1;
@@ -273,6 +278,12 @@ namespace Pvllm
             if (Sampling != null) r.sampling = scope.Struct(Sampling.ToNative(scope));
             r.priority = Priority;
             r.delivery = (long)delivery;
+            if (!AddSpecialTokens && PromptText != null)
+            {
+                // An older library would ignore the field and add them.
+                Library.Require(NativeMethods.VersionNumber09, "Request.AddSpecialTokens = false");
+            }
+            r.add_special_tokens = AddSpecialTokens ? (byte)1 : (byte)0;
             return r;
         }
     }

@@ -35,13 +35,24 @@ namespace Pvllm
             Marshal.Copy(p, bytes, 0, length);
             return Encoding.UTF8.GetString(bytes);
         }
+
+        /// <summary>
+        /// `s` unchanged (null too), or PvllmException InvalidArgument when it
+        /// holds a NUL character: C would take it for the string's end and
+        /// silently read less. `what` names `s` in the message ("a stop
+        /// string"). The binding's one NUL check, for every input it refuses
+        /// to let C cut short.
+        /// </summary>
+        internal static string NulFree(string s, string what)
+        {
+            if (s != null && s.IndexOf('\0') >= 0)
+            {
+                throw new PvllmException(PvllmStatus.InvalidArgument, what + " contains a NUL character");
+            }
+            return s;
+        }
     }
 
-    /// <summary>
-    /// Unmanaged memory that lives for one native call: UTF-8 strings, int
-    /// arrays and structs the C structs point at. The library copies inputs
-    /// before returning, so everything is freed right after the call.
-    /// </summary>
     /// <summary>A C call that writes text into a buffer (text, capacity, *length, *error).</summary>
     internal delegate PvllmStatus TextCall(byte[] text, UIntPtr capacity, out UIntPtr length, out IntPtr error);
 
@@ -73,6 +84,46 @@ namespace Pvllm
         }
     }
 
+    /// <summary>A C call that writes token ids into a buffer (ids, capacity, *count, *error).</summary>
+    internal delegate PvllmStatus IdsCall(int[] ids, UIntPtr capacity, out UIntPtr count, out IntPtr error);
+
+    /// <summary>
+    /// Runs an IdsCall (pvllm_tokenize, pvllm_tokenizer_encode) with room for
+    /// the ids of `utf8` (NUL-terminated), growing once when it answers
+    /// BufferTooSmall with the count it needs; throws PvllmException for any
+    /// other failure.
+    /// </summary>
+    internal static class IdBuffer
+    {
+        internal static int[] Read(byte[] utf8, IdsCall call)
+        {
+            // Every token covers at least one byte; BOS and a dummy-prefix
+            // token may come on top, so this is usually big enough at once.
+            var ids = new int[utf8.Length + 2];
+            while (true)
+            {
+                UIntPtr needed;
+                IntPtr error;
+                PvllmStatus status = call(ids, (UIntPtr)(uint)ids.Length, out needed, out error);
+                int count = checked((int)needed.ToUInt64());
+                if (status == PvllmStatus.BufferTooSmall && count > ids.Length)
+                {
+                    NativeMethods.pvllm_error_free(error);
+                    ids = new int[count];
+                    continue;
+                }
+                PvllmException.Check(status, error);
+                Array.Resize(ref ids, count);
+                return ids;
+            }
+        }
+    }
+
+    /// <summary>
+    /// Unmanaged memory that lives for one native call: UTF-8 strings, int
+    /// arrays and structs the C structs point at. The library copies inputs
+    /// before returning, so everything is freed right after the call.
+    /// </summary>
     internal sealed class NativeScope : IDisposable
     {
         private readonly List<IntPtr> allocations = new List<IntPtr>();
@@ -99,17 +150,26 @@ namespace Pvllm
         }
 
         /// <summary>
-        /// A const char* const[] of UTF-8 copies; NULL when empty. `what` names
-        /// the strings in the message of a null one.
+        /// Utf8String of a string C must read whole: PvllmException
+        /// InvalidArgument when `s` holds a NUL (see Utf8.NulFree; `what`
+        /// names it in the message).
         /// </summary>
-        public IntPtr Utf8StringArray(IList<string> values, string what = "stop strings")
+        public IntPtr NulFreeUtf8String(string s, string what) => Utf8String(Utf8.NulFree(s, what));
+
+        /// <summary>
+        /// A const char* const[] of UTF-8 copies; NULL when empty. `what` names
+        /// one string ("a stop string") in the exception for a null one
+        /// (ArgumentException) or one holding a NUL (PvllmException
+        /// InvalidArgument, from NulFreeUtf8String).
+        /// </summary>
+        public IntPtr Utf8StringArray(IList<string> values, string what)
         {
             if (values == null || values.Count == 0) return IntPtr.Zero;
             IntPtr array = Alloc(IntPtr.Size * values.Count);
             for (int i = 0; i < values.Count; i++)
             {
                 if (values[i] == null) throw new ArgumentException(what + " must not be null");
-                Marshal.WriteIntPtr(array, i * IntPtr.Size, Utf8String(values[i]));
+                Marshal.WriteIntPtr(array, i * IntPtr.Size, NulFreeUtf8String(values[i], what));
             }
             return array;
         }

@@ -1,6 +1,8 @@
 package pvllm
 
-// This file holds every cgo call of the package; the rest is plain Go.
+// This file holds the cgo calls of engines and requests; chat.go,
+// tokenizer.go, delivery.go (the output handler) and progress.go hold the
+// rest.
 //
 // Errors: every fallible pvllm_* function takes a last `pvllm_error**`
 // argument and hands back a new error object that holds the status and the
@@ -45,11 +47,24 @@ static pvllm_status pvllm_go_engine_create(pvllm_engine_params* params, uintptr_
   return pvllm_engine_create(params, out_engine, error);
 }
 
+// Defined in delivery.go with //export.
+extern void pvllmGoOutput(pvllm_output* output, uintptr_t handle);
+
+// A request's on_output (pvllm.h since 0.5): hands each event to the Go
+// Stream behind `user_data` (a runtime/cgo.Handle).
+static void pvllm_go_output_trampoline(const pvllm_output* output, void* user_data) {
+  pvllmGoOutput((pvllm_output*)output, (uintptr_t)user_data);
+}
+
 // Builds the pvllm_request on the C stack so that Go never holds a struct
-// with a pointer into Go memory (the token ids live in a Go slice).
+// with a pointer into Go memory (the token ids live in a Go slice). With a
+// handle the events go to pvllmGoOutput; without one (a library older than
+// 0.5) they wait in the library for pvllm_wait / pvllm_poll_request on the
+// id (per-request delivery).
 static pvllm_status pvllm_go_submit(pvllm_engine* engine, const char* text, const int32_t* ids,
                                     size_t num_ids, const pvllm_sampling_params* sampling,
-                                    int32_t priority, int64_t delivery, uint64_t* out_request_id,
+                                    int32_t priority, uint8_t add_special_tokens,
+                                    uintptr_t handle, uint64_t* out_request_id,
                                     pvllm_error** error) {
   pvllm_request request;
   pvllm_request_init(&request, sizeof request);
@@ -58,7 +73,13 @@ static pvllm_status pvllm_go_submit(pvllm_engine* engine, const char* text, cons
   request.num_prompt_token_ids = num_ids;
   request.sampling = sampling;
   request.priority = priority;
-  request.delivery = delivery;
+  request.add_special_tokens = add_special_tokens;
+  if (handle != 0) {
+    request.on_output = pvllm_go_output_trampoline;
+    request.on_output_user_data = (void*)handle;
+  } else {
+    request.delivery = PVLLM_DELIVERY_PER_REQUEST;
+  }
   return pvllm_submit(engine, &request, out_request_id, error);
 }
 */
@@ -299,11 +320,29 @@ func defaultSamplingParams() SamplingParams {
 	}
 }
 
-// submit queues req for per-request delivery: only pollRequest on its id
-// takes its events. Stop strings and stop token ids are copied into C
-// memory because the sampling struct that points at them is itself passed
-// to C.
-func submit(h *C.pvllm_engine, req *Request) (uint64, error) {
+// Library versions (pvllm_version_number) that added what this package
+// uses when it is there.
+const (
+	versionOutputHandlers   = 500 // pvllm_request.on_output
+	versionConstraints      = 600 // pvllm_sampling_params.constraint_kind
+	versionAddSpecialTokens = 900 // pvllm_request.add_special_tokens
+	versionChatTemplateText = 900 // pvllm_chat_template_params.chat_template
+	versionTokenizers       = 900 // pvllm_tokenizer_*
+)
+
+// submit queues req. With a non-zero handle (a cgo.Handle of the request's
+// Stream) the library hands each event to pvllmGoOutput as the step makes
+// it; with 0 the events wait in the library for wait and pollRequest on the
+// id (per-request delivery). Stop strings and stop token ids are copied
+// into C memory because the sampling struct that points at them is itself
+// passed to C.
+func submit(h *C.pvllm_engine, req *Request, handle cgo.Handle) (uint64, error) {
+	// An older library would not read add_special_tokens and would add a
+	// second BOS to a prompt that holds its own.
+	if req.NoAddSpecialTokens && req.PromptTokens == nil && VersionNumber() < versionAddSpecialTokens {
+		return 0, &Error{Status: StatusUnsupported, Message: "request: NoAddSpecialTokens: " +
+			"libpvllm " + Version() + " is older than 0.9"}
+	}
 	sp := &req.Params
 	ints := []struct {
 		name string
@@ -375,7 +414,7 @@ func submit(h *C.pvllm_engine, req *Request) (uint64, error) {
 	var id C.uint64_t
 	var cerr *C.pvllm_error
 	st := C.pvllm_go_submit(h, text, ids, C.size_t(len(req.PromptTokens)), &c,
-		C.int32_t(req.Priority), C.PVLLM_DELIVERY_PER_REQUEST, &id, &cerr)
+		C.int32_t(req.Priority), cBool(!req.NoAddSpecialTokens), C.uintptr_t(handle), &id, &cerr)
 	if err := takeError(st, cerr); err != nil {
 		return 0, err
 	}
@@ -391,7 +430,7 @@ func cConstraint(k *Constraint, c *C.pvllm_sampling_params) error {
 	}
 	// A library older than 0.6 would not read the fields: the text would
 	// come back unconstrained.
-	if VersionNumber() < 600 {
+	if VersionNumber() < versionConstraints {
 		return &Error{Status: StatusUnsupported,
 			Message: "sampling params: constraint: libpvllm " + Version() + " is older than 0.6"}
 	}
@@ -455,7 +494,8 @@ func step(h *C.pvllm_engine) (int, error) {
 
 // wait blocks until request id has events to take (or its last event was
 // taken elsewhere meanwhile), up to timeoutMs; ready is false on a timeout.
-// The goroutine holds its OS thread while the library blocks.
+// The goroutine holds its OS thread while the library blocks: only for
+// libraries older than 0.5, which have no output handlers.
 func wait(h *C.pvllm_engine, id uint64, timeoutMs int32) (ready bool, err error) {
 	// No error object for a timeout: it is the common outcome.
 	var cerr *C.pvllm_error
@@ -485,52 +525,58 @@ func pollRequest(h *C.pvllm_engine, id uint64) ([]Output, error) {
 	}
 	outs := make([]Output, n)
 	for i := range outs {
-		o := C.pvllm_output_batch_get(batch, C.size_t(i))
-		out := &outs[i]
-		out.RequestID = uint64(o.request_id)
-		out.Index = int(o.sample_index)
-		out.FinishReason = FinishReason(o.finish_reason)
-		if o.num_token_ids > 0 {
-			src := unsafe.Slice(o.token_ids, int(o.num_token_ids))
-			out.TokenIDs = make([]int32, len(src))
-			for j, t := range src {
-				out.TokenIDs[j] = int32(t)
-			}
-		}
-		out.Text = C.GoStringN(o.text, C.int(o.text_len))
-		out.RequestFinished = o.request_finished != 0
-		// Fields appended since 0.1 are read only when the library that
-		// made the event filled them (its struct_size covers them).
-		has := func(offset, size uintptr) bool { return uintptr(o.struct_size) >= offset+size }
-		if has(unsafe.Offsetof(o.sequence), unsafe.Sizeof(o.sequence)) {
-			out.Sequence = uint64(o.sequence)
-		}
-		if o.logprobs != nil && o.num_token_ids > 0 {
-			out.Logprobs = copyLogprobs(o.logprobs, int(o.num_token_ids))
-		}
-		if has(unsafe.Offsetof(o.score), unsafe.Sizeof(o.score)) {
-			if o.prompt_logprobs != nil && o.num_prompt_logprobs > 0 {
-				out.PromptLogprobs = copyLogprobs(o.prompt_logprobs, int(o.num_prompt_logprobs))
-			}
-			out.Score = float64(o.score)
-			if out.RequestFinished {
-				out.Metrics = &RequestMetrics{
-					TimeQueued:            float64(o.time_queued),
-					TimeToFirstToken:      float64(o.time_to_first_token),
-					TimePerOutputToken:    float64(o.time_per_output_token),
-					E2ELatency:            float64(o.e2e_latency),
-					NumPromptTokens:       int64(o.num_prompt_tokens),
-					NumPrefillTokens:      int64(o.num_prefill_tokens),
-					NumCachedPromptTokens: int64(o.num_cached_prompt_tokens),
-					NumGeneratedTokens:    int64(o.num_generated_tokens),
-				}
-			}
-		}
-		if out.FinishReason == FinishError {
-			out.Err = &Error{Status: StatusInternal, Message: C.GoString(o.error_message)}
-		}
+		outs[i] = goOutput(C.pvllm_output_batch_get(batch, C.size_t(i)))
 	}
 	return outs, nil
+}
+
+// goOutput copies one event into Go memory: the C one lives only as long as
+// its batch, or the output handler's call.
+func goOutput(o *C.pvllm_output) Output {
+	var out Output
+	out.RequestID = uint64(o.request_id)
+	out.Index = int(o.sample_index)
+	out.FinishReason = FinishReason(o.finish_reason)
+	if o.num_token_ids > 0 {
+		src := unsafe.Slice(o.token_ids, int(o.num_token_ids))
+		out.TokenIDs = make([]int32, len(src))
+		for j, t := range src {
+			out.TokenIDs[j] = int32(t)
+		}
+	}
+	out.Text = C.GoStringN(o.text, C.int(o.text_len))
+	out.RequestFinished = o.request_finished != 0
+	// Fields appended since 0.1 are read only when the library that made
+	// the event filled them (its struct_size covers them).
+	has := func(offset, size uintptr) bool { return uintptr(o.struct_size) >= offset+size }
+	if has(unsafe.Offsetof(o.sequence), unsafe.Sizeof(o.sequence)) {
+		out.Sequence = uint64(o.sequence)
+	}
+	if o.logprobs != nil && o.num_token_ids > 0 {
+		out.Logprobs = copyLogprobs(o.logprobs, int(o.num_token_ids))
+	}
+	if has(unsafe.Offsetof(o.score), unsafe.Sizeof(o.score)) {
+		if o.prompt_logprobs != nil && o.num_prompt_logprobs > 0 {
+			out.PromptLogprobs = copyLogprobs(o.prompt_logprobs, int(o.num_prompt_logprobs))
+		}
+		out.Score = float64(o.score)
+		if out.RequestFinished {
+			out.Metrics = &RequestMetrics{
+				TimeQueued:            float64(o.time_queued),
+				TimeToFirstToken:      float64(o.time_to_first_token),
+				TimePerOutputToken:    float64(o.time_per_output_token),
+				E2ELatency:            float64(o.e2e_latency),
+				NumPromptTokens:       int64(o.num_prompt_tokens),
+				NumPrefillTokens:      int64(o.num_prefill_tokens),
+				NumCachedPromptTokens: int64(o.num_cached_prompt_tokens),
+				NumGeneratedTokens:    int64(o.num_generated_tokens),
+			}
+		}
+	}
+	if out.FinishReason == FinishError {
+		out.Err = &Error{Status: StatusInternal, Message: C.GoString(o.error_message)}
+	}
+	return out
 }
 
 // copyLogprobs copies n C token logprobs into Go memory.
@@ -594,12 +640,29 @@ func getStats(h *C.pvllm_engine) (Stats, error) {
 func tokenize(h *C.pvllm_engine, text string, addBOS bool) ([]int32, error) {
 	ctext := C.CString(text)
 	defer C.free(unsafe.Pointer(ctext))
-	ids := make([]int32, len(text)+2)
+	return readIDs(len(text)+2, func(ids *C.int32_t, capacity C.size_t, n *C.size_t, cerr **C.pvllm_error) C.pvllm_status {
+		return C.pvllm_tokenize(h, ctext, cBool(addBOS), ids, capacity, n, cerr)
+	})
+}
+
+func detokenize(h *C.pvllm_engine, ids []int32) (string, error) {
+	if len(ids) == 0 {
+		return "", nil
+	}
+	return readText(8*len(ids)+16, func(buf *C.char, capacity C.size_t, n *C.size_t, cerr **C.pvllm_error) C.pvllm_status {
+		return C.pvllm_detokenize(h, (*C.int32_t)(unsafe.Pointer(&ids[0])), C.size_t(len(ids)), buf, capacity, n, cerr)
+	})
+}
+
+// readIDs runs a C call that encodes into an id buffer (ids, capacity, n,
+// cerr), starting with room for guess ids and growing once when the call
+// answers BUFFER_TOO_SMALL with the count it needs.
+func readIDs(guess int, call func(ids *C.int32_t, capacity C.size_t, n *C.size_t, cerr **C.pvllm_error) C.pvllm_status) ([]int32, error) {
+	ids := make([]int32, guess)
 	for {
 		var n C.size_t
 		var cerr *C.pvllm_error
-		st := C.pvllm_tokenize(h, ctext, cBool(addBOS), (*C.int32_t)(unsafe.Pointer(&ids[0])),
-			C.size_t(len(ids)), &n, &cerr)
+		st := call((*C.int32_t)(unsafe.Pointer(&ids[0])), C.size_t(len(ids)), &n, &cerr)
 		if st == C.PVLLM_STATUS_BUFFER_TOO_SMALL && int(n) > len(ids) {
 			C.pvllm_error_free(cerr)
 			ids = make([]int32, int(n))
@@ -610,15 +673,6 @@ func tokenize(h *C.pvllm_engine, text string, addBOS bool) ([]int32, error) {
 		}
 		return ids[:int(n)], nil
 	}
-}
-
-func detokenize(h *C.pvllm_engine, ids []int32) (string, error) {
-	if len(ids) == 0 {
-		return "", nil
-	}
-	return readText(8*len(ids)+16, func(buf *C.char, capacity C.size_t, n *C.size_t, cerr **C.pvllm_error) C.pvllm_status {
-		return C.pvllm_detokenize(h, (*C.int32_t)(unsafe.Pointer(&ids[0])), C.size_t(len(ids)), buf, capacity, n, cerr)
-	})
 }
 
 // readText runs a C call that writes text into a buffer (buf, capacity, n,

@@ -11,8 +11,18 @@
 // Streaming: Submit returns a Stream whose Events channel carries each new
 // piece of text as it is generated and closes after the request's last
 // event (Output.RequestFinished); cancelling the context aborts the
-// request. Each Stream reads its own request's events from the library, so
-// any number of goroutines can each follow their own request.
+// request. The library hands each event to its own request's Stream (an
+// output handler), so any number of goroutines can each follow their own
+// request, and a waiting Stream holds no OS thread.
+//
+// Chat: ChatRequest renders a conversation with the model's chat template
+// (or ChatTemplateOptions.ChatTemplate) into a Request that submits the
+// text without adding special tokens, since the template wrote its own
+// BOS; Chat generates from it in one call. Request.NoAddSpecialTokens does
+// the same for any prompt text.
+//
+// Tokenizers: OpenTokenizer reads a model's tokenizer and chat templates
+// without its weights (Encode, Decode, ApplyChatTemplate, Info).
 //
 // Structured output: SamplingParams.Constraint makes the text match a JSON
 // schema, any JSON object, a GBNF grammar, a regular expression or one of

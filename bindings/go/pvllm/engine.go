@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/cgo"
 	"sync"
 	"time"
 )
@@ -13,10 +14,10 @@ import (
 //
 // One goroutine, the step loop, calls pvllm_step while any request is
 // unfinished and otherwise sleeps on a channel that Submit and aborts
-// signal. Each Stream reads its own request's events from the library
-// (pvllm_wait, then pvllm_poll_request): the library routes every event to
-// its request, so the package has no dispatcher, and a Stream nobody reads
-// holds back only its own request.
+// signal. The library hands each event to its request's output handler
+// inside the step, and the handler queues it on that request's Stream (see
+// Stream): the library routes every event to its request, so the package
+// has no dispatcher, and no Stream holds an OS thread while it waits.
 //
 // Close releases the engine; a finalizer calls it for an Engine that became
 // unreachable, but call Close yourself: the model and KV pool are large.
@@ -29,7 +30,9 @@ type Engine struct {
 type engine struct {
 	// mu guards h: every C call holds a read lock; Close takes the write
 	// lock to destroy h, so destruction never overlaps another call, as
-	// pvllm_engine_destroy requires. Lock order: streamsMu before mu.
+	// pvllm_engine_destroy requires. Lock order: streamsMu before mu, and a
+	// Stream's mu after both (the output handler takes it inside submit and
+	// step calls).
 	mu sync.RWMutex
 	h  *cEngine // nil once closed
 
@@ -37,11 +40,15 @@ type engine struct {
 	// registers its Stream under it, so every request Close does not refuse
 	// is in streams when Close aborts them.
 	streamsMu sync.Mutex
-	streams   map[uint64]*Stream // requests whose last event is still in the library
+	streams   map[uint64]*Stream // requests whose last event has not been handed over
 	closing   bool
 	closingCh chan struct{} // closed when Close starts
 
-	pumps     sync.WaitGroup // Streams still reading from the library
+	// handlers: the library calls output handlers (0.5 and later); without
+	// them each Stream waits in pvllm_wait (Stream.poll).
+	handlers bool
+
+	pumps     sync.WaitGroup // Streams whose last event has not been handed over
 	wakeStep  chan struct{}  // capacity 1: "there may be work"
 	quit      chan struct{}
 	loopDone  chan struct{}
@@ -71,6 +78,7 @@ func New(cfg Config) (*Engine, error) {
 		quit:         make(chan struct{}),
 		loopDone:     make(chan struct{}),
 		streamBuffer: cfg.StreamBuffer,
+		handlers:     useOutputHandlers(),
 	}
 	if e.streamBuffer <= 0 {
 		e.streamBuffer = 64
@@ -107,8 +115,7 @@ func (e *engine) close() {
 			_ = e.abort(id) // NotFound: it finished meanwhile
 		}
 		// The step loop applies the aborts; each Stream takes its last
-		// event, without waiting for its reader now that closingCh is
-		// closed.
+		// event as it is handed over, without waiting for its reader.
 		e.pumps.Wait()
 		close(e.quit)
 		<-e.loopDone
@@ -128,7 +135,7 @@ func (e *engine) isClosing() bool {
 	}
 }
 
-// forget drops a Stream whose last event left the library.
+// forget drops a Stream whose last event was handed over.
 func (e *engine) forget(id uint64) {
 	e.streamsMu.Lock()
 	delete(e.streams, id)
@@ -150,20 +157,41 @@ func (eng *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if e.closing {
 		return nil, ErrClosed
 	}
+	s := newStream(eng, ctx, req.Params.N, e.streamBuffer)
+	if e.handlers {
+		s.handle = cgo.NewHandle(s)
+	}
+	// The handler may run before submit returns (for events a step made
+	// meanwhile), on this goroutine: it only takes the Stream's lock.
 	e.mu.RLock()
-	id, err := submit(e.h, &req)
+	id, err := submit(e.h, &req, s.handle)
 	e.mu.RUnlock()
 	if err != nil {
+		if s.handle != 0 {
+			s.handle.Delete() // a failed submit registers no handler
+		}
 		return nil, err
 	}
-	s := newStream(eng, ctx, id, req.Params.N, e.streamBuffer)
+	s.id = id
 	e.streams[id] = s
 	e.pumps.Add(1)
 	signal(e.wakeStep)
+	if !e.handlers {
+		go s.poll()
+	}
 	go s.pump()
-	go s.watch()
 	return s, nil
 }
+
+// useOutputHandlers says whether engines deliver through output handlers:
+// the library has them (0.5) and no test asked for the older path.
+func useOutputHandlers() bool {
+	return VersionNumber() >= versionOutputHandlers && !forceWaitDelivery
+}
+
+// forceWaitDelivery makes new engines deliver as with a library older than
+// 0.5 (pvllm_wait per Stream); only tests set it.
+var forceWaitDelivery bool
 
 // Generate submits one prompt and waits for all its samples. On a
 // cancelled ctx it returns what was generated so far with ctx.Err(); when a

@@ -43,7 +43,9 @@ func (e *Error) Error() string {
 	if e.Message == "" {
 		return "pvllm: " + e.Status.String()
 	}
-	return fmt.Sprintf("pvllm: %s: %s", e.Status, e.Message)
+	// e.Status is an error too: %s would print its Error(), with a second
+	// "pvllm: ".
+	return fmt.Sprintf("pvllm: %s: %s", e.Status.String(), e.Message)
 }
 
 // Is reports whether target is this error's Status, or an *Error with the

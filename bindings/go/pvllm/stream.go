@@ -2,24 +2,29 @@ package pvllm
 
 import (
 	"context"
+	"runtime/cgo"
 	"strings"
+	"sync"
 )
 
-// waitSliceMs bounds one pvllm_wait of a Stream. Waits end as soon as the
-// request has events, and cancellation and Close both end in events (an
-// abort), so the bound is only a backstop.
+// waitSliceMs bounds one pvllm_wait of a Stream on a library older than 0.5
+// (see Stream.poll). Waits end as soon as the request has events, and
+// cancellation and Close both end in events (an abort), so the bound is
+// only a backstop.
 const waitSliceMs = 1000
 
 // Stream delivers the events of one request. Events() is closed after the
 // request's last event (Output.RequestFinished).
 //
-// The request is submitted for per-request delivery, and a goroutine per
-// Stream reads its events from the library (pvllm_wait, then
-// pvllm_poll_request) and sends them on the channel (of capacity
-// Config.StreamBuffer). A slow or absent reader holds back only its own
-// request: its events wait in the library, which keeps each request's apart,
-// while the step loop and every other request go on. Nothing is dropped
-// while the request's context is live.
+// The library hands each of the request's events to an output handler
+// (pvllm_request.on_output) on the thread that runs the step; the handler
+// copies it into the Stream's queue, which has no bound, and wakes the
+// Stream's goroutine, which sends the queue on the channel (of capacity
+// Config.StreamBuffer). A waiting Stream is a goroutine blocked on Go
+// channels, not an OS thread blocked in C, so thousands of them cost
+// little. A slow or absent reader holds back only its own request's
+// delivery: the handler never blocks, so the step loop and every other
+// request go on. Nothing is dropped while the request's context is live.
 //
 // Once the context is done the request is aborted, and from then on a full
 // channel gives way: the oldest buffered event is discarded to make room.
@@ -31,18 +36,25 @@ type Stream struct {
 	n   int // samples
 	ctx context.Context
 	ch  chan Output
-	// fetched is closed once the last event has left the library.
-	fetched chan struct{}
+
+	// handle is the cgo.Handle the output handler finds the Stream by; 0
+	// when the library is older than 0.5 and Stream.poll feeds the queue.
+	handle cgo.Handle
+
+	// mu guards pending: the events handed over and not yet taken by pump.
+	// arrived (capacity 1) wakes pump after each handover.
+	mu      sync.Mutex
+	pending []Output
+	arrived chan struct{}
 }
 
-func newStream(eng *Engine, ctx context.Context, id uint64, n, buffer int) *Stream {
+func newStream(eng *Engine, ctx context.Context, n, buffer int) *Stream {
 	return &Stream{
 		eng:     eng,
-		id:      id,
 		n:       n,
 		ctx:     ctx,
 		ch:      make(chan Output, buffer),
-		fetched: make(chan struct{}),
+		arrived: make(chan struct{}, 1),
 	}
 }
 
@@ -58,65 +70,117 @@ func (s *Stream) Events() <-chan Output { return s.ch }
 // StatusNotFound.
 func (s *Stream) Abort() error { return s.eng.e.abort(s.id) }
 
-// watch turns a cancelled context into an abort, which ends the request
-// with FinishAbort events that pump then delivers.
-func (s *Stream) watch() {
-	select {
-	case <-s.ctx.Done():
-		_ = s.eng.e.abort(s.id) // NotFound: it finished meanwhile
-	case <-s.fetched:
+// deliver queues events the library handed over and wakes pump. It runs
+// inside pvllm_step or pvllm_submit (the output handler), so it only takes
+// the Stream's own lock, briefly, and never blocks: Submit may hold the
+// engine's locks around the very call it runs in.
+func (s *Stream) deliver(outs ...Output) {
+	if s.eng.e.isClosing() {
+		for i := range outs {
+			if outs[i].FinishReason == FinishAbort {
+				outs[i].Err = ErrClosed
+			}
+		}
 	}
+	s.mu.Lock()
+	s.pending = append(s.pending, outs...)
+	s.mu.Unlock()
+	signal(s.arrived)
 }
 
-// pump moves the request's events from the library into the channel. It is
-// the only sender on s.ch.
+// take returns the events handed over since the last take; last reports
+// that the request's last event is among them.
+func (s *Stream) take() (outs []Output, last bool) {
+	s.mu.Lock()
+	outs, s.pending = s.pending, nil
+	s.mu.Unlock()
+	for i := range outs {
+		last = last || outs[i].RequestFinished
+	}
+	return outs, last
+}
+
+// pump moves the request's events from the queue into the channel and
+// turns a cancelled context into an abort. It is the only sender on s.ch.
+// It takes every event as soon as it is handed over, reader or not, so
+// that Close, which waits for each request's last event, never waits for a
+// reader.
 func (s *Stream) pump() {
 	defer close(s.ch)
 	e := s.eng.e
 	var queue []Output
-	inLibrary := true // the request's last event has not been fetched yet
+	inLibrary := true // the request's last event has not been handed over yet
 	ctxDone := s.ctx.Done()
 	cancelled := false
 	for {
-		// Fetch when there is nothing to send, and during Close without
-		// waiting for the reader: Close waits for every last event.
-		if inLibrary && (len(queue) == 0 || e.isClosing()) {
-			outs, last := s.fetch()
+		if inLibrary {
+			outs, last := s.take()
 			queue = append(queue, outs...)
 			if last {
 				inLibrary = false
-				close(s.fetched)
-				e.forget(s.id)
-				e.pumps.Done()
+				s.done()
 			}
-			continue
-		}
-		if len(queue) == 0 {
-			return
 		}
 		if cancelled {
-			s.sendDroppingOldest(queue[0])
-			queue = queue[1:]
-			continue
+			for _, o := range queue {
+				s.sendDroppingOldest(o)
+			}
+			queue = nil
 		}
-		var closing <-chan struct{}
+		if !inLibrary && len(queue) == 0 {
+			return
+		}
+		var send chan<- Output
+		var next Output
+		if len(queue) > 0 {
+			send, next = s.ch, queue[0]
+		}
+		var arrived <-chan struct{}
 		if inLibrary {
-			closing = e.closingCh
+			arrived = s.arrived
 		}
 		select {
-		case s.ch <- queue[0]:
+		case send <- next:
 			queue = queue[1:]
+		case <-arrived:
 		case <-ctxDone:
 			cancelled, ctxDone = true, nil
-		case <-closing:
+			if inLibrary {
+				_ = e.abort(s.id) // NotFound: it finished meanwhile
+			}
 		}
 	}
 }
 
-// fetch waits for the request's next events and takes them from the
-// library; last reports that the request's last event is among them.
-func (s *Stream) fetch() (outs []Output, last bool) {
+// done lets go of the request once its last event has been handed over:
+// the library calls the handler no more.
+func (s *Stream) done() {
+	if s.handle != 0 {
+		s.handle.Delete()
+	}
 	e := s.eng.e
+	e.forget(s.id)
+	e.pumps.Done()
+}
+
+// poll feeds the queue from the library for a library older than 0.5,
+// which has no output handlers: it waits in pvllm_wait (holding an OS
+// thread meanwhile) and takes the events with pvllm_poll_request, until
+// the last one.
+func (s *Stream) poll() {
+	e := s.eng.e
+	for {
+		outs, last := s.fetch(e)
+		if len(outs) > 0 {
+			s.deliver(outs...)
+		}
+		if last {
+			return
+		}
+	}
+}
+
+func (s *Stream) fetch(e *engine) (outs []Output, last bool) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.h == nil {
@@ -135,11 +199,7 @@ func (s *Stream) fetch() (outs []Output, last bool) {
 		return []Output{{RequestID: s.id, FinishReason: FinishError, Err: err,
 			RequestFinished: true}}, true
 	}
-	closing := e.isClosing()
 	for i := range outs {
-		if closing && outs[i].FinishReason == FinishAbort {
-			outs[i].Err = ErrClosed
-		}
 		last = last || outs[i].RequestFinished
 	}
 	return outs, last

@@ -208,12 +208,24 @@ func GreedySamplingParams(maxTokens int) SamplingParams {
 
 // Request is one prompt and how to continue it. Exactly one of Prompt and
 // PromptTokens is used: PromptTokens when it is non-nil (ids as given),
-// otherwise Prompt (tokenized with BOS prepended).
+// otherwise Prompt (tokenized with the special tokens the tokenizer adds
+// around a text, BOS for Llama-style tokenizers, unless NoAddSpecialTokens
+// is set).
 type Request struct {
 	Prompt       string
 	PromptTokens []int32
 	Params       SamplingParams
 	Priority     int32 // lower values are served first and preempted last
+
+	// NoAddSpecialTokens tokenizes Prompt without adding the special tokens
+	// the tokenizer puts around a text (pvllm_request.add_special_tokens =
+	// 0, libpvllm 0.9; Hugging Face's add_special_tokens=False). Special
+	// tokens written in the text still count. Set it for a prompt that holds
+	// its own BOS, as one rendered by a chat template does (ChatRequest
+	// sets it): otherwise the prompt starts with two. The zero value adds
+	// them, as before 0.9. Ignored for PromptTokens. Submit refuses it as
+	// StatusUnsupported with an older library, which would not read it.
+	NoAddSpecialTokens bool
 }
 
 // FinishReason mirrors pvllm_finish_reason.

@@ -14,7 +14,8 @@
  *    1's first release); "Since 0.2." marks what 0.2.0 appended,
  *    "Since 0.3." what 0.3.0 appended, "Since 0.4." what 0.4.0 appended,
  *    "Since 0.5." what 0.5.0 appended, "Since 0.6." what 0.6.0 appended,
- *    "Since 0.7." what 0.7.0 appended, "Since 0.8." what 0.8.0 appended.
+ *    "Since 0.7." what 0.7.0 appended, "Since 0.8." what 0.8.0 appended,
+ *    "Since 0.9." what 0.9.0 appended.
  *    A program built against this header and using something marked "since X.Y"
  *    needs a library at least that new: a missing function fails at load
  *    time; for an enum value or a struct field, check
@@ -131,7 +132,7 @@ extern "C" {
  * ------------------------------------------------------------------------ */
 
 #define PVLLM_VERSION_MAJOR 0
-#define PVLLM_VERSION_MINOR 8
+#define PVLLM_VERSION_MINOR 9
 #define PVLLM_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define PVLLM_VERSION_NUMBER \
@@ -481,7 +482,9 @@ typedef void (*pvllm_output_callback)(const struct pvllm_output* output, void* u
 typedef struct pvllm_request {
   uint32_t struct_size;
   /* Exactly one of prompt_text and prompt_token_ids. Text is tokenized with
-   * BOS prepended; token ids are used as given. */
+   * the special tokens the tokenizer adds (BOS for Llama-style tokenizers)
+   * unless add_special_tokens says otherwise; token ids are used as
+   * given. */
   const char* prompt_text;
   const int32_t* prompt_token_ids;
   size_t num_prompt_token_ids;
@@ -498,6 +501,13 @@ typedef struct pvllm_request {
    * says. */
   pvllm_output_callback on_output;
   void* on_output_user_data;
+  /* Since 0.9. 1 (default): prompt_text is tokenized with the special
+   * tokens the tokenizer adds around a text (BOS for Llama-style
+   * tokenizers, nothing for Qwen's), as Hugging Face's add_special_tokens.
+   * 0: none are added; special tokens written in the text still count. Set
+   * 0 for a prompt made by a chat template, which writes its own BOS.
+   * Ignored for prompt_token_ids. */
+  uint8_t add_special_tokens;
 } pvllm_request;
 
 PVLLM_API void pvllm_request_init(pvllm_request* request, size_t struct_size);
@@ -861,8 +871,10 @@ PVLLM_API pvllm_status pvllm_detokenize(pvllm_engine* engine, const int32_t* ids
  * chat_template.jinja beside it, which wins) turns a conversation into the
  * prompt text the model was trained on. pvllm_engine_create reads it from
  * the model's folder (for a llama2.c .bin, the folder holding it), with
- * the bos_token and eos_token the template reads; a folder without one
- * creates fine, and pvllm_apply_chat_template then says NOT_FOUND.
+ * the bos_token and eos_token the template reads (since 0.9, the
+ * tokenizer's own BOS and EOS where tokenizer_config.json names none, as
+ * transformers does); a folder without one creates fine, and
+ * pvllm_apply_chat_template then says NOT_FOUND.
  *
  * The renderer implements the subset of Jinja that chat templates use,
  * with Python's semantics, as transformers renders them (trim_blocks,
@@ -871,8 +883,9 @@ PVLLM_API pvllm_status pvllm_detokenize(pvllm_engine* engine, const int32_t* ids
  * a wrong prompt. docs/api.md lists what is supported.
  *
  * The rendered text usually starts with the BOS token's text when the
- * model has one: submit it as tokens from pvllm_tokenize(add_bos = 0), not
- * as prompt_text (which adds a second BOS).
+ * model has one: submit it as prompt_text with add_special_tokens = 0 (since
+ * 0.9), or as tokens from pvllm_tokenize(add_bos = 0); prompt_text with the
+ * default add_special_tokens = 1 would add a second BOS.
  * ------------------------------------------------------------------------ */
 
 /* Since 0.3. */
@@ -893,6 +906,11 @@ typedef struct pvllm_chat_template_params {
    * "tool_use" when tools are given and the model has one, else
    * "default". */
   const char* template_name;
+  /* Since 0.9. A Jinja chat template to render instead of the model's (for
+   * a model that ships none, or to try another), as vLLM's --chat-template;
+   * template_name is then ignored. The special tokens it reads (bos_token,
+   * eos_token) still come from the model. NULL (default): the model's. */
+  const char* chat_template;
 } pvllm_chat_template_params;
 
 /* Since 0.3. Fills defaults; pass sizeof(pvllm_chat_template_params). NULL
@@ -913,13 +931,104 @@ PVLLM_API void pvllm_chat_template_params_init(pvllm_chat_template_params* param
  * has no chat template, or none of that name); UNSUPPORTED (the template
  * uses a construct outside the supported subset); CORRUPT_MODEL (a
  * malformed tokenizer_config.json).
- * Templates write their own BOS: to generate from the result, encode it
- * with pvllm_tokenize(..., add_bos = 0, ...) and submit the ids
- * (prompt_text would add a second BOS where the tokenizer adds one). */
+ * Templates write their own BOS: to generate from the result, submit it as
+ * prompt_text with add_special_tokens = 0 (since 0.9), or encode it with
+ * pvllm_tokenize(..., add_bos = 0, ...) and submit the ids. */
 PVLLM_API pvllm_status pvllm_apply_chat_template(pvllm_engine* engine,
                                                  const pvllm_chat_template_params* params,
                                                  char* text, size_t capacity, size_t* out_len,
                                                  pvllm_error** error);
+
+/* ------------------------------------------------------------------------
+ * Tokenizers without an engine (since 0.9)
+ *
+ * A model's tokenizer and chat templates, read without its weights: what a
+ * tool that tokenizes, renders a chat template or counts tokens needs,
+ * in milliseconds rather than the seconds an engine takes to create. The
+ * model path is any path pvllm_engine_create accepts (a Hugging Face
+ * folder, a llama2.c .bin with its tokenizer beside it, a .pvllm file, a
+ * folder holding one .pvllm or one .bin), and also a tokenizer.model or
+ * tokenizer.json file or a folder holding only a tokenizer. The tokenizer
+ * is the one an engine over the same path uses: the same ids.
+ * ------------------------------------------------------------------------ */
+
+/* Since 0.9. Immutable once opened: any thread may use it, several at
+ * once; free it once. */
+typedef struct pvllm_tokenizer pvllm_tokenizer;
+
+/* Since 0.9. Opens the tokenizer (and the chat templates beside it) of the
+ * model at model_path. The caller frees *out_tokenizer with
+ * pvllm_tokenizer_free.
+ * A folder that holds chat templates (tokenizer_config.json,
+ * chat_template.jinja) but no tokenizer opens too: it renders them, and
+ * encode and decode say TOKENIZER_ERROR.
+ * Returns OK; INVALID_ARGUMENT (NULL or empty path, NULL out_tokenizer, a
+ * folder with several .pvllm or .bin files); NOT_FOUND (no such path, or
+ * one with neither a tokenizer nor chat templates: the message names what
+ * was looked for);
+ * UNSUPPORTED (a file of another kind); IO_ERROR, CORRUPT_MODEL,
+ * TOKENIZER_ERROR (an unreadable or malformed tokenizer or
+ * tokenizer_config.json). */
+PVLLM_API pvllm_status pvllm_tokenizer_open(const char* model_path, pvllm_tokenizer** out_tokenizer,
+                                            pvllm_error** error);
+
+/* Since 0.9. NULL is a no-op. */
+PVLLM_API void pvllm_tokenizer_free(pvllm_tokenizer* tokenizer);
+
+/* Since 0.9. As pvllm_tokenize, over a tokenizer: `add_special_tokens`
+ * nonzero adds the special tokens the tokenizer puts around a text. */
+PVLLM_API pvllm_status pvllm_tokenizer_encode(const pvllm_tokenizer* tokenizer, const char* text,
+                                              uint8_t add_special_tokens, int32_t* ids,
+                                              size_t capacity, size_t* out_num_ids,
+                                              pvllm_error** error);
+
+/* Since 0.9. As pvllm_detokenize, over a tokenizer. */
+PVLLM_API pvllm_status pvllm_tokenizer_decode(const pvllm_tokenizer* tokenizer, const int32_t* ids,
+                                              size_t num_ids, char* text, size_t capacity,
+                                              size_t* out_len, pvllm_error** error);
+
+/* Since 0.9. As pvllm_apply_chat_template, with the tokenizer's model's
+ * chat templates. */
+PVLLM_API pvllm_status pvllm_tokenizer_apply_chat_template(const pvllm_tokenizer* tokenizer,
+                                                           const pvllm_chat_template_params* params,
+                                                           char* text, size_t capacity,
+                                                           size_t* out_len, pvllm_error** error);
+
+/* Since 0.9. What a tokenizer is, filled by pvllm_tokenizer_get_info. The
+ * strings belong to the tokenizer and live as long as it. */
+typedef struct pvllm_tokenizer_info {
+  uint32_t struct_size; /* set by the caller (pvllm_tokenizer_info_init) */
+  int32_t vocab_size;   /* one past the largest id (added tokens included) */
+  int32_t bos_id;       /* -1 when there is none */
+  int32_t eos_id;       /* -1 when there is none */
+  /* The BOS and EOS texts the chat templates read: tokenizer_config.json's
+   * bos_token and eos_token, else the tokenizer's own tokens' texts (as
+   * transformers does); "" when there is none. A chat model's eos_token is
+   * the end of a turn ("<|im_end|>", "</s>"): a stop string for a chat. */
+  const char* bos_token;
+  const char* eos_token;
+  /* "sentencepiece" (tokenizer.model) or "tokenizer.json"; "" for chat
+   * templates alone. */
+  const char* kind;
+  /* The file it was read from, or the .pvllm file that carries it; "" for
+   * chat templates alone. */
+  const char* source;
+  /* 1 when pvllm_tokenizer_encode(add_special_tokens = 1) puts BOS first. */
+  uint8_t adds_bos;
+  /* 1 when the model has a chat template of its own. */
+  uint8_t has_chat_template;
+} pvllm_tokenizer_info;
+
+/* Since 0.9. Fills defaults; pass sizeof(pvllm_tokenizer_info). NULL is a
+ * no-op. */
+PVLLM_API void pvllm_tokenizer_info_init(pvllm_tokenizer_info* info, size_t struct_size);
+
+/* Since 0.9. Writes the fields out_info->struct_size covers. Returns OK;
+ * INVALID_ARGUMENT (NULL or stale tokenizer, NULL out_info, bad
+ * struct_size). */
+PVLLM_API pvllm_status pvllm_tokenizer_get_info(const pvllm_tokenizer* tokenizer,
+                                                pvllm_tokenizer_info* out_info,
+                                                pvllm_error** error);
 
 /* ------------------------------------------------------------------------
  * Models: inspection and memory estimates (no engine needed)

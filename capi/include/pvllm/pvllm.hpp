@@ -98,6 +98,9 @@ struct OutputBatchDeleter {
 struct ModelInfoDeleter {
   void operator()(pvllm_model_info* info) const noexcept { pvllm_model_info_free(info); }
 };
+struct TokenizerDeleter {
+  void operator()(pvllm_tokenizer* tokenizer) const noexcept { pvllm_tokenizer_free(tokenizer); }
+};
 
 /* Destroying an EnginePtr must not race any other call on that engine
  * (pvllm_engine_destroy's rule). */
@@ -106,6 +109,7 @@ using ErrorPtr = std::unique_ptr<pvllm_error, ErrorDeleter>;
 /* Independent of the engine that filled it: it may outlive the engine. */
 using OutputBatchPtr = std::unique_ptr<pvllm_output_batch, OutputBatchDeleter>;
 using ModelInfoPtr = std::unique_ptr<pvllm_model_info, ModelInfoDeleter>;
+using TokenizerPtr = std::unique_ptr<pvllm_tokenizer, TokenizerDeleter>;
 
 /* The `T**` out-parameter of a C call, written into an owning pointer:
  * out_ptr(p) converts to T**, and when the full expression that holds the
@@ -137,7 +141,7 @@ OutPtr<T, Deleter> out_ptr(std::unique_ptr<T, Deleter>& owner) noexcept {
  * sizeof(T), so struct_size matches the header this code was built with.
  * T is one of pvllm_engine_params, pvllm_sampling_params, pvllm_request,
  * pvllm_stats, pvllm_model_config, pvllm_memory_estimate,
- * pvllm_chat_template_params. Pointer fields
+ * pvllm_chat_template_params, pvllm_tokenizer_info. Pointer fields
  * (model_path, stop, ...) borrow: what they point to must live until the
  * call that reads the struct returns, which copies it.
  * ------------------------------------------------------------------------ */
@@ -152,6 +156,7 @@ inline void init(pvllm_memory_estimate* p) noexcept { pvllm_memory_estimate_init
 inline void init(pvllm_chat_template_params* p) noexcept {
   pvllm_chat_template_params_init(p, sizeof *p);
 }
+inline void init(pvllm_tokenizer_info* p) noexcept { pvllm_tokenizer_info_init(p, sizeof *p); }
 }  // namespace detail
 
 template <typename T>
@@ -278,6 +283,26 @@ std::string fill_text(size_t guess, Call call) {
     return text;
   }
 }
+
+/* The ids a C call writes into a caller's array (ids, capacity, *num_ids,
+ * error), grown once when the call answers BUFFER_TOO_SMALL. */
+template <typename Call>
+std::vector<int32_t> fill_ids(size_t guess, Call call) {
+  std::vector<int32_t> ids(guess);
+  for (;;) {
+    size_t num_ids = 0;
+    pvllm_error* error = nullptr;
+    const pvllm_status status = call(ids.data(), ids.size(), &num_ids, &error);
+    if (status == PVLLM_STATUS_BUFFER_TOO_SMALL && num_ids > ids.size()) {
+      pvllm_error_free(error);
+      ids.resize(num_ids);
+      continue;
+    }
+    check(status, error);
+    ids.resize(num_ids);
+    return ids;
+  }
+}
 }  // namespace detail
 
 /* ------------------------------------------------------------------------
@@ -312,7 +337,8 @@ class Engine {
     detail::check(status, error);
     return id;
   }
-  /* A text prompt (tokenized with BOS) with these sampling parameters. */
+  /* A text prompt (tokenized with the tokenizer's special tokens, BOS) with
+   * these sampling parameters. */
   uint64_t submit(const std::string& prompt_text, const pvllm_sampling_params& sampling) {
     pvllm_request request = defaults<pvllm_request>();
     request.prompt_text = prompt_text.c_str();
@@ -415,21 +441,12 @@ class Engine {
   /* pvllm_tokenize, sizing the buffer through its BUFFER_TOO_SMALL
    * protocol. */
   std::vector<int32_t> tokenize(const std::string& text, bool add_bos = true) const {
-    std::vector<int32_t> ids(text.size() + 2);  // usually enough: at most a token per byte
-    for (;;) {
-      size_t num_ids = 0;
-      pvllm_error* error = nullptr;
-      const pvllm_status status = pvllm_tokenize(engine_.get(), text.c_str(), add_bos ? 1 : 0,
-                                                 ids.data(), ids.size(), &num_ids, &error);
-      if (status == PVLLM_STATUS_BUFFER_TOO_SMALL && num_ids > ids.size()) {
-        pvllm_error_free(error);
-        ids.resize(num_ids);
-        continue;
-      }
-      detail::check(status, error);
-      ids.resize(num_ids);
-      return ids;
-    }
+    // Usually enough: at most a token per byte.
+    return detail::fill_ids(
+        text.size() + 2, [&](int32_t* ids, size_t capacity, size_t* num_ids, pvllm_error** error) {
+          return pvllm_tokenize(engine_.get(), text.c_str(), add_bos ? 1 : 0, ids, capacity,
+                                num_ids, error);
+        });
   }
 
   /* pvllm_detokenize, likewise. */
@@ -523,6 +540,63 @@ class ModelInfo {
 
  private:
   ModelInfoPtr info_;
+};
+
+/* Owns one pvllm_tokenizer (since 0.9): a model's tokenizer and chat
+ * templates without its weights. Immutable: any thread may use it. */
+class Tokenizer {
+ public:
+  Tokenizer() noexcept = default;
+  explicit Tokenizer(TokenizerPtr tokenizer) noexcept : tokenizer_(std::move(tokenizer)) {}
+
+  /* pvllm_tokenizer_open: any path an engine takes, or a tokenizer file. */
+  static Tokenizer open(const std::string& model_path) {
+    pvllm_tokenizer* tokenizer = nullptr;
+    pvllm_error* error = nullptr;
+    const pvllm_status status = pvllm_tokenizer_open(model_path.c_str(), &tokenizer, &error);
+    Tokenizer owned{TokenizerPtr(tokenizer)};
+    detail::check(status, error);
+    return owned;
+  }
+
+  /* pvllm_tokenizer_encode. */
+  std::vector<int32_t> encode(const std::string& text, bool add_special_tokens = true) const {
+    return detail::fill_ids(
+        text.size() + 2, [&](int32_t* ids, size_t capacity, size_t* num_ids, pvllm_error** error) {
+          return pvllm_tokenizer_encode(tokenizer_.get(), text.c_str(), add_special_tokens ? 1 : 0,
+                                        ids, capacity, num_ids, error);
+        });
+  }
+  /* pvllm_tokenizer_decode. */
+  std::string decode(const std::vector<int32_t>& ids) const {
+    return detail::fill_text(
+        ids.size() * 4, [&](char* text, size_t capacity, size_t* len, pvllm_error** error) {
+          return pvllm_tokenizer_decode(tokenizer_.get(), ids.data(), ids.size(), text, capacity,
+                                        len, error);
+        });
+  }
+  /* pvllm_tokenizer_apply_chat_template. */
+  std::string apply_chat_template(const pvllm_chat_template_params& params) const {
+    return detail::fill_text(256,
+                             [&](char* text, size_t capacity, size_t* len, pvllm_error** error) {
+                               return pvllm_tokenizer_apply_chat_template(
+                                   tokenizer_.get(), &params, text, capacity, len, error);
+                             });
+  }
+  /* pvllm_tokenizer_get_info; its strings live as long as this Tokenizer. */
+  pvllm_tokenizer_info info() const {
+    pvllm_tokenizer_info info = defaults<pvllm_tokenizer_info>();
+    pvllm_error* error = nullptr;
+    const pvllm_status status = pvllm_tokenizer_get_info(tokenizer_.get(), &info, &error);
+    detail::check(status, error);
+    return info;
+  }
+
+  pvllm_tokenizer* get() const noexcept { return tokenizer_.get(); }
+  explicit operator bool() const noexcept { return tokenizer_ != nullptr; }
+
+ private:
+  TokenizerPtr tokenizer_;
 };
 
 /* pvllm_estimate_memory: what Engine(params) would need. */

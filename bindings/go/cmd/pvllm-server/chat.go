@@ -78,8 +78,9 @@ type chatChunk struct {
 	Usage   *usage            `json:"usage"`
 }
 
-// chatCompletions serves POST /v1/chat/completions: the model's chat
-// template renders the messages; the rest is a completion of that prompt.
+// chatCompletions serves POST /v1/chat/completions: the chat template
+// (--chat-template, else the model's) renders the messages; the rest is a
+// completion of that prompt.
 func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
 	b, g, aerr := s.readGeneration(w, r, chatFields)
@@ -106,19 +107,19 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 
-	ids, aerr := s.renderChat(messages, &tmpl)
+	p, aerr := s.renderChat(messages, &tmpl)
 	if aerr == nil {
-		budget, aerr = s.checkContext(len(ids), budget, "max_completion_tokens")
+		budget, aerr = s.checkContext(len(p.ids), budget, "max_completion_tokens")
 	}
 	if aerr == nil {
-		aerr = s.checkCallSize([][]int32{ids}, g.params.N, budget)
+		aerr = s.checkCallSize([]prompt{p}, g.params.N, budget)
 	}
 	if aerr != nil {
 		s.fail(w, r, aerr)
 		return
 	}
 	g.params.MaxTokens = budget
-	s.serveCall(w, r, s.newCall("chat", "chatcmpl", arrival, g), [][]int32{ids},
+	s.serveCall(w, r, s.newCall("chat", "chatcmpl", arrival, g), []prompt{p},
 		(*call).streamChat, (*call).chatAll)
 }
 
@@ -230,36 +231,44 @@ func normalizeMessage(i int, m map[string]json.RawMessage) *apiError {
 	return nil
 }
 
-// renderChat renders the template and tokenizes the prompt without adding
-// a BOS (templates write their own).
-func (s *server) renderChat(messages []byte, opts *pvllm.ChatTemplateOptions) ([]int32, *apiError) {
-	prompt, err := s.eng.ApplyChatTemplate(string(messages), opts)
+// renderChat renders the chat template (--chat-template, else the
+// model's) over the messages into the request that continues them
+// (pvllm's ChatRequest: the text, submitted without adding special tokens,
+// since templates write their own BOS). The text's ids, tokenized the same
+// way, count for usage and the limits before it is submitted.
+func (s *server) renderChat(messages []byte, opts *pvllm.ChatTemplateOptions) (prompt, *apiError) {
+	var o pvllm.ChatTemplateOptions
+	if opts != nil {
+		o = *opts
+	}
+	o.ChatTemplate = s.opts.chatTemplate
+	req, err := s.eng.ChatRequest(string(messages), &o)
 	if err != nil {
 		var perr *pvllm.Error
 		if errors.As(err, &perr) {
 			switch perr.Status {
 			case pvllm.StatusNotFound:
-				return nil, withCode(invalidRequest("messages", "%s; use /v1/completions, or "+
-					"put a chat_template.jinja in the model's folder", perr.Message),
-					"chat_template_not_found")
+				return prompt{}, withCode(invalidRequest("messages", "%s; use /v1/completions, "+
+					"put a chat_template.jinja in the model's folder, or start the server with "+
+					"--chat-template FILE", perr.Message), "chat_template_not_found")
 			case pvllm.StatusInvalidArgument:
-				return nil, invalidRequest("messages", "the model's chat template refused the "+
+				return prompt{}, invalidRequest("messages", "the chat template refused the "+
 					"messages: %s", perr.Message)
 			case pvllm.StatusUnsupported:
-				return nil, serverError("the model's chat template uses what pvllm does not "+
+				return prompt{}, serverError("the chat template uses what pvllm does not "+
 					"render: %s", perr.Message)
 			}
 		}
-		return nil, engineError(err, nil)
+		return prompt{}, engineError(err, nil)
 	}
-	ids, err := s.eng.Tokenize(prompt, false)
+	ids, err := s.eng.Tokenize(req.Prompt, false)
 	if err != nil {
-		return nil, engineError(err, nil)
+		return prompt{}, engineError(err, nil)
 	}
 	if len(ids) == 0 {
-		return nil, invalidRequest("messages", "the chat template made an empty prompt")
+		return prompt{}, invalidRequest("messages", "the chat template made an empty prompt")
 	}
-	return ids, nil
+	return prompt{req: req, ids: ids}, nil
 }
 
 func (c *call) chatAll(ctx context.Context, w http.ResponseWriter) {

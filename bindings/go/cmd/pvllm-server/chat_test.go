@@ -1,9 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"pvllm.dev/pvllm/pvllm"
 )
 
 type chatCompletion struct {
@@ -221,9 +227,134 @@ func TestChatWithoutTemplate(t *testing.T) {
 	f := newFixtureFor(t, tinyModelDir(t, false), "tiny")
 	status, body := f.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}]}`)
 	msg := apiErr(t, "no template", status, body, 400, "messages", "chat_template_not_found")
-	if !strings.Contains(msg, "chat_template.jinja") {
+	if !strings.Contains(msg, "chat_template.jinja") || !strings.Contains(msg, "--chat-template") {
 		t.Errorf("the message does not say how to add a template: %q", msg)
 	}
 	// Completions still serve.
 	f.complete(t, `{"prompt":"Hi","max_tokens":2}`)
+}
+
+// --chat-template FILE renders every chat with the file's template: a model
+// that ships none answers (200) instead of 400, /tokenize renders the same
+// prompt, and the file wins over a template the model has.
+func TestChatTemplateFlag(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "chat.jinja")
+	const tmpl = "{% for m in messages %}<{{ m.role }}|{{ m.content }}>{% endfor %}" +
+		"{% if add_generation_prompt %}<assistant|{% endif %}"
+	if err := os.WriteFile(file, []byte(tmpl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const body = `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":6,"temperature":0,
+		"ignore_eos":true}`
+	for name, withTemplate := range map[string]bool{"no template": false, "its own template": true} {
+		f := newFixtureFor(t, tinyModelDir(t, withTemplate), "tiny", "--chat-template", file)
+		ids := chatIDs(t, f, "<user|Hi><assistant|")
+		c := f.chat(t, body)
+		if want := greedy(t, f.eng, ids, 6); c.Choices[0].Message.Content != want ||
+			c.Usage.PromptTokens != len(ids) {
+			t.Errorf("%s: content %q, usage %+v; want %q from the file's %d-token prompt", name,
+				c.Choices[0].Message.Content, c.Usage, want, len(ids))
+		}
+		var tok tokenizeResponse
+		f.postOK(t, "/tokenize", `{"messages":[{"role":"user","content":"Hi"}]}`, &tok)
+		if fmt.Sprint(tok.Tokens) != fmt.Sprint(ids) {
+			t.Errorf("%s: /tokenize %v, want %v", name, tok.Tokens, ids)
+		}
+	}
+	// A template the renderer refuses is the server's fault, not the
+	// client's.
+	bad := filepath.Join(t.TempDir(), "bad.jinja")
+	if err := os.WriteFile(bad, []byte("{% for %}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixtureFor(t, tinyModelDir(t, false), "tiny", "--chat-template", bad)
+	status, resp := f.post(t, "/v1/chat/completions", body)
+	if msg := apiErr(t, "a malformed template", status, resp, 500, nil, nil); !strings.Contains(msg, "line 1") {
+		t.Errorf("the message does not say where: %q", msg)
+	}
+}
+
+// A missing, unreadable or empty --chat-template file stops the server at
+// startup (exit 2) with a message naming the flag and the file; a template
+// that does not parse stops it too (exit 1).
+func TestChatTemplateFlagBadFile(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.jinja")
+	empty := filepath.Join(t.TempDir(), "empty.jinja")
+	if err := os.WriteFile(empty, []byte(" \n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{missing, empty, t.TempDir()} {
+		var errOut strings.Builder
+		code := run([]string{"--model", "m", "--chat-template", file}, io.Discard, &errOut, nil)
+		if msg := errOut.String(); code != 2 || !strings.Contains(msg, "--chat-template") ||
+			!strings.Contains(msg, file) {
+			t.Errorf("%s: exit %d, stderr %q; want 2 and a message naming the flag and the file",
+				file, code, msg)
+		}
+	}
+	// A template pvllm cannot parse stops the server before the weights
+	// load, saying where it goes wrong.
+	bad := filepath.Join(t.TempDir(), "bad.jinja")
+	if err := os.WriteFile(bad, []byte("{% for %}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	code := run([]string{"--model", tinyModelDir(t, false), "--chat-template", bad, "--port", "0"},
+		io.Discard, &logs, nil)
+	if msg := logs.String(); code != 1 || !strings.Contains(msg, "chat template") ||
+		!strings.Contains(msg, "line 1") || strings.Contains(msg, `"serving"`) {
+		t.Errorf("a malformed template: exit %d, log %q; want 1 and where it goes wrong", code, msg)
+	}
+}
+
+// A chat template that writes the BOS (as Llama 3's does), over a
+// tokenizer.json that adds one before a text: the server submits the
+// rendering without adding another, so the engine runs exactly the
+// rendering's ids, one BOS first, and usage counts them.
+func TestChatPromptHasOneBOS(t *testing.T) {
+	// The SDK's test tokenizer: byte-level BPE, <|begin_of_text|> = 256.
+	tok, err := filepath.Abs(filepath.Join("..", "..", "pvllm", "testdata", "bos_tokenizer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixtureFor(t, tinyModelDir(t, false, "--tokenizer", tok), "bos")
+	ids := chatIDs(t, f, "<|begin_of_text|><user>Hi\n<assistant>")
+	const bos = 256
+	if len(ids) < 2 || ids[0] != bos || ids[1] == bos {
+		t.Fatalf("the rendering encodes to %v; want one BOS first", ids)
+	}
+	c := f.chat(t, `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0,
+		"ignore_eos":true}`)
+	if want := greedy(t, f.eng, ids, 8); c.Choices[0].Message.Content != want {
+		t.Errorf("content %q, want %q (the continuation of one BOS)", c.Choices[0].Message.Content, want)
+	}
+	if c.Usage.PromptTokens != len(ids) {
+		t.Errorf("usage %+v, want %d prompt tokens", c.Usage, len(ids))
+	}
+	// What the engine ran: the prompt's length and every id after the
+	// first, from the request's metrics and prompt logprobs.
+	chat, aerr := f.srv.renderChat([]byte(`[{"role":"user","content":"Hi"}]`), nil)
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	req := chat.req
+	req.Params = pvllm.GreedySamplingParams(1)
+	req.Params.PromptLogprobs = 0
+	st, err := f.eng.Submit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []pvllm.Output
+	for o := range st.Events() {
+		events = append(events, o)
+	}
+	var rest []int32
+	for _, lp := range events[0].PromptLogprobs {
+		rest = append(rest, lp.TokenID)
+	}
+	last := events[len(events)-1]
+	if last.Metrics == nil || last.Metrics.NumPromptTokens != int64(len(ids)) ||
+		fmt.Sprint(rest) != fmt.Sprint(ids[1:]) {
+		t.Errorf("the engine ran %+v with ids ...%v; want %v", last.Metrics, rest, ids)
+	}
 }

@@ -76,22 +76,22 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 
-	ids := make([][]int32, len(prompts))
+	ps := make([]prompt, len(prompts))
 	for i, p := range prompts {
-		if ids[i], aerr = s.promptIDs(p); aerr == nil {
-			_, aerr = s.checkContext(len(ids[i]), budget, "max_tokens")
+		if ps[i], aerr = s.promptIDs(p); aerr == nil {
+			_, aerr = s.checkContext(len(ps[i].ids), budget, "max_tokens")
 		}
 		if aerr != nil {
 			s.fail(w, r, aerr)
 			return
 		}
 	}
-	if aerr = s.checkCallSize(ids, g.params.N, budget); aerr != nil {
+	if aerr = s.checkCallSize(ps, g.params.N, budget); aerr != nil {
 		s.fail(w, r, aerr)
 		return
 	}
 	g.params.MaxTokens = budget
-	s.serveCall(w, r, s.newCall("completions", "cmpl", arrival, g), ids,
+	s.serveCall(w, r, s.newCall("completions", "cmpl", arrival, g), ps,
 		(*call).streamCompletion, (*call).completeAll)
 }
 

@@ -312,11 +312,11 @@ func TestModelsAndHealth(t *testing.T) {
 func TestLoopbackConcurrentClients(t *testing.T) {
 	f := newFixture(t)
 	want := greedyText(t, f.eng, "Story", 12)
-	chatIDs, aerr := f.srv.renderChat([]byte(`[{"role":"user","content":"Story"}]`), nil)
+	chat, aerr := f.srv.renderChat([]byte(`[{"role":"user","content":"Story"}]`), nil)
 	if aerr != nil {
 		t.Fatal(aerr)
 	}
-	wantChat := greedy(t, f.eng, chatIDs, 12)
+	wantChat := greedy(t, f.eng, chat.ids, 12)
 	const numClients, perClient = 8, 4
 	var wg sync.WaitGroup
 	errs := make(chan error, numClients*perClient)

@@ -67,7 +67,7 @@ func (s *server) readGeneration(w http.ResponseWriter, r *http.Request, fields f
 // serveCall runs an admitted, checked call to its end: submits its
 // prompts, then streams its events or answers once with all of them. The
 // request's context (the client going away) aborts what was submitted.
-func (s *server) serveCall(w http.ResponseWriter, r *http.Request, c *call, prompts [][]int32,
+func (s *server) serveCall(w http.ResponseWriter, r *http.Request, c *call, prompts []prompt,
 	stream, all func(*call, context.Context, http.ResponseWriter)) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -91,10 +91,13 @@ func (s *server) newCall(endpoint, idPrefix string, arrival time.Time, g generat
 // submit queues one engine request per prompt. On failure nothing of the
 // call keeps running: the caller's context cancellation aborts what was
 // submitted.
-func (c *call) submit(ctx context.Context, prompts [][]int32) *apiError {
+func (c *call) submit(ctx context.Context, prompts []prompt) *apiError {
 	n := c.req.params.N
-	for i, ids := range prompts {
-		st, err := c.s.eng.Submit(ctx, pvllm.Request{PromptTokens: ids, Params: c.req.params})
+	for i, p := range prompts {
+		ids := p.ids
+		req := p.req
+		req.Params = c.req.params
+		st, err := c.s.eng.Submit(ctx, req)
 		if err != nil {
 			if aerr := constraintError(err, c.req.constraintField); aerr != nil {
 				return aerr
@@ -261,7 +264,7 @@ func (s *server) checkContext(promptLen, budget int, budgetField string) (int, *
 
 // checkCallSize applies the per-call limits: prompts x n choices, and the
 // tokens the call may hold (every prompt, plus n budgets per prompt).
-func (s *server) checkCallSize(prompts [][]int32, n, budget int) *apiError {
+func (s *server) checkCallSize(prompts []prompt, n, budget int) *apiError {
 	if choices := len(prompts) * n; choices > s.opts.maxChoices {
 		return withCode(invalidRequest("n", "this call asks for %d choices (%d prompts x n = %d); "+
 			"the server allows %d per call (--max-choices)", choices, len(prompts), n,
@@ -269,7 +272,7 @@ func (s *server) checkCallSize(prompts [][]int32, n, budget int) *apiError {
 	}
 	var total int64
 	for _, p := range prompts {
-		total += int64(len(p)) + int64(n)*int64(budget)
+		total += int64(len(p.ids)) + int64(n)*int64(budget)
 	}
 	if total > s.opts.maxCallTokens {
 		return withCode(invalidRequest("max_tokens", "this call may hold %d tokens (its prompts, "+

@@ -60,6 +60,11 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan struct{}) int {
 			"error": err.Error()})
 		return 1
 	}
+	if err := checkChatTemplate(opts); err != nil {
+		log.error("the chat template cannot be rendered", map[string]string{
+			"chat_template": opts.chatTemplateFile, "error": err.Error()})
+		return 1
+	}
 	info := modelInfo{maxModelLen: mc.MaxContextLength(), vocabSize: mc.VocabSize}
 	if opts.maxModelLen > 0 {
 		info.maxModelLen = opts.maxModelLen
@@ -82,7 +87,8 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan struct{}) int {
 	log.info("serving", map[string]interface{}{
 		"address": ln.Addr().String(), "model": s.model, "model_path": opts.model,
 		"version": pvllm.Version(), "max_model_len": info.maxModelLen, "device": opts.device,
-		"api_key": opts.apiKey != "", "load_seconds": time.Since(start).Seconds(),
+		"api_key": opts.apiKey != "", "chat_template": opts.chatTemplateFile,
+		"load_seconds": time.Since(start).Seconds(),
 	})
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
@@ -101,6 +107,29 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan struct{}) int {
 		log.info("draining", map[string]string{"timeout": opts.drainTimeout.String()})
 	}
 	return drain(s, hs, opts.drainTimeout, log)
+}
+
+// checkChatTemplate renders --chat-template's template over a one-message
+// chat with the model's tokenizer (milliseconds, before the weights load),
+// so that a template pvllm cannot parse or render stops the server at
+// startup instead of failing every chat. A template that refuses this chat
+// (raise_exception) may still accept real ones: only StatusUnsupported
+// counts.
+func checkChatTemplate(opts *options) error {
+	if opts.chatTemplate == "" {
+		return nil
+	}
+	tok, err := pvllm.OpenTokenizer(opts.model)
+	if err != nil {
+		return nil // the engine says what is wrong with the model
+	}
+	defer tok.Close()
+	_, err = tok.ApplyChatTemplate(`[{"role": "user", "content": "Hi"}]`,
+		&pvllm.ChatTemplateOptions{ChatTemplate: opts.chatTemplate})
+	if errors.Is(err, pvllm.StatusUnsupported) {
+		return err
+	}
+	return nil
 }
 
 // httpServer is the HTTP server of s, with its timeouts.

@@ -24,6 +24,12 @@ type options struct {
 	apiKey          string
 	version         bool
 
+	// chatTemplateFile (--chat-template) names a Jinja chat template that
+	// renders every chat instead of the model's; chatTemplate is its text,
+	// read at startup ("" = the model's).
+	chatTemplateFile string
+	chatTemplate     string
+
 	// Protection.
 	maxConcurrency    int
 	maxQueue          int
@@ -71,6 +77,9 @@ func parseOptions(args []string, errOut io.Writer) (*options, error) {
 	fs.StringVar(&o.apiKey, "api-key", "", "Require 'Authorization: Bearer KEY' on /v1/*, "+
 		"/tokenize and /detokenize (default: $"+apiKeyEnv+"; none: no key)")
 	fs.BoolVar(&o.version, "version", false, "Print the versions and exit")
+	fs.StringVar(&o.chatTemplateFile, "chat-template", "", "A Jinja chat template file that "+
+		"renders every chat (/v1/chat/completions, /tokenize with messages) instead of the "+
+		"model's; needed for a model that ships none")
 
 	fs.IntVar(&o.maxConcurrency, "max-concurrency", 256, "Generation calls served at once")
 	fs.IntVar(&o.maxQueue, "max-queue", 1024,
@@ -119,7 +128,28 @@ func parseOptions(args []string, errOut io.Writer) (*options, error) {
 	if o.version {
 		return o, nil
 	}
-	return o, o.validate()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return o, o.readChatTemplate()
+}
+
+// readChatTemplate reads --chat-template's file once, at startup, so that a
+// missing or unreadable file stops the server before it serves rather than
+// failing every chat.
+func (o *options) readChatTemplate() error {
+	if o.chatTemplateFile == "" {
+		return nil
+	}
+	text, err := os.ReadFile(o.chatTemplateFile)
+	if err != nil {
+		return fmt.Errorf("--chat-template: %v", err)
+	}
+	if strings.TrimSpace(string(text)) == "" {
+		return fmt.Errorf("--chat-template: %s is empty", o.chatTemplateFile)
+	}
+	o.chatTemplate = string(text)
+	return nil
 }
 
 func (o *options) validate() error {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+
+	"pvllm.dev/pvllm/pvllm"
 )
 
 // promptInput is one entry of a completions prompt: text, or token ids.
@@ -55,21 +57,30 @@ func parsePrompts(b body) ([]promptInput, *apiError) {
 			"or array of such arrays")
 }
 
-// promptIDs tokenizes a text prompt as the engine would (BOS first); token
-// prompts are taken as given (the engine checks them at submit).
-func (s *server) promptIDs(p promptInput) ([]int32, *apiError) {
+// prompt is one engine request of a call: what to submit (less the call's
+// sampling params) and its prompt's token ids, which count for usage and
+// the limits and start the token strings of logprobs.
+type prompt struct {
+	req pvllm.Request
+	ids []int32
+}
+
+// promptIDs tokenizes a text prompt as the engine would (BOS first) and
+// submits the ids; token prompts are taken as given (the engine checks
+// them at submit).
+func (s *server) promptIDs(p promptInput) (prompt, *apiError) {
 	if p.ids != nil {
 		for _, id := range p.ids {
 			if id < 0 || int(id) >= s.vocabSize {
-				return nil, invalidRequest("prompt", "token id %d is outside the vocabulary "+
-					"(0..%d)", id, s.vocabSize-1)
+				return prompt{}, invalidRequest("prompt", "token id %d is outside the "+
+					"vocabulary (0..%d)", id, s.vocabSize-1)
 			}
 		}
-		return p.ids, nil
+		return prompt{req: pvllm.Request{PromptTokens: p.ids}, ids: p.ids}, nil
 	}
 	ids, err := s.eng.Tokenize(p.text, true)
 	if err != nil {
-		return nil, engineError(err, nil)
+		return prompt{}, engineError(err, nil)
 	}
-	return ids, nil
+	return prompt{req: pvllm.Request{PromptTokens: ids}, ids: ids}, nil
 }

@@ -75,15 +75,15 @@ func (s *server) tokenizeBody(b body) ([]int32, *apiError) {
 		if aerr != nil {
 			return nil, aerr
 		}
-		ids, aerr := s.renderChat(messages, &opts)
+		p, aerr := s.renderChat(messages, &opts)
 		if aerr != nil || !addSpecial {
-			return ids, aerr
+			return p.ids, aerr
 		}
 		bos, err := s.eng.Tokenize("", true)
 		if err != nil {
 			return nil, engineError(err, nil)
 		}
-		return append(bos, ids...), nil
+		return append(bos, p.ids...), nil
 	case b.has("prompt"):
 		if b.has("add_generation_prompt") || b.has("chat_template_kwargs") {
 			return nil, invalidRequest("add_generation_prompt",

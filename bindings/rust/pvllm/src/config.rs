@@ -419,13 +419,13 @@ pub(crate) fn nul_error(what: &str) -> Error {
 }
 
 #[cfg(unix)]
-fn path_to_cstring(path: &Path) -> Result<CString> {
+pub(crate) fn path_to_cstring(path: &Path) -> Result<CString> {
     use std::os::unix::ffi::OsStrExt;
     CString::new(path.as_os_str().as_bytes()).map_err(|_| nul_error("model path"))
 }
 
 #[cfg(not(unix))]
-fn path_to_cstring(path: &Path) -> Result<CString> {
+pub(crate) fn path_to_cstring(path: &Path) -> Result<CString> {
     let text = path.to_str().ok_or_else(|| {
         Error::new(
             Status::InvalidArgument,

@@ -10,7 +10,7 @@ use pvllm_sys as sys;
 
 use crate::async_stream::AsyncState;
 use crate::config::{nul_error, EngineConfig};
-use crate::error::{check, read_text, Error, Result, Status};
+use crate::error::{check, read_ids, read_text, Error, Result, Status};
 use crate::output::{Completion, FinishReason, Output, RequestId, TokenLogprobs};
 use crate::request::{Delivery, Prompt, Request, SamplingParams, TokenId};
 use crate::stream::OutputStream;
@@ -321,6 +321,7 @@ impl Engine {
         }
         raw.sampling = &sampling.raw;
         raw.priority = request.priority;
+        raw.add_special_tokens = u8::from(request.add_special_tokens);
         route(&mut raw);
         let mut id = 0u64;
         // SAFETY: every pointer in `raw` outlives the call; the library
@@ -464,38 +465,25 @@ impl Engine {
         })
     }
 
-    /// Encodes text with the model's tokenizer, with BOS first when
-    /// `add_bos`.
+    /// Encodes text with the model's tokenizer, with the special tokens it
+    /// adds around a text (BOS for Llama-style tokenizers) when `add_bos`.
     pub fn tokenize(&self, text: &str, add_bos: bool) -> Result<Vec<TokenId>> {
         let text = CString::new(text).map_err(|_| nul_error("the text"))?;
         // Tokens rarely outnumber bytes; the library reports the size it
         // needs when the guess is short, and the second call then fits.
-        let mut ids: Vec<TokenId> = vec![0; text.as_bytes().len() + 2];
-        loop {
-            let mut needed = 0usize;
-            // SAFETY: `ids` has `ids.len()` writable entries.
-            let result = check(|err| unsafe {
-                sys::pvllm_tokenize(
-                    self.raw(),
-                    text.as_ptr(),
-                    u8::from(add_bos),
-                    ids.as_mut_ptr(),
-                    ids.len(),
-                    &mut needed,
-                    err,
-                )
-            });
-            match result {
-                Ok(()) => {
-                    ids.truncate(needed);
-                    return Ok(ids);
-                }
-                Err(e) if e.status() == Status::BufferTooSmall && needed > ids.len() => {
-                    ids.resize(needed, 0);
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        let guess = text.as_bytes().len() + 2;
+        // SAFETY: `ids` has `capacity` writable entries.
+        read_ids(guess, |ids, capacity, needed, err| unsafe {
+            sys::pvllm_tokenize(
+                self.raw(),
+                text.as_ptr(),
+                u8::from(add_bos),
+                ids,
+                capacity,
+                needed,
+                err,
+            )
+        })
     }
 
     /// Decodes token ids into text. [`Status::InvalidArgument`] for an id
@@ -550,8 +538,15 @@ impl Engine {
             prompt: prompt.into(),
             sampling: params.clone(),
             priority: 0,
+            add_special_tokens: true,
         };
-        let mut stream = self.stream(std::slice::from_ref(&request))?;
+        self.generate_request(&request)
+    }
+
+    /// [`generate`](Self::generate) for a whole [`Request`] (priority and
+    /// `add_special_tokens` included).
+    pub(crate) fn generate_request(&self, request: &Request) -> Result<Vec<Completion>> {
+        let mut stream = self.stream(std::slice::from_ref(request))?;
         let id = stream.request_ids()[0];
         let mut samples: Vec<Option<Completion>> = Vec::new();
         let mut prompt_logprobs = None;

@@ -197,3 +197,29 @@ where
         }
     }
 }
+
+/// The token ids a C call writes into an array (ids, capacity, &num_ids,
+/// err), starting with room for `guess` ids and growing once when the call
+/// answers BUFFER_TOO_SMALL with the number it needs. `call` must write at
+/// most `capacity` ids.
+pub(crate) fn read_ids<F>(guess: usize, mut call: F) -> Result<Vec<i32>>
+where
+    F: FnMut(*mut i32, usize, &mut usize, *mut *mut sys::pvllm_error) -> sys::pvllm_status,
+{
+    let mut ids: Vec<i32> = vec![0; guess];
+    loop {
+        let mut needed = 0usize;
+        let capacity = ids.len();
+        let result = check(|err| call(ids.as_mut_ptr(), capacity, &mut needed, err));
+        match result {
+            Ok(()) => {
+                ids.truncate(needed);
+                return Ok(ids);
+            }
+            Err(e) if e.status() == Status::BufferTooSmall && needed > ids.len() => {
+                ids.resize(needed, 0);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}

@@ -45,6 +45,18 @@
 //! # }
 //! ```
 //!
+//! # Chat and tokenizers
+//!
+//! [`apply_chat_template`](Engine::apply_chat_template) renders a model's
+//! chat template over a conversation (JSON messages, with
+//! [`ChatTemplateOptions`]; `chat_template` replaces the model's own).
+//! The rendered text already holds its BOS, so
+//! [`chat_request`](Engine::chat_request) and [`chat`](Engine::chat)
+//! submit it with [`Request::add_special_tokens`] off: the prompt starts
+//! with one BOS, not two. A [`Tokenizer`] reads a model's tokenizer and
+//! chat templates without its weights, to encode, decode and render from
+//! any thread without an engine.
+//!
 //! # Threads
 //!
 //! `Engine` is `Send` and `Sync` (see the comment on the impls): share it in
@@ -70,6 +82,7 @@ mod error;
 mod output;
 mod request;
 mod stream;
+mod tokenizer;
 
 pub use async_stream::{AsyncOutputStream, Next};
 pub use chat::ChatTemplateOptions;
@@ -84,6 +97,7 @@ pub use output::{
 };
 pub use request::{Constraint, Delivery, EarlyStopping, Prompt, Request, SamplingParams, TokenId};
 pub use stream::OutputStream;
+pub use tokenizer::{Tokenizer, TokenizerInfo};
 
 /// The ABI version this crate was generated against (`PVLLM_ABI_VERSION`).
 pub const ABI_VERSION: u32 = pvllm_sys::PVLLM_ABI_VERSION;

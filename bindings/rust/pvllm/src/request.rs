@@ -330,8 +330,9 @@ pub(crate) fn to_i32(name: &str, value: u32) -> Result<i32> {
     })
 }
 
-/// A prompt: text (tokenized by the engine with BOS prepended) or token ids
-/// used as given.
+/// A prompt: text (tokenized by the engine, with the special tokens its
+/// tokenizer adds unless [`Request::add_special_tokens`] is off) or token
+/// ids used as given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Prompt {
     /// UTF-8 text.
@@ -340,8 +341,9 @@ pub enum Prompt {
     Tokens(Vec<TokenId>),
 }
 
-/// One request: a prompt, its sampling parameters and a priority (lower
-/// values are served first and preempted last; default 0).
+/// One request: a prompt, its sampling parameters, a priority (lower
+/// values are served first and preempted last; default 0) and whether a
+/// text prompt gets the tokenizer's special tokens (default yes).
 ///
 /// ```
 /// use pvllm::{Request, SamplingParams};
@@ -349,7 +351,10 @@ pub enum Prompt {
 ///     .with_sampling(SamplingParams::greedy(20))
 ///     .with_priority(-1);
 /// let from_ids = Request::tokens(vec![1, 415, 2501]);
-/// # let _ = (request, from_ids);
+/// // A prompt that already holds its BOS, as a chat template writes it.
+/// let rendered = Request::text("<s>[USER] Hi\n[BOT]").with_add_special_tokens(false);
+/// assert!(request.add_special_tokens && !rendered.add_special_tokens);
+/// # let _ = from_ids;
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
@@ -359,6 +364,15 @@ pub struct Request {
     pub sampling: SamplingParams,
     /// Lower values are served first and preempted last.
     pub priority: i32,
+    /// `true` (the default): a [`Prompt::Text`] is tokenized with the
+    /// special tokens the tokenizer adds around a text (BOS for
+    /// Llama-style tokenizers, nothing for Qwen's), as Hugging Face's
+    /// `add_special_tokens`. `false`: none are added; special tokens
+    /// written in the text still count. Turn it off for a prompt rendered
+    /// by a chat template, which writes its own BOS (or use
+    /// [`Engine::chat_request`](crate::Engine::chat_request)). Ignored for
+    /// [`Prompt::Tokens`] (libpvllm 0.9).
+    pub add_special_tokens: bool,
 }
 
 impl Request {
@@ -368,6 +382,7 @@ impl Request {
             prompt: Prompt::Text(text.into()),
             sampling: SamplingParams::default(),
             priority: 0,
+            add_special_tokens: true,
         }
     }
 
@@ -377,6 +392,7 @@ impl Request {
             prompt: Prompt::Tokens(ids.into()),
             sampling: SamplingParams::default(),
             priority: 0,
+            add_special_tokens: true,
         }
     }
 
@@ -389,6 +405,13 @@ impl Request {
     /// Sets the priority.
     pub fn with_priority(mut self, priority: i32) -> Request {
         self.priority = priority;
+        self
+    }
+
+    /// Sets [`add_special_tokens`](Self::add_special_tokens): `false` for a
+    /// text that already holds its BOS (a rendered chat template).
+    pub fn with_add_special_tokens(mut self, add_special_tokens: bool) -> Request {
+        self.add_special_tokens = add_special_tokens;
         self
     }
 }

@@ -86,6 +86,61 @@ fn token_prompt_matches_text_prompt() {
 }
 
 #[test]
+fn add_special_tokens_off_submits_the_text_without_bos() {
+    let model = TinyModel::new();
+    let engine = model.engine();
+    let plain = engine.tokenize(PROMPT, false).unwrap();
+    let params = SamplingParams {
+        prompt_logprobs: Some(0),
+        ..greedy(2)
+    };
+    // The first prompt token has no logprob; the metrics count it.
+    let prompt_of = |request: Request| {
+        let mut events = engine
+            .stream(&[request.with_sampling(params.clone())])
+            .unwrap();
+        let first = events.next().unwrap().unwrap();
+        let mut rest = first.prompt_logprobs.clone().expect("prompt logprobs");
+        let mut last = first;
+        for event in events {
+            last = event.unwrap();
+        }
+        let count = last.metrics.expect("metrics").num_prompt_tokens as usize;
+        (
+            count,
+            rest.drain(..).map(|e| e.token_id).collect::<Vec<_>>(),
+        )
+    };
+
+    let default = Request::text(PROMPT);
+    assert!(default.add_special_tokens);
+    let (count, rest) = prompt_of(default);
+    assert_eq!(count, plain.len() + 1, "BOS first by default");
+    assert_eq!(rest, plain, "the text after BOS");
+
+    let (count, rest) = prompt_of(Request::text(PROMPT).with_add_special_tokens(false));
+    assert_eq!(count, plain.len(), "no BOS");
+    assert_eq!(rest, plain[1..]);
+
+    // Token prompts are used as given either way.
+    let (count, _) = prompt_of(Request::tokens(plain.clone()).with_add_special_tokens(true));
+    assert_eq!(count, plain.len());
+    // The same tokens as the ids without BOS, so the same greedy tokens.
+    let off = Request::text(PROMPT)
+        .with_add_special_tokens(false)
+        .with_sampling(greedy(6));
+    let ids = Request::tokens(plain).with_sampling(greedy(6));
+    let tokens_of = |request: Request| -> Vec<i32> {
+        engine
+            .stream(&[request])
+            .unwrap()
+            .flat_map(|e| e.unwrap().token_ids)
+            .collect()
+    };
+    assert_eq!(tokens_of(off), tokens_of(ids));
+}
+
+#[test]
 fn stop_token_ends_with_stop() {
     let model = TinyModel::new();
     let engine = model.engine();
