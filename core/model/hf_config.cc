@@ -16,15 +16,13 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-bool given(const json& c, const char* key) { return c.contains(key) && !c[key].is_null(); }
-
 // The architecture named by "architectures" and "model_type"; both, when
 // present, must name the same one.
 Status find_arch(const json& c, const std::string& path, const HfArch** out) {
   std::string known;
   for (const HfArch& a : hf_archs()) known += std::string(known.empty() ? "" : ", ") + a.class_name;
   const HfArch* arch = nullptr;
-  if (given(c, "architectures")) {
+  if (config_has(c, "architectures")) {
     const json& list = c["architectures"];
     if (!list.is_array() || list.empty()) {
       return CorruptModel(path + ": architectures is not a non-empty list");
@@ -38,7 +36,7 @@ Status find_arch(const json& c, const std::string& path, const HfArch** out) {
       arch = a;
     }
   }
-  if (given(c, "model_type")) {
+  if (config_has(c, "model_type")) {
     const json& type = c["model_type"];
     const HfArch* a = type.is_string() ? find_hf_arch(type.get<std::string>()) : nullptr;
     if (a == nullptr || (arch != nullptr && a != arch)) {
@@ -64,7 +62,7 @@ Status require_value(const json& c, const std::string& path, const HfArch& arch,
 }
 
 Status read_bool(const json& c, const std::string& path, const char* key, bool* out) {
-  if (!given(c, key)) return Status::Ok();
+  if (!config_has(c, key)) return Status::Ok();
   if (!c[key].is_boolean()) return CorruptModel(path + ": " + key + " is not true or false");
   *out = c[key].get<bool>();
   return Status::Ok();
@@ -77,12 +75,13 @@ Status check_fixed_values(const json& c, const std::string& path, const HfArch& 
       require_value(c, path, arch, "hidden_act", "silu", " (only \"silu\": SwiGLU MLP)"));
   PVLLM_RETURN_IF_ERROR(
       require_value(c, path, arch, "mlp_bias", false, " (the MLP projections have no bias)"));
-  if (given(c, "partial_rotary_factor") && !(c["partial_rotary_factor"].is_number() &&
-                                             c["partial_rotary_factor"].get<double>() == 1.0)) {
+  if (config_has(c, "partial_rotary_factor") &&
+      !(c["partial_rotary_factor"].is_number() &&
+        c["partial_rotary_factor"].get<double>() == 1.0)) {
     return unsupported_field(path, "partial_rotary_factor", c["partial_rotary_factor"],
                              arch.model_type, " (only 1: RoPE over the whole head)");
   }
-  if (given(c, "pretraining_tp") &&
+  if (config_has(c, "pretraining_tp") &&
       !(c["pretraining_tp"].is_number_integer() && c["pretraining_tp"].get<int64_t>() >= 1)) {
     return CorruptModel(path + ": pretraining_tp is not a positive integer");
   }
@@ -122,7 +121,7 @@ Status parse_sliding_window(const json& c, const std::string& path, const HfArch
     types[i] = window > 0 && i >= max_window_layers ? "sliding_attention" : "full_attention";
   }
   const char* decided_by = "max_window_layers";
-  if (given(c, "layer_types")) {
+  if (config_has(c, "layer_types")) {
     // transformers reads the list as written; pvllm accepts it only when it
     // says what the window fields say, so the two cannot disagree.
     const json& lt = c["layer_types"];
@@ -179,6 +178,8 @@ Status add_eos_ids(const json& value, const std::string& path, bool replace_eos,
 }
 
 }  // namespace
+
+bool config_has(const json& c, const char* key) { return c.contains(key) && !c[key].is_null(); }
 
 Status unsupported_field(const std::string& path, const std::string& field, const json& value,
                          const std::string& arch, const std::string& why) {
@@ -260,8 +261,8 @@ Status read_hf_config(const std::string& dir, ModelConfig* out) {
   if (fs::is_regular_file(gen_path, ec)) {
     json gen;
     PVLLM_RETURN_IF_ERROR(read_json_file(gen_path, &gen));
-    PVLLM_RETURN_IF_ERROR(
-        apply_hf_generation_config(gen, gen_path, !given(config_json, "eos_token_id"), &config));
+    PVLLM_RETURN_IF_ERROR(apply_hf_generation_config(
+        gen, gen_path, !config_has(config_json, "eos_token_id"), &config));
   }
   *out = std::move(config);
   return Status::Ok();

@@ -17,6 +17,9 @@ namespace pvllm {
 // Reads dir/config.json and, if present, dir/generation_config.json.
 Status read_hf_config(const std::string& dir, ModelConfig* out);
 
+// Whether config.json sets `key` (present and not null).
+bool config_has(const nlohmann::json& config, const char* key);
+
 // The parts, for tests: `path` names the file in messages.
 Status parse_hf_config(const nlohmann::json& config, const std::string& path, ModelConfig* out);
 // Adds generation_config.json's eos ids as stop ids; with `replace_eos`

@@ -104,28 +104,26 @@ bool same(const RopeScaling& a, const RopeScaling& b) {
          a.original_max_position_embeddings == b.original_max_position_embeddings;
 }
 
-bool given(const json& c, const char* key) { return c.contains(key) && !c[key].is_null(); }
-
 }  // namespace
 
 Status parse_hf_rope(const json& c, const std::string& path, const std::string& arch,
                      ModelConfig* out) {
   PVLLM_RETURN_IF_ERROR(json_float(c, path, "rope_theta", false, &out->rope_theta));
   RopeSpec v4, v5;
-  if (given(c, "rope_scaling")) {
+  if (config_has(c, "rope_scaling")) {
     PVLLM_RETURN_IF_ERROR(parse_object(c["rope_scaling"], "rope_scaling", path, arch, *out, &v4));
     out->rope_scaling = v4.scaling;
   }
-  if (given(c, "rope_parameters")) {
+  if (config_has(c, "rope_parameters")) {
     PVLLM_RETURN_IF_ERROR(
         parse_object(c["rope_parameters"], "rope_parameters", path, arch, *out, &v5));
     // A file with both spellings must say one thing.
-    if (given(c, "rope_scaling") && !same(v4.scaling, v5.scaling)) {
+    if (config_has(c, "rope_scaling") && !same(v4.scaling, v5.scaling)) {
       return unsupported_field(path, "rope_parameters", c["rope_parameters"], arch,
                                " (it disagrees with rope_scaling)");
     }
     if (v5.theta > 0.0f) {
-      if (given(c, "rope_theta") && c["rope_theta"].get<float>() != v5.theta) {
+      if (config_has(c, "rope_theta") && c["rope_theta"].get<float>() != v5.theta) {
         return unsupported_field(path, "rope_parameters", c["rope_parameters"], arch,
                                  " (its rope_theta disagrees with rope_theta)");
       }

@@ -10,27 +10,6 @@
 namespace pvllm::structured {
 namespace {
 
-// A GBNF literal for `s` (valid UTF-8): quotes, backslashes and control
-// characters escaped.
-std::string gbnf_literal(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20 || u == 0x7F) {
-      static const char* hex = "0123456789ABCDEF";
-      out += "\\x";
-      out += hex[u >> 4];
-      out += hex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 bool valid_utf8(std::string_view s) {
   Utf8Decoder d;
   uint32_t cp = 0;

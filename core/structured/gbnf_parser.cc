@@ -1,6 +1,7 @@
 // GBNF text -> Grammar (grammar.h): a recursive-descent parser that writes
 // groups and repetitions as rules of their own, then the checks that make
 // the grammar safe to expand (every rule defined, no left recursion).
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <unordered_map>
@@ -10,9 +11,6 @@
 
 namespace pvllm::structured {
 namespace {
-
-constexpr uint32_t kMaxCodePoint = 0x10FFFF;
-constexpr uint32_t kUnbounded = UINT32_MAX;
 
 using Sequence = std::vector<Element>;
 using Alternatives = std::vector<Sequence>;
@@ -526,5 +524,29 @@ class Parser {
 }  // namespace
 
 Status parse_gbnf(std::string_view text, Grammar* out) { return Parser(text).parse(out); }
+
+std::string gbnf_literal(std::string_view text) {
+  std::string out = "\"";
+  for (char ch : text) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
 
 }  // namespace pvllm::structured

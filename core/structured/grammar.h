@@ -26,6 +26,10 @@
 
 namespace pvllm::structured {
 
+inline constexpr uint32_t kMaxCodePoint = 0x10FFFF;
+// A repetition's maximum when it has none (x* and x+, {m,}).
+inline constexpr uint32_t kUnbounded = UINT32_MAX;
+
 struct CharRange {
   uint32_t lo = 0;  // inclusive
   uint32_t hi = 0;  // inclusive
@@ -62,6 +66,9 @@ struct Grammar {
 // an undefined rule, a missing root, left recursion and a grammar larger
 // than the limits below name the rule.
 Status parse_gbnf(std::string_view text, Grammar* out);
+// A GBNF "literal" matching exactly `text` (UTF-8): quotes and backslashes
+// escaped, \n \r \t written so, other control characters as \xHH.
+std::string gbnf_literal(std::string_view text);
 
 // Whether the whole of `text` (UTF-8) is a sentence of the grammar's root.
 // Invalid UTF-8 is not.

@@ -207,31 +207,6 @@ bool nests_deeper_than(const Json& v, int limit) {
   return false;
 }
 
-// A GBNF "literal" for UTF-8 text.
-std::string gbnf_literal(std::string_view text) {
-  std::string out = "\"";
-  for (char ch : text) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", c);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
-
 // A JSON pointer token: ~ -> ~0, / -> ~1.
 std::string pointer_token(std::string_view key) {
   std::string out;

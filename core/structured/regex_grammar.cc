@@ -37,8 +37,6 @@ namespace {
 
 constexpr size_t kMaxPatternBytes = 64 * 1024;
 constexpr int kMaxNesting = 256;
-constexpr uint32_t kMaxCodePoint = 0x10FFFF;
-constexpr uint32_t kUnbounded = UINT32_MAX;
 
 // ---------------------------------------------------------------------------
 // Sets of code points: sorted, disjoint, non-adjacent ranges.
@@ -344,9 +342,9 @@ struct Escape {
   Ranges set;
 };
 
-class Parser {
+class RegexParser {
  public:
-  Parser(std::vector<CodePoint> cps, size_t end_offset, Builder* builder)
+  RegexParser(std::vector<CodePoint> cps, size_t end_offset, Builder* builder)
       : cps_(std::move(cps)), end_offset_(end_offset), b_(*builder) {}
 
   Status parse(NodePtr* out) {
@@ -1009,7 +1007,7 @@ Status regex_to_gbnf(std::string_view pattern, std::string* gbnf) {
   PVLLM_RETURN_IF_ERROR(decode_pattern(pattern, &cps));
   Builder builder;
   NodePtr root = nullptr;
-  PVLLM_RETURN_IF_ERROR(Parser(std::move(cps), pattern.size(), &builder).parse(&root));
+  PVLLM_RETURN_IF_ERROR(RegexParser(std::move(cps), pattern.size(), &builder).parse(&root));
   if (root->kind == Node::kNever) {
     return Unsupported("regex: a pattern that matches no string" + at_offset(0));
   }
