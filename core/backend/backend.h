@@ -57,7 +57,9 @@ class Backend {
   // One engine step: runs the model over `md` (writes K/V of every row at its
   // slot, attends over each sequence's block table) and draws a token for
   // every sample row, out[i] for rows[i] (out is resized to rows.size()),
-  // with core/sample/sampler.h's rules; logprobs only for rows whose params ask.
+  // with core/sample/sampler.h's rules, each row's `allowed` mask included
+  // (structured output: every backend draws with it); logprobs only for rows
+  // whose params ask.
   // Only the results reach the host: logits stay where they were computed.
   // On failure *out is unspecified; the K/V rows of `md` may be written in
   // part, and running the same batch again writes the same values.
@@ -82,10 +84,6 @@ class Backend {
     return Unsupported(name() + " cannot swap K/V blocks to the host");
   }
   virtual PreemptionCosts preemption_costs() const { return {}; }
-  // Whether forward_sample honours SampleRow::allowed (structured output).
-  // Otherwise the engine runs constrained sequences through forward() and
-  // draws their tokens on the host.
-  virtual bool draws_with_masks() const { return false; }
   virtual int32_t num_blocks() const = 0;
   virtual int32_t block_size() const = 0;
 };

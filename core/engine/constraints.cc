@@ -2,8 +2,7 @@
 // submit (cached by its text, core/structured/constraint.h); each of its
 // samples follows it with a TokenMatcher; each draw gets the mask of the
 // tokens that may come next, plus the stop tokens once the text may end.
-// Backends that cannot mask their own draws (CUDA today) hand the logits of
-// constrained sequences back, and those draws are made here on the host.
+// Every backend draws with the masks (Backend::forward_sample's contract).
 #include <algorithm>
 #include <chrono>
 
@@ -43,10 +42,6 @@ void Engine::start_matcher(const Request& req, SampleState* state) const {
   state->matcher = std::make_unique<structured::TokenMatcher>(req.constraint, spaces);
 }
 
-bool Engine::constrained(const Sequence& seq) const {
-  return requests_.at(seq.request_id)->constraint != nullptr;
-}
-
 std::span<const uint64_t> Engine::draw_mask(const Request& req, const SampleState& state) {
   const auto start = std::chrono::steady_clock::now();
   const structured::CompiledConstraint::Mask allowed = state.matcher->allowed();
@@ -69,17 +64,6 @@ std::span<const uint64_t> Engine::draw_mask(const Request& req, const SampleStat
   ++stats_.num_constrained_draws;
   stats_.constraint_mask_ms += ms;
   return draw_masks_.back();  // moving the outer vector keeps this buffer
-}
-
-// The batch's logits from the backend (metadata_'s rows), then each of
-// sample_rows_ drawn here by the host sampler, masks included.
-Status Engine::forward_then_draw(std::vector<SampleResult>* out) {
-  const int32_t vocab = model_->config.vocab_size;
-  std::vector<float> logits(metadata_.logits_rows.size() * static_cast<size_t>(vocab));
-  PVLLM_RETURN_IF_ERROR(backend_->forward(metadata_, logits.data()));
-  out->clear();
-  for (const SampleRow& row : sample_rows_) out->push_back(sample_row(logits.data(), vocab, row));
-  return Status::Ok();
 }
 
 }  // namespace pvllm

@@ -235,8 +235,7 @@ class Engine {
   Status swap(const ScheduledBatch& batch);
   void fail_lost_swaps(StepResult* step);
   void forward_and_sample(std::span<const ScheduledSeq> seqs, std::span<SeqOutcome> outcomes);
-  void forward_and_sample_plain(std::span<const ScheduledSeq> seqs, std::span<SeqOutcome> outcomes,
-                                bool draw_on_host);
+  void forward_and_sample_plain(std::span<const ScheduledSeq> seqs, std::span<SeqOutcome> outcomes);
   // Prompt logprobs (prompt_logprobs.cc).
   bool needs_prompt_logits(const ScheduledSeq& s) const;
   void forward_with_prompt_logprobs(const ScheduledSeq& s, SeqOutcome* outcome);
@@ -269,8 +268,6 @@ class Engine {
   Status compile_constraint(const SamplingParams& params, Request* req);
   void start_matcher(const Request& req, SampleState* state) const;
   std::span<const uint64_t> draw_mask(const Request& req, const SampleState& state);
-  bool constrained(const Sequence& seq) const;
-  Status forward_then_draw(std::vector<SampleResult>* out);
   void fork_samples(Sequence* parent, std::vector<Sequence*>* children);
   void append_token(Sequence* seq, const SampleResult& r, std::vector<Output>* events);
   void note_token(Request* req);

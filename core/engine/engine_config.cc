@@ -44,7 +44,8 @@ Status estimate_cuda_memory(const EngineConfig& config, const ModelSummary& summ
                        static_cast<size_t>(mc.num_heads + 2 * mc.num_kv_heads) * mc.head_dim * 3 +
                        static_cast<size_t>(mc.intermediate_size) * 3;
     const size_t activations =
-        t * row * elem + static_cast<size_t>(std::max(config.max_num_seqs, 256)) * mc.vocab_size * 4;
+        t * row * elem +
+        static_cast<size_t>(std::max(config.max_num_seqs, 256)) * mc.vocab_size * 4;
     budget = static_cast<double>(free_bytes) * config.gpu_memory_utilization -
              static_cast<double>(kCudaReservedBytes + out->weight_bytes + activations);
   }

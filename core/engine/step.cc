@@ -140,50 +140,38 @@ std::vector<Engine::SeqOutcome> Engine::run_batch(const ScheduledBatch& batch) {
 // full-logits path (prompt_logprobs.cc); the rest of the batch runs as one.
 void Engine::forward_and_sample(std::span<const ScheduledSeq> seqs,
                                 std::span<SeqOutcome> outcomes) {
-  std::vector<size_t> plain, on_host;
-  const bool host_masks = !backend_->draws_with_masks();
+  std::vector<size_t> plain;
   for (size_t i = 0; i < seqs.size(); ++i) {
     if (needs_prompt_logits(seqs[i])) {
       forward_with_prompt_logprobs(seqs[i], &outcomes[i]);
-    } else if (host_masks && seqs[i].samples_next_token && constrained(*seqs[i].seq)) {
-      on_host.push_back(i);
     } else {
       plain.push_back(i);
     }
   }
-  if (!on_host.empty()) {
-    std::vector<ScheduledSeq> host;
-    std::vector<SeqOutcome> host_outcomes(on_host.size());
-    for (size_t i : on_host) host.push_back(seqs[i]);
-    forward_and_sample_plain(host, host_outcomes, /*draw_on_host=*/true);
-    for (size_t k = 0; k < on_host.size(); ++k) outcomes[on_host[k]] = std::move(host_outcomes[k]);
-  }
   if (plain.size() == seqs.size()) {
-    forward_and_sample_plain(seqs, outcomes, false);
+    forward_and_sample_plain(seqs, outcomes);
     return;
   }
   if (plain.empty()) return;
   std::vector<ScheduledSeq> rest;
   std::vector<SeqOutcome> rest_outcomes(plain.size());
   for (size_t i : plain) rest.push_back(seqs[i]);
-  forward_and_sample_plain(rest, rest_outcomes, false);
+  forward_and_sample_plain(rest, rest_outcomes);
   for (size_t k = 0; k < plain.size(); ++k) outcomes[plain[k]] = std::move(rest_outcomes[k]);
 }
 
 // A batch that runs out of memory is split in halves and each half retried
 // (K/V writes repeat the same values), so only a sequence that cannot run
 // even alone fails and the rest keep their work. Any other failure fails
-// the batch. `draw_on_host`: the backend returns the logits and the draws
-// are made here (constrained rows of a backend that cannot mask).
+// the batch. Masks of constrained rows are part of forward_sample's
+// contract: every backend draws with them.
 void Engine::forward_and_sample_plain(std::span<const ScheduledSeq> seqs,
-                                      std::span<SeqOutcome> outcomes, bool draw_on_host) {
+                                      std::span<SeqOutcome> outcomes) {
   ScheduledBatch sub;
   sub.seqs.assign(seqs.begin(), seqs.end());
   prepare_batch(sub, *kv_cache_, &metadata_);
   plan_draws(seqs, &sample_rows_);
-  const Status st = draw_on_host
-                        ? forward_then_draw(&sample_results_)
-                        : backend_->forward_sample(metadata_, sample_rows_, &sample_results_);
+  const Status st = backend_->forward_sample(metadata_, sample_rows_, &sample_results_);
   if (st.ok()) {
     auto next = sample_results_.begin();
     for (size_t i = 0; i < seqs.size(); ++i) {
@@ -197,8 +185,8 @@ void Engine::forward_and_sample_plain(std::span<const ScheduledSeq> seqs,
   }
   if (st.code() == StatusCode::kOutOfMemory && seqs.size() > 1) {
     const size_t half = seqs.size() / 2;
-    forward_and_sample_plain(seqs.first(half), outcomes.first(half), draw_on_host);
-    forward_and_sample_plain(seqs.subspan(half), outcomes.subspan(half), draw_on_host);
+    forward_and_sample_plain(seqs.first(half), outcomes.first(half));
+    forward_and_sample_plain(seqs.subspan(half), outcomes.subspan(half));
     return;
   }
   for (SeqOutcome& o : outcomes) o.status = st;

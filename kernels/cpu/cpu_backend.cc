@@ -150,7 +150,6 @@ class CpuBackend final : public Backend {
   std::string name() const override {
     return std::string("cpu (") + cpu::cpu_isa_name(cpu::active_cpu_isa()) + ")";
   }
-  bool draws_with_masks() const override { return true; }
   Status forward_sample(const BatchMetadata& md, std::span<const SampleRow> rows,
                         std::vector<SampleResult>* out) override;
   Status forward(const BatchMetadata& md, float* logits) override;

@@ -226,7 +226,6 @@ class CudaBackend final : public Backend {
   Status swap_blocks(const std::vector<BlockCopy>& copies, SwapDirection direction) override;
   PreemptionCosts preemption_costs() const override;
   // The device sampler applies SampleRow::allowed (sampling_plan.h).
-  bool draws_with_masks() const override { return true; }
   int32_t num_blocks() const override { return num_blocks_; }
   int32_t block_size() const override { return opt_.block_size; }
 

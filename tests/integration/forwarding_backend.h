@@ -34,7 +34,6 @@ class ForwardingBackend : public Backend {
     return inner_->swap_blocks(copies, direction);
   }
   PreemptionCosts preemption_costs() const override { return inner_->preemption_costs(); }
-  bool draws_with_masks() const override { return inner_->draws_with_masks(); }
   int32_t num_blocks() const override { return inner_->num_blocks(); }
   int32_t block_size() const override { return inner_->block_size(); }
 

@@ -49,21 +49,6 @@ const char* kPersonSchema = R"({
   "additionalProperties": false
 })";
 
-// The CPU backend made to look like one that cannot mask its draws (as
-// CUDA today): it reports so, and ignores any mask it is handed.
-class MasklessBackend final : public ForwardingBackend {
- public:
-  using ForwardingBackend::ForwardingBackend;
-  std::string name() const override { return "maskless " + inner().name(); }
-  bool draws_with_masks() const override { return false; }
-  Status forward_sample(const BatchMetadata& md, std::span<const SampleRow> rows,
-                        std::vector<SampleResult>* out) override {
-    std::vector<SampleRow> unmasked(rows.begin(), rows.end());
-    for (SampleRow& r : unmasked) r.allowed = {};
-    return inner().forward_sample(md, unmasked, out);
-  }
-};
-
 class StructuredOutputTest : public ::testing::Test {
  protected:
   EngineConfig config() const {
@@ -207,30 +192,6 @@ TEST_F(StructuredOutputTest, RegexChoiceGrammarAndJsonObject) {
     EXPECT_TRUE(nlohmann::json::parse(out[15].text).is_object()) << out[15].text;
   }
   EXPECT_EQ(out[15].text.front(), '{');
-}
-
-TEST_F(StructuredOutputTest, HostPathGivesTheSameTokensAsTheMaskedBackend) {
-  EngineConfig c = config();
-  c.backend_factory = [](const Model& m, const BackendOptions& o, std::unique_ptr<Backend>* out) {
-    std::unique_ptr<Backend> cpu;
-    PVLLM_RETURN_IF_ERROR(create_cpu_backend(m, o, &cpu));
-    *out = std::make_unique<MasklessBackend>(std::move(cpu));
-    return Status::Ok();
-  };
-  std::unique_ptr<Engine> host = make_engine(c);
-  std::vector<SamplingParams> all;
-  for (uint64_t seed = 1; seed <= 6; ++seed) {
-    all.push_back(params(ConstraintKind::kJsonSchema, kPersonSchema, 1.0f, seed));
-  }
-  SamplingParams plain = greedy(20);  // an unconstrained request in the same batches
-  all.push_back(plain);
-  const std::vector<SampleOutput> a = run(engine_.get(), all);
-  const std::vector<SampleOutput> b = run(host.get(), all);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].token_ids, b[i].token_ids) << i;
-    if (i + 1 < a.size()) expect_person(b[i].text);
-  }
 }
 
 TEST_F(StructuredOutputTest, ParallelSamplesAndPreemptionKeepEverySampleOnItsConstraint) {
