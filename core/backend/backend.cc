@@ -8,15 +8,11 @@
 
 namespace pvllm {
 
-size_t kv_bytes_per_block_f32(const ModelConfig& config, int32_t block_size) {
-  // K and V, every layer, block_size tokens of num_kv_heads * head_dim floats.
+size_t kv_bytes_per_block(const ModelConfig& config, int32_t block_size, size_t elem_bytes) {
+  // K and V, every layer, block_size tokens of num_kv_heads * head_dim elements.
   return size_t{2} * static_cast<size_t>(config.num_layers) * static_cast<size_t>(block_size) *
          static_cast<size_t>(config.num_kv_heads) * static_cast<size_t>(config.head_dim) *
-         sizeof(float);
-}
-
-size_t kv_bytes_per_block(const ModelConfig& config, int32_t block_size, size_t elem_bytes) {
-  return kv_bytes_per_block_f32(config, block_size) / sizeof(float) * elem_bytes;
+         elem_bytes;
 }
 
 int32_t kv_pool_blocks(int32_t num_blocks, double budget_bytes, size_t bytes_per_block,

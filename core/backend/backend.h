@@ -94,12 +94,9 @@ struct BackendOptions {
   int32_t num_threads = 0;  // 0 = all cores
 };
 
-// Bytes of K and V one block holds across all layers, with fp32 K/V
-// (the CPU backend's cache dtype).
-size_t kv_bytes_per_block_f32(const struct ModelConfig& config, int32_t block_size);
-
 // Bytes of K and V one block holds across all layers with K/V elements of
-// `elem_bytes` bytes (2 for the CUDA backend's bf16/fp16 cache).
+// `elem_bytes` bytes (4 for the CPU backend's fp32 cache, 2 for the CUDA
+// backend's bf16/fp16 one).
 size_t kv_bytes_per_block(const struct ModelConfig& config, int32_t block_size, size_t elem_bytes);
 
 // The one KV sizing rule, for every backend and the memory estimate:

@@ -287,7 +287,7 @@ Status Engine::submit_tokens(std::vector<int32_t> prompt_ids, const SamplingPara
   req->id = next_request_id_++;
   req->arrival_order = next_arrival_order_++;
   *request_id = req->id;
-  live_request_ids_[req->id] = true;
+  live_request_ids_.insert(req->id);
   inbox_.push_back(std::move(req));
   return Status::Ok();
 }

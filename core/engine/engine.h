@@ -22,6 +22,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/backend/backend.h"
@@ -176,7 +177,7 @@ class Engine {
   EngineStats stats() const;
   bool has_unfinished() const;
   // Requests submitted and not yet finished; a request counts once, whatever
-  // its n. (Added for pvllm_step's out_num_unfinished.)
+  // its n (pvllm_step's out_num_unfinished).
   int32_t num_unfinished_requests() const {
     std::lock_guard<std::mutex> lock(mu_);
     return static_cast<int32_t>(live_request_ids_.size());
@@ -316,9 +317,9 @@ class Engine {
   std::vector<uint64_t> abort_inbox_;
   std::deque<Output> outbox_;
   EngineStats stats_;
-  std::unordered_map<uint64_t, bool> live_request_ids_;  // submitted, not yet finished
-  uint64_t serial_ = 0;           // this engine's number in the process, 1..2^13-1
-  uint64_t next_request_id_ = 1;  // serial_ << kRequestIdBits, plus 1, 2, ...
+  std::unordered_set<uint64_t> live_request_ids_;  // submitted, not yet finished
+  uint64_t serial_ = 0;                            // this engine's number in the process, 1..2^13-1
+  uint64_t next_request_id_ = 1;                   // serial_ << kRequestIdBits, plus 1, 2, ...
   uint64_t next_arrival_order_ = 0;
 
   // Durations of the latest steps that ran a batch (ms), a ring of

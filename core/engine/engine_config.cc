@@ -114,7 +114,8 @@ Status EngineConfig::validate() const {
 
 int32_t num_host_kv_blocks(const EngineConfig& config, const ModelConfig& model) {
   return kv_pool_blocks(config.num_kv_blocks, static_cast<double>(config.kv_cache_bytes),
-                        kv_bytes_per_block_f32(model, config.block_size), config.block_size);
+                        kv_bytes_per_block(model, config.block_size, sizeof(float)),
+                        config.block_size);
 }
 
 Status estimate_memory(const EngineConfig& config, MemoryEstimate* out) {

@@ -315,7 +315,7 @@ void Engine::note_ran(const ScheduledSeq& s, const StepResult& step) {
 }
 
 void Engine::update_stats_locked(const StepResult& step) {
-  const BlockManagerMetrics m = kv_cache_->metrics();
+  const KvCacheMetrics m = kv_cache_->metrics();
   stats_.num_running = scheduler_->num_running();
   stats_.num_waiting = scheduler_->num_waiting();
   stats_.num_blocks_total = m.num_blocks;

@@ -247,8 +247,8 @@ void BlockManager::free(BlockTable* table) {
   table->hashes.clear();
 }
 
-BlockManagerMetrics BlockManager::metrics() const {
-  BlockManagerMetrics m;
+KvCacheMetrics BlockManager::metrics() const {
+  KvCacheMetrics m;
   m.num_blocks = num_blocks();
   m.num_free_blocks = static_cast<int32_t>(free_list_.size());
   m.num_cached_blocks = static_cast<int32_t>(lru_.size());

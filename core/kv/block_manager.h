@@ -35,7 +35,7 @@ class BlockManager final : public KvCacheManager {
   bool prefix_caching() const override { return enable_prefix_caching_; }
   int32_t num_available_blocks() const override;
   int32_t ref_count(BlockId b) const override { return blocks_[b].ref; }
-  BlockManagerMetrics metrics() const override;
+  KvCacheMetrics metrics() const override;
 
   // Walks the hash chain of `tokens` once. A revived cached block (one on
   // the LRU list) costs can_allocate one available block, as a new one does.

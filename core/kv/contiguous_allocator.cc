@@ -89,8 +89,8 @@ void ContiguousAllocator::free(BlockTable* table) {
   table->hashes.clear();
 }
 
-BlockManagerMetrics ContiguousAllocator::metrics() const {
-  BlockManagerMetrics m;
+KvCacheMetrics ContiguousAllocator::metrics() const {
+  KvCacheMetrics m;
   m.num_blocks = num_blocks();
   m.num_free_blocks = num_free_blocks_;
   m.num_used_blocks = m.num_blocks - m.num_free_blocks;

@@ -36,7 +36,7 @@ class ContiguousAllocator final : public KvCacheManager {
   // Free blocks; they may be too scattered for a run: see can_allocate.
   int32_t num_available_blocks() const override { return num_free_blocks_; }
   int32_t ref_count(BlockId b) const override { return refs_[b]; }
-  BlockManagerMetrics metrics() const override;
+  KvCacheMetrics metrics() const override;
   // Blocks one table holds from allocation on.
   int32_t num_reserved_blocks_per_table() const { return num_reserved_blocks_; }
 

@@ -86,7 +86,7 @@ inline PrefixMatch no_prefix_match(int32_t num_tokens) {
   return m;
 }
 
-struct BlockManagerMetrics {
+struct KvCacheMetrics {
   int32_t num_blocks = 0;
   int32_t num_used_blocks = 0;    // ref > 0
   int32_t num_free_blocks = 0;    // free, not holding a cached block
@@ -131,7 +131,7 @@ class KvCacheManager {
   // Blocks that allocation can still take (free + evictable cached).
   virtual int32_t num_available_blocks() const = 0;
   virtual int32_t ref_count(BlockId b) const = 0;
-  virtual BlockManagerMetrics metrics() const = 0;
+  virtual KvCacheMetrics metrics() const = 0;
 
   // The cached blocks holding the leading full blocks of `tokens`: whole
   // blocks only, and never all of `tokens` (the last token must be computed

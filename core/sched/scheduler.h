@@ -1,7 +1,8 @@
 // Scheduler: decides, every step, which sequences run and how many tokens
 // each feeds. Continuous batching under max_num_seqs and
 // max_num_batched_tokens; chunked prefill; prefix-cache hits skip prefill;
-// preemption by recompute when the block pool runs dry.
+// preemption when the block pool runs dry, by recompute or by swapping K/V
+// to the host pool (PreemptionMode).
 //
 // The scheduler sees block ids and counts through KvCacheManager, never its
 // free list, and does not know which allocation policy is in force. It does not own sequences: the

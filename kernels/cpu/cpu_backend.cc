@@ -250,7 +250,7 @@ Status CpuBackend::init() {
   block_floats_ = static_cast<int64_t>(c.num_kv_heads) * block_size_ * c.head_dim;
   // The whole pool is used sooner or later, so one larger than the host's
   // memory is refused now rather than left to overcommit and the OOM killer.
-  const uint64_t block_bytes = kv_bytes_per_block_f32(c, block_size_);
+  const uint64_t block_bytes = kv_bytes_per_block(c, block_size_, sizeof(float));
   const uint64_t limit =
       std::min<uint64_t>(physical_memory_bytes(), std::numeric_limits<size_t>::max() / 2);
   if (static_cast<uint64_t>(num_blocks_) > limit / block_bytes) {
@@ -271,9 +271,10 @@ Status CpuBackend::init() {
   if (!allocated) {
     k_cache_.clear();
     v_cache_.clear();
-    return OutOfMemory("cpu backend: cannot allocate the K/V pool (" +
-                       std::to_string(kv_bytes_per_block_f32(c, block_size_) * num_blocks_) +
-                       " bytes for " + std::to_string(num_blocks_) + " blocks)");
+    return OutOfMemory(
+        "cpu backend: cannot allocate the K/V pool (" +
+        std::to_string(kv_bytes_per_block(c, block_size_, sizeof(float)) * num_blocks_) +
+        " bytes for " + std::to_string(num_blocks_) + " blocks)");
   }
   return Status::Ok();
 }
@@ -591,7 +592,7 @@ Status CpuBackend::forward_sample(const BatchMetadata& md, std::span<const Sampl
 
 Status CpuBackend::reserve_swap_space(int64_t bytes, int32_t* out_blocks) {
   if (bytes < 0) return InvalidArgument("cpu backend: a negative swap space");
-  const size_t block_bytes = kv_bytes_per_block_f32(config_, block_size_);
+  const size_t block_bytes = kv_bytes_per_block(config_, block_size_, sizeof(float));
   const int32_t num_blocks = swap_pool_blocks(bytes, block_bytes, num_blocks_, block_size_);
   if (static_cast<uint64_t>(num_blocks) > physical_memory_bytes() / block_bytes) {
     return OutOfMemory("cpu backend: a swap space of " + std::to_string(num_blocks) +
@@ -642,7 +643,8 @@ Status CpuBackend::swap_blocks(const std::vector<BlockCopy>& copies, SwapDirecti
 // weight per token) and 10 GB/s for copying a block out and back.
 PreemptionCosts CpuBackend::preemption_costs() const {
   const double flops_per_token = weight_flops_per_token(config_);
-  const double block_bytes = static_cast<double>(kv_bytes_per_block_f32(config_, block_size_));
+  const double block_bytes =
+      static_cast<double>(kv_bytes_per_block(config_, block_size_, sizeof(float)));
   return {flops_per_token / 50e9, 2.0 * block_bytes / 10e9, static_cast<size_t>(block_bytes)};
 }
 

@@ -26,7 +26,7 @@ std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& 
 }
 
 void expect_consistent(const BlockManager& bm) {
-  const BlockManagerMetrics m = bm.metrics();
+  const KvCacheMetrics m = bm.metrics();
   EXPECT_EQ(m.num_used_blocks + m.num_free_blocks + m.num_cached_blocks, m.num_blocks);
   EXPECT_EQ(bm.num_available_blocks(), m.num_free_blocks + m.num_cached_blocks);
 }
@@ -460,7 +460,7 @@ TEST(BlockManagerTest, NoPrefixMatchTakesNoCachedBlockAndCountsNoQuery) {
   prefill(&bm, prompt, &a);
   bm.free(&a);
   ASSERT_EQ(bm.match_prefix(prompt).num_cached_tokens, 3 * bs);
-  const BlockManagerMetrics before = bm.metrics();
+  const KvCacheMetrics before = bm.metrics();
   BlockTable b;
   EXPECT_EQ(bm.allocate(no_prefix_match(3 * bs + 1), 3 * bs + 1, &b), 0);
   EXPECT_EQ(b.blocks.size(), 4u);

@@ -104,7 +104,7 @@ TEST(ContiguousAllocatorTest, RejectsWhenNoRunFitsAndChangesNothing) {
   BlockTable a, b, c;
   ASSERT_EQ(bm.allocate(bm.match_prefix(tokens(3)), 3, &a), 0);
   ASSERT_EQ(bm.allocate(bm.match_prefix(tokens(3)), 3, &b), 0);
-  const BlockManagerMetrics before = bm.metrics();
+  const KvCacheMetrics before = bm.metrics();
   EXPECT_FALSE(bm.can_allocate(bm.match_prefix(tokens(3)), 3, 0));
   EXPECT_EQ(bm.allocate(bm.match_prefix(tokens(3)), 3, &c), -1);
   EXPECT_TRUE(c.blocks.empty());

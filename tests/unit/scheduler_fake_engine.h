@@ -244,7 +244,7 @@ class FakeEngine {
   }
 
   void check_pool() {
-    const BlockManagerMetrics m = bm_.metrics();
+    const KvCacheMetrics m = bm_.metrics();
     ASSERT_EQ(m.num_used_blocks + m.num_free_blocks + m.num_cached_blocks, m.num_blocks);
     // Blocks are taken only as tokens need them: less than one block's
     // worth of empty slots per running sequence.

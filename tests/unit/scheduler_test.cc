@@ -400,7 +400,7 @@ TEST(SchedulerTest, FinishAndAbortFreeBlocksFromEitherQueue) {
   e.sched().finish(running);
   EXPECT_EQ(e.sched().num_running(), 0);
   EXPECT_TRUE(running->block_table.blocks.empty());
-  const BlockManagerMetrics m = e.bm().metrics();
+  const KvCacheMetrics m = e.bm().metrics();
   EXPECT_EQ(m.num_used_blocks, 0);
   EXPECT_EQ(m.num_free_blocks + m.num_cached_blocks, 16);
   EXPECT_GT(m.num_cached_blocks, 0) << "computed full blocks stay cached";

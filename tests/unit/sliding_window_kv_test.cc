@@ -26,7 +26,7 @@ int32_t live(const BlockTable& t) {
 }
 
 void expect_pool_whole(const KvCacheManager& kv) {
-  const BlockManagerMetrics m = kv.metrics();
+  const KvCacheMetrics m = kv.metrics();
   EXPECT_EQ(m.num_used_blocks + m.num_free_blocks + m.num_cached_blocks, m.num_blocks);
 }
 
