@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/backend/batch_check.h"
 #include "core/base/log.h"
 #include "core/model/model.h"
 #include "kernels/cuda/activation.h"
@@ -254,7 +255,7 @@ class CudaBackend final : public Backend {
   Status rmsnorm(const void* x, void* residual, const void* weight, int32_t num_tokens,
                  const char* what);
   PagedKv paged_kv(int32_t l, const StepArgs& a) const;
-  Status check_batch(const BatchMetadata& md) const;
+  Status check_batch_fits(const BatchMetadata& md) const;
   Status enqueue_forward(const BatchMetadata& md);
   Status enqueue_eager(const BatchMetadata& md, int32_t num_decode);
   Status stage_graph_inputs(const BatchMetadata& md, int32_t batch);
@@ -1033,9 +1034,10 @@ int32_t graph_bucket(int32_t num_seqs) {
   return 0;
 }
 
-// What the host copies below rely on: sizes within the buffers, arrays
-// consistent with them, ids inside the vocabulary.
-Status CudaBackend::check_batch(const BatchMetadata& md) const {
+// What the host copies below rely on: the batch within the buffers, and
+// core/backend's check of its consistency (positions, slots, block ids,
+// token ids, logits rows).
+Status CudaBackend::check_batch_fits(const BatchMetadata& md) const {
   const int32_t t = md.num_tokens, s = md.num_seqs;
   if (t <= 0 || s <= 0) return InvalidArgument("empty batch");
   if (t > max_tokens_ || s > max_seqs_ ||
@@ -1050,26 +1052,8 @@ Status CudaBackend::check_batch(const BatchMetadata& md) const {
     return InvalidArgument("block tables of " + std::to_string(md.max_blocks_per_seq) +
                            " blocks exceed max_model_len's " + std::to_string(max_blocks_));
   }
-  const auto ns = static_cast<size_t>(s), nt = static_cast<size_t>(t);
-  if (md.input_ids.size() != nt || md.positions.size() != nt || md.slot_mapping.size() != nt ||
-      md.query_start.size() != ns + 1 || md.context_lens.size() != ns ||
-      md.max_blocks_per_seq < 0 ||
-      md.block_tables.size() != ns * static_cast<size_t>(md.max_blocks_per_seq) ||
-      md.query_start[0] != 0 || md.query_start[ns] != t) {
-    return InvalidArgument("inconsistent batch metadata sizes");
-  }
-  for (int32_t r : md.logits_rows) {
-    if (r < 0 || r >= t) {
-      return InvalidArgument("logits row " + std::to_string(r) + " outside the batch's " +
-                             std::to_string(t) + " rows");
-    }
-  }
-  for (int32_t id : md.input_ids) {
-    if (id < 0 || id >= cfg_.vocab_size) {
-      return InvalidArgument("token id " + std::to_string(id) + " outside the vocabulary");
-    }
-  }
-  return Status::Ok();
+  return check_batch(
+      md, BatchLimits{num_blocks_, opt_.block_size, cfg_.vocab_size, cfg_.sliding_window});
 }
 
 Status CudaBackend::forward(const BatchMetadata& md, float* logits) {
@@ -1106,7 +1090,7 @@ Status CudaBackend::finish_step(Status st) {
 // batch replays its bucket's graph, anything else (and a bucket whose
 // capture failed) runs eagerly. Sets logits_row_of_.
 Status CudaBackend::enqueue_forward(const BatchMetadata& md) {
-  PVLLM_RETURN_IF_ERROR(check_batch(md));
+  PVLLM_RETURN_IF_ERROR(check_batch_fits(md));
   const int32_t t = md.num_tokens, s = md.num_seqs;
   // Leading single-row sequences take the decode kernel.
   int32_t num_decode = 0;
