@@ -63,17 +63,18 @@ func readAll(s *pvllm.Stream) []pvllm.Output {
 	return events
 }
 
-func TestManyReadersEachGetTheirOwnRequestOnce(t *testing.T) {
-	eng := newEngine(t)
-	ctx := testContext(t)
-	const readers = 12
+// runReaders submits `readers` requests from as many goroutines (reader i
+// asks for 5 + i%spread tokens in 1 + i%3 samples) and checks that each
+// gets exactly its own events.
+func runReaders(ctx context.Context, t *testing.T, eng *pvllm.Engine, readers, spread int) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, readers)
 	for i := 0; i < readers; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			params := exactly(5 + i%7)
+			params := exactly(5 + i%spread)
 			params.N = 1 + i%3
 			params.Temperature = 0.8
 			s, err := eng.Submit(ctx, pvllm.Request{Prompt: fmt.Sprintf("reader %d", i), Params: params})
@@ -91,6 +92,13 @@ func TestManyReadersEachGetTheirOwnRequestOnce(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+func TestManyReadersEachGetTheirOwnRequestOnce(t *testing.T) {
+	eng := newEngine(t)
+	ctx := testContext(t)
+	const readers = 12
+	runReaders(ctx, t, eng, readers, 7)
 }
 
 // A reader that never reads leaves its events in the library: other

@@ -3,8 +3,6 @@ package pvllm_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 	"testing"
 
 	"pvllm.dev/pvllm/pvllm"
@@ -23,30 +21,7 @@ func TestWaitDeliveryForOlderLibraries(t *testing.T) {
 	}
 	ctx := testContext(t)
 
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			params := exactly(5 + i%4)
-			params.N = 1 + i%3
-			params.Temperature = 0.8
-			s, err := eng.Submit(ctx, pvllm.Request{Prompt: fmt.Sprintf("reader %d", i), Params: params})
-			if err != nil {
-				errs <- err
-				return
-			}
-			if err := checkComplete(s.ID(), readAll(s), params.N, params.N*params.MaxTokens); err != nil {
-				errs <- err
-			}
-		}(i)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	runReaders(ctx, t, eng, 8, 4)
 
 	cctx, cancel := context.WithCancel(ctx)
 	s, err := eng.Submit(cctx, pvllm.Request{Prompt: "Hello", Params: exactly(longRequest)})
