@@ -20,20 +20,22 @@ namespace pvllm::capi {
 // its struct_size covers them, which read_struct / write_struct do by
 // copying min(struct_size, sizeof(T)) bytes.
 template <typename T>
-constexpr size_t kV1Size = sizeof(T);
+inline constexpr size_t kV1Size = sizeof(T);
 // pvllm_engine_params grew random_weights within 0.1, after ABI 1's first
 // layout; pvllm_request grew delivery in 0.2, past 0.1's sizeof.
 template <>
-constexpr size_t kV1Size<pvllm_engine_params> = offsetof(pvllm_engine_params, random_weights);
+inline constexpr size_t kV1Size<pvllm_engine_params> = offsetof(pvllm_engine_params,
+                                                                random_weights);
 template <>
-constexpr size_t kV1Size<pvllm_request> = offsetof(pvllm_request, delivery);
+inline constexpr size_t kV1Size<pvllm_request> = offsetof(pvllm_request, delivery);
 // pvllm_model_config grew rope_type and the fields after it in 0.3; the 0.2
 // struct ended right after eos_token_id (all its fields are 4-byte or less).
 template <>
-constexpr size_t kV1Size<pvllm_model_config> = offsetof(pvllm_model_config, rope_type);
+inline constexpr size_t kV1Size<pvllm_model_config> = offsetof(pvllm_model_config, rope_type);
 // pvllm_sampling_params grew prompt_logprobs and what follows in 0.5.
 template <>
-constexpr size_t kV1Size<pvllm_sampling_params> = offsetof(pvllm_sampling_params, prompt_logprobs);
+inline constexpr size_t kV1Size<pvllm_sampling_params> = offsetof(pvllm_sampling_params,
+                                                                  prompt_logprobs);
 static_assert(offsetof(pvllm_sampling_params, prompt_logprobs) ==
                   (offsetof(pvllm_sampling_params, n) + sizeof(int32_t) + alignof(int64_t) - 1) /
                       alignof(int64_t) * alignof(int64_t),
@@ -41,14 +43,15 @@ static_assert(offsetof(pvllm_sampling_params, prompt_logprobs) ==
 // pvllm_chat_template_params grew chat_template in 0.9; the 0.3 struct ended
 // with template_name (a pointer: no tail padding).
 template <>
-constexpr size_t kV1Size<pvllm_chat_template_params> = offsetof(pvllm_chat_template_params,
-                                                                chat_template);
+inline constexpr size_t kV1Size<pvllm_chat_template_params> = offsetof(pvllm_chat_template_params,
+                                                                       chat_template);
 // pvllm_stats grew backend in 0.4.
 template <>
-constexpr size_t kV1Size<pvllm_stats> = offsetof(pvllm_stats, backend);
+inline constexpr size_t kV1Size<pvllm_stats> = offsetof(pvllm_stats, backend);
 // pvllm_memory_estimate grew activation_bytes in 0.4.
 template <>
-constexpr size_t kV1Size<pvllm_memory_estimate> = offsetof(pvllm_memory_estimate, activation_bytes);
+inline constexpr size_t kV1Size<pvllm_memory_estimate> = offsetof(pvllm_memory_estimate,
+                                                                  activation_bytes);
 static_assert(offsetof(pvllm_model_config, rope_type) ==
                   offsetof(pvllm_model_config, eos_token_id) + sizeof(int32_t),
               "pvllm_model_config.rope_type must start where the 0.2 struct ended");

@@ -14,10 +14,6 @@
 
 using namespace pvllm::capi;  // NOLINT(google-build-using-namespace): this file implements it
 
-extern "C" {
-
-/* ---------------------------------------------------------------- tokenizer */
-
 namespace {
 
 // What pvllm_tokenize and pvllm_tokenizer_encode share: `tokenizer` may be
@@ -89,6 +85,10 @@ Status render_chat_template(const pvllm::chat::ChatTemplates& templates, const S
 }
 
 }  // namespace
+
+extern "C" {
+
+/* ---------------------------------------------------------------- tokenizer */
 
 pvllm_status pvllm_tokenize(pvllm_engine* engine, const char* text, uint8_t add_bos, int32_t* ids,
                             size_t capacity, size_t* out_num_ids, pvllm_error** error) {
