@@ -18,7 +18,7 @@
 #include "capi/handles.h"
 #include "capi/output_batch.h"
 #include "capi/struct_versions.h"
-#include "kernels/cpu/isa.h"
+#include "core/backend/registry.h"
 
 using namespace pvllm::capi;  // NOLINT(google-build-using-namespace): this file implements it
 
@@ -88,7 +88,7 @@ extern "C" {
 
 uint32_t pvllm_version_number(void) { return PVLLM_VERSION_NUMBER; }
 
-const char* pvllm_cpu_isa(void) { return pvllm::cpu::cpu_isa_name(pvllm::cpu::active_cpu_isa()); }
+const char* pvllm_cpu_isa(void) { return pvllm::cpu_backend_isa(); }
 
 const char* pvllm_version(void) {
   return PVLLM_STR(PVLLM_VERSION_MAJOR) "." PVLLM_STR(PVLLM_VERSION_MINOR) "." PVLLM_STR(

@@ -1,11 +1,15 @@
-// Device parsing and dlopen of libpvllm_cuda.so.
+// Device parsing, dlopen of libpvllm_cuda.so, and the choice of backend.
 #include "core/backend/backend_loader.h"
 
 #include <dlfcn.h>
 
 #include <cstdlib>
 #include <mutex>
+#include <utility>
 #include <vector>
+
+#include "core/backend/registry.h"
+#include "core/model/model.h"
 
 namespace pvllm {
 
@@ -31,6 +35,42 @@ std::string own_dir() {
   const std::string path = info.dli_fname;
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// A host backend: the caller's factory, or the registered CPU backend, with
+// the pool the caller's plan gives.
+Status open_host_backend(const Model& model, const OpenBackendOptions& options,
+                         std::unique_ptr<Backend>* out) {
+  if (!options.host_num_blocks) {
+    return InvalidArgument("open_backend: a host backend needs options.host_num_blocks");
+  }
+  BackendOptions bo;
+  PVLLM_RETURN_IF_ERROR(options.host_num_blocks(&bo.num_blocks));
+  bo.block_size = options.block_size;
+  bo.num_threads = options.num_threads;
+  if (!options.factory) return create_backend("cpu", model, bo, out);
+  PVLLM_RETURN_IF_ERROR(options.factory(model, bo, out));
+  if (!*out) return Internal("the backend factory returned no backend");
+  return Status::Ok();
+}
+
+// The CUDA module's backend, given the weights row-major. *opened is false
+// when "auto" found no module or a model shape the module does not serve
+// (UNSUPPORTED): the CPU serves it instead.
+Status open_cuda_backend(const DeviceSpec& device, Model* model, const OpenBackendOptions& options,
+                         std::unique_ptr<Backend>* out, bool* opened) {
+  CudaBackendOptions co = options.cuda;
+  co.device_index = device.index;
+  co.block_size = options.block_size;
+  const CudaModule* module = nullptr;
+  Status st = CudaModule::get(&module);
+  if (st.ok()) st = unpack_weights(model);
+  if (st.ok()) st = module->create_backend(*model, co, out);
+  *opened = st.ok();
+  if (device.kind == DeviceSpec::Kind::kAuto && st.code() == StatusCode::kUnsupported) {
+    return Status::Ok();
+  }
+  return st;
 }
 
 }  // namespace
@@ -169,6 +209,34 @@ Status resolve_cuda(const DeviceSpec& spec, bool* use_cuda) {
   if (!s.ok())
     return Status(s.code(), "device \"cuda:" + std::to_string(spec.index) + "\": " + s.message());
   *use_cuda = true;
+  return Status::Ok();
+}
+
+Status select_device(const std::string& device, DeviceSpec* out) {
+  DeviceSpec spec;
+  PVLLM_RETURN_IF_ERROR(parse_device(device, &spec));
+  bool use_cuda = false;
+  PVLLM_RETURN_IF_ERROR(resolve_cuda(spec, &use_cuda));
+  if (!use_cuda) spec = {DeviceSpec::Kind::kCpu, 0};
+  *out = spec;
+  return Status::Ok();
+}
+
+Status open_backend(const DeviceSpec& device, Model* model, const OpenBackendOptions& options,
+                    std::unique_ptr<Backend>* out, bool* on_cuda) {
+  if (on_cuda != nullptr) *on_cuda = false;
+  std::unique_ptr<Backend> backend;
+  bool opened = false;
+  if (options.factory) {
+    // Only the CPU backend reads matrices in the panel layout; any other
+    // gets them row-major (a copy, which it uploads or reads as it would any).
+    PVLLM_RETURN_IF_ERROR(unpack_weights(model));
+  } else if (device.kind != DeviceSpec::Kind::kCpu) {
+    PVLLM_RETURN_IF_ERROR(open_cuda_backend(device, model, options, &backend, &opened));
+  }
+  if (!opened) PVLLM_RETURN_IF_ERROR(open_host_backend(*model, options, &backend));
+  if (on_cuda != nullptr) *on_cuda = opened;
+  *out = std::move(backend);
   return Status::Ok();
 }
 

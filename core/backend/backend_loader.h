@@ -1,17 +1,21 @@
-// Device selection and the loader of the CUDA backend module.
+// Device selection, the loader of the CUDA backend module, and
+// open_backend: the one place that decides which backend serves a model.
 //
 // libpvllm.so never links CUDA: the CUDA backend is a separate module,
 // libpvllm_cuda.so, opened with dlopen only when the device asks for it, so
 // the library loads and runs on the CPU on machines without a CUDA driver.
-// No CUDA header is included here.
+// No CUDA header is included here. Host backends (the CPU's) are linked in
+// and reached by name through core/backend/registry.h.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "core/backend/backend.h"
+#include "core/backend/cuda_module_interface.h"
 #include "core/base/status.h"
 
 namespace pvllm {
@@ -59,5 +63,49 @@ class CudaModule {
 // status says why CUDA cannot be used (Unsupported: no module, no driver, no device, or no device
 // with that index).
 Status resolve_cuda(const DeviceSpec& spec, bool* use_cuda);
+
+// EngineConfig.device settled before any weight is loaded, so that a
+// device that cannot serve fails fast: parse_device, then resolve_cuda.
+// "auto" comes back as kCpu when no CUDA device is usable, as kAuto (CUDA,
+// with the CPU for model shapes the CUDA kernels do not serve) when one
+// is; "cuda[:N]" comes back unchanged or with resolve_cuda's reason.
+Status select_device(const std::string& device, DeviceSpec* out);
+
+// What open_backend makes a backend with, whichever it turns out to be.
+struct OpenBackendOptions {
+  int32_t block_size = 16;  // tokens per KV block, on every backend
+  int32_t num_threads = 0;  // host backends; 0 = all cores
+  // Host backends: the KV pool's block count, asked only when a host
+  // backend is about to open (after "auto" fell back to the CPU, only
+  // then): the caller's memory plan, whose failure open_backend returns.
+  // Required unless the device is kCuda.
+  std::function<Status(int32_t* num_blocks)> host_num_blocks;
+  // The CUDA backend: everything but device_index and block_size, which
+  // open_backend sets from the device and block_size above (num_blocks 0:
+  // as many as free device memory buys). fail_device_alloc is the caller's
+  // fault site: the module's own copy of the fault state is never armed.
+  CudaBackendOptions cuda;
+  // A host backend made by the caller instead of the device's (a test
+  // hook, EngineConfig::backend_factory): the device is then not looked
+  // at. Given the weights row-major and host_num_blocks' pool.
+  std::function<Status(const Model&, const BackendOptions&, std::unique_ptr<Backend>*)> factory;
+};
+
+// Opens the backend that serves `model` (which must outlive it) on
+// `device` as select_device settled it: options.factory's backend when set
+// (the device is then not looked at); the registered "cpu" backend on
+// kCpu; the CUDA module's on kCuda, its failure returned as is
+// (UNSUPPORTED without a module, a device, or for a model shape the
+// kernels do not serve); on kAuto the CUDA module's, or the CPU's when
+// that is UNSUPPORTED (any other failure is returned). Any backend but the
+// CPU's gets the weights row-major: unpack_weights (core/model/model.h)
+// runs on `model` before the module or the factory sees it, since only the
+// CPU backend reads the panel layout (after "auto" fell back, the CPU
+// backend reads them row-major as well). A host backend's pool is
+// options.host_num_blocks' count. *on_cuda (may be null) says whether the
+// CUDA backend opened. On failure *out is unchanged and `model` may have
+// been unpacked.
+Status open_backend(const DeviceSpec& device, Model* model, const OpenBackendOptions& options,
+                    std::unique_ptr<Backend>* out, bool* on_cuda = nullptr);
 
 }  // namespace pvllm

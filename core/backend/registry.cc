@@ -1,5 +1,6 @@
 #include "core/backend/registry.h"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -17,6 +18,11 @@ struct Registry {
 Registry& registry() {
   static Registry r;
   return r;
+}
+
+std::atomic<CpuIsaQuery>& cpu_isa_query() {
+  static std::atomic<CpuIsaQuery> query{nullptr};
+  return query;
 }
 
 }  // namespace
@@ -51,6 +57,16 @@ Status create_backend(const std::string& name, const Model& model, const Backend
                        (names.empty() ? "none" : names) + ")");
   }
   return factory(model, options, out);
+}
+
+bool register_cpu_backend_isa(CpuIsaQuery query) {
+  cpu_isa_query().store(query, std::memory_order_release);
+  return true;
+}
+
+const char* cpu_backend_isa() {
+  const CpuIsaQuery query = cpu_isa_query().load(std::memory_order_acquire);
+  return query != nullptr ? query() : "none";
 }
 
 }  // namespace pvllm

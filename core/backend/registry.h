@@ -31,6 +31,20 @@ Status create_backend(const std::string& name, const Model& model, const Backend
 // The registered names, sorted.
 std::vector<std::string> registered_backends();
 
+// The instruction set the CPU backend's kernels run with in this process
+// ("x86-64-v2", "avx2", "avx512", "generic": kernels/cpu/isa.h), for
+// pvllm_cpu_isa. The CPU backend registers the query beside its factory,
+// so that neither core/ nor the C ABI includes a kernel header.
+using CpuIsaQuery = const char* (*)();
+
+// Sets the query; a second call replaces the first. Returns true, so that
+// it can initialise a static.
+bool register_cpu_backend_isa(CpuIsaQuery query);
+
+// The query's answer (a static string), or "none" when no CPU backend is
+// linked. Thread-safe.
+const char* cpu_backend_isa();
+
 }  // namespace pvllm
 
 // At namespace scope in a backend's source file: registers `factory` as

@@ -9,7 +9,6 @@
 #include <string>
 #include <utility>
 
-#include "core/backend/registry.h"
 #include "core/base/fault_injection.h"
 #include "core/engine/create_progress.h"
 #include "core/engine/memory_plan.h"
@@ -22,11 +21,10 @@ namespace pvllm {
 Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) {
   PVLLM_RETURN_IF_ERROR(config.validate());
   // Settle the device before loading any weight, so "cuda" without a
-  // driver, device or module fails fast with the reason.
-  DeviceSpec device;
-  PVLLM_RETURN_IF_ERROR(parse_device(config.device, &device));
-  bool use_cuda = false;
-  if (!config.backend_factory) PVLLM_RETURN_IF_ERROR(resolve_cuda(device, &use_cuda));
+  // driver, device or module fails fast with the reason. A backend_factory
+  // serves instead of the device's backend, as a host one.
+  DeviceSpec device{DeviceSpec::Kind::kCpu, 0};
+  if (!config.backend_factory) PVLLM_RETURN_IF_ERROR(select_device(config.device, &device));
 
   std::unique_ptr<Engine> engine(new Engine());
   engine->config_ = config;
@@ -38,7 +36,7 @@ Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) 
   // A host engine's memory plan comes first, from the model's config and
   // tensor table: a context, pool or total the machine cannot hold is
   // refused before any weight is read or any buffer sized.
-  if (!use_cuda) {
+  if (device.kind == DeviceSpec::Kind::kCpu) {
     MemoryPlan plan;
     PVLLM_RETURN_IF_ERROR(plan_host_memory(config, &plan));
     engine->model_weight_bytes_ = plan.weight_bytes;
@@ -49,7 +47,7 @@ Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) 
   // model reads). Leaving early waits for it (the future's destructor).
   std::future<TokenizerLoad> tokenizer;
   PVLLM_RETURN_IF_ERROR(engine->load_model_and_tokenizer(progress, &tokenizer));
-  PVLLM_RETURN_IF_ERROR(engine->open_backend(device, use_cuda, progress));
+  PVLLM_RETURN_IF_ERROR(engine->open_backend(device, progress));
   PVLLM_RETURN_IF_ERROR(engine->open_swap_space());
   engine->make_scheduler();
   PVLLM_RETURN_IF_ERROR(engine->finish_tokenizer(&tokenizer));
@@ -124,61 +122,45 @@ Status Engine::finish_tokenizer(std::future<TokenizerLoad>* tokenizer) {
   return Status::Ok();
 }
 
-// The backend with its KV pool: the CUDA backend sizes its own pool from
-// free device memory (or num_kv_blocks); a host backend gets
-// num_host_kv_blocks. Either way the pool must hold one whole sequence.
-Status Engine::open_backend(const DeviceSpec& device, bool use_cuda,
-                            const CreateProgress& progress) {
+// The backend with its KV pool, as the backend loader chooses it: the CUDA
+// backend sizes its own pool from free device memory (or num_kv_blocks); a
+// host backend gets the host memory plan's. Either way the pool must hold
+// one whole sequence.
+Status Engine::open_backend(const DeviceSpec& device, const CreateProgress& progress) {
   progress.report(CreateStage::kOpeningBackend);
-  // Only the CPU backend reads matrices in the panel layout; any other gets
-  // them row-major (a copy, which it uploads or reads as it would any).
-  if (use_cuda || config_.backend_factory) PVLLM_RETURN_IF_ERROR(unpack_weights(model_.get()));
-  bool opened = false;
-  if (use_cuda) PVLLM_RETURN_IF_ERROR(open_cuda_backend(device, &opened));
-  if (opened) {
-    return check_pool_holds_a_sequence(config_, model_->config, max_model_len_,
-                                       backend_->num_blocks());
-  }
-  // The host plan, checked again (create checked it before loading when
-  // the device was settled as the CPU; "auto" may land here only now).
-  if (model_weight_bytes_ == 0) model_weight_bytes_ = model_->weight_bytes();
-  MemoryPlan plan;
-  PVLLM_RETURN_IF_ERROR(plan_host_memory(config_, model_->config, model_weight_bytes_, &plan));
-  BackendOptions bo;
-  bo.num_blocks = plan.num_blocks;
-  bo.block_size = config_.block_size;
-  bo.num_threads = config_.num_threads;
-  if (config_.backend_factory) {
-    PVLLM_RETURN_IF_ERROR(config_.backend_factory(*model_, bo, &backend_));
-    if (!backend_) return Internal("the backend factory returned no backend");
-    return Status::Ok();
-  }
-  return create_backend("cpu", *model_, bo, &backend_);
+  bool on_cuda = false;
+  PVLLM_RETURN_IF_ERROR(
+      pvllm::open_backend(device, model_.get(), backend_options(), &backend_, &on_cuda));
+  if (!on_cuda) return Status::Ok();  // the host plan checked its pool
+  return check_pool_holds_a_sequence(config_, model_->config, max_model_len_,
+                                     backend_->num_blocks());
 }
 
-// *opened is false when "auto" met a model shape the CUDA kernels do not
-// serve: the CPU serves it instead.
-Status Engine::open_cuda_backend(const DeviceSpec& device, bool* opened) {
-  CudaBackendOptions co;
-  co.device_index = device.index;
-  co.block_size = config_.block_size;
-  co.num_blocks = config_.num_kv_blocks;
-  co.gpu_memory_utilization = config_.gpu_memory_utilization;
-  co.dtype = config_.dtype;
-  co.max_num_batched_tokens = config_.max_num_batched_tokens;
-  co.max_num_seqs = config_.max_num_seqs;
-  co.max_model_len = max_model_len_;
-  co.enable_cuda_graphs = config_.enable_cuda_graphs ? 1 : 0;
-  co.fail_device_alloc = [] { return fault::should_fail(fault::Site::kDeviceAlloc); };
-  const CudaModule* module = nullptr;
-  PVLLM_RETURN_IF_ERROR(CudaModule::get(&module));
-  const Status st = module->create_backend(*model_, co, &backend_);
-  *opened = st.ok();
-  if (!st.ok() &&
-      !(device.kind == DeviceSpec::Kind::kAuto && st.code() == StatusCode::kUnsupported)) {
-    return st;
-  }
-  return Status::Ok();
+// The engine's settings for whichever backend opens. A host backend's pool
+// comes from the host plan, checked again (create checked it before
+// loading when the device was settled as the CPU; "auto" may land on the
+// CPU only now).
+OpenBackendOptions Engine::backend_options() {
+  OpenBackendOptions o;
+  o.block_size = config_.block_size;
+  o.num_threads = config_.num_threads;
+  o.host_num_blocks = [this](int32_t* num_blocks) {
+    if (model_weight_bytes_ == 0) model_weight_bytes_ = model_->weight_bytes();
+    MemoryPlan plan;
+    PVLLM_RETURN_IF_ERROR(plan_host_memory(config_, model_->config, model_weight_bytes_, &plan));
+    *num_blocks = plan.num_blocks;
+    return Status::Ok();
+  };
+  o.cuda.num_blocks = config_.num_kv_blocks;
+  o.cuda.gpu_memory_utilization = config_.gpu_memory_utilization;
+  o.cuda.dtype = config_.dtype;
+  o.cuda.max_num_batched_tokens = config_.max_num_batched_tokens;
+  o.cuda.max_num_seqs = config_.max_num_seqs;
+  o.cuda.max_model_len = max_model_len_;
+  o.cuda.enable_cuda_graphs = config_.enable_cuda_graphs ? 1 : 0;
+  o.cuda.fail_device_alloc = [] { return fault::should_fail(fault::Site::kDeviceAlloc); };
+  o.factory = config_.backend_factory;
+  return o;
 }
 
 // The KV bookkeeping over the backend's pool, and the scheduler over it.

@@ -225,8 +225,8 @@ class Engine {
   Status load_model_and_tokenizer(const CreateProgress& progress,
                                   std::future<TokenizerLoad>* tokenizer);
   Status finish_tokenizer(std::future<TokenizerLoad>* tokenizer);
-  Status open_backend(const DeviceSpec& device, bool use_cuda, const CreateProgress& progress);
-  Status open_cuda_backend(const DeviceSpec& device, bool* opened);
+  Status open_backend(const DeviceSpec& device, const CreateProgress& progress);
+  OpenBackendOptions backend_options();
   Status open_swap_space();
   void make_scheduler();
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/backend/backend_loader.h"
+#include "core/backend/cuda_module_interface.h"
 #include "core/engine/memory_plan.h"
 #include "core/model/model.h"
 #include "core/model/random_model.h"

@@ -37,9 +37,9 @@
 #include <span>
 #include <vector>
 
-namespace pvllm {
+#include "core/kv/block_copy.h"
 
-using BlockId = int32_t;
+namespace pvllm {
 
 // A block-table entry whose block was released because no query of its
 // sequence reads it again (sliding window); never a block id.
@@ -47,12 +47,6 @@ constexpr BlockId kReleasedBlock = -1;
 
 // How sequences reserve KV slots; see the file comment.
 enum class KvAllocator : int32_t { kPaged = 0, kContiguous = 1 };
-
-// A request to copy one block's K/V into another (copy-on-write).
-struct BlockCopy {
-  BlockId src;
-  BlockId dst;
-};
 
 // One sequence's view of the cache: which block holds positions
 // [i * block_size, (i + 1) * block_size). With a sliding window its leading

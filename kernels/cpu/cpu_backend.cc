@@ -631,4 +631,8 @@ Status create_cpu_backend(const Model& model, const BackendOptions& options,
 
 PVLLM_REGISTER_BACKEND("cpu", create_cpu_backend);
 
+// pvllm_cpu_isa asks the registry, which names no kernel header.
+[[maybe_unused]] static const bool cpu_isa_registered =
+    register_cpu_backend_isa([] { return cpu::cpu_isa_name(cpu::active_cpu_isa()); });
+
 }  // namespace pvllm

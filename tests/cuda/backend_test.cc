@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/backend/backend_loader.h"
+#include "core/backend/cuda_module_interface.h"
 #include "core/model/model.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/cuda/cuda_test_util.h"

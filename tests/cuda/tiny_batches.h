@@ -16,6 +16,7 @@
 
 #include "core/backend/backend.h"
 #include "core/backend/backend_loader.h"
+#include "core/backend/cuda_module_interface.h"
 #include "core/model/model.h"
 #include "kernels/cpu/cpu_backend.h"
 

@@ -1,18 +1,21 @@
-// The CUDA module loader, device selection, the GPU memory estimate and the
-// engine's CUDA path, driven through tests/util/fake_cuda_module.cc (ctest
-// names it in $PVLLM_CUDA_BACKEND): what a module reports reaches the
-// caller as a status naming it, and "auto" falls back to the CPU when the
-// module cannot serve.
+// The CUDA module loader, device selection, open_backend, the GPU memory
+// estimate and the engine's CUDA path, driven through
+// tests/util/fake_cuda_module.cc (ctest names it in $PVLLM_CUDA_BACKEND):
+// what a module reports reaches the caller as a status naming it, and
+// "auto" falls back to the CPU when the module cannot serve.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <memory>
 #include <string>
 
+#include "core/backend/backend.h"
 #include "core/backend/backend_loader.h"
 #include "core/base/fault_injection.h"
 #include "core/engine/engine.h"
 #include "core/engine/engine_config.h"
+#include "core/model/model.h"
+#include "core/model/random_model.h"
 
 namespace pvllm {
 namespace {
@@ -160,6 +163,47 @@ TEST_F(FakeCudaModuleTest, TheDeviceAllocationFaultSiteReachesTheModule) {
   // Disarmed, all three allocations pass and the module's refusal comes
   // through as before.
   EXPECT_EQ(Engine::create(random_config("cuda"), &engine).code(), StatusCode::kUnsupported);
+}
+
+// open_backend on its own: "cuda" returns the module's refusal, "auto"
+// falls back to the CPU on it (asking for the host pool only then), and the
+// options' fault hook reaches the module, whose OUT_OF_MEMORY no device
+// falls back from.
+TEST_F(FakeCudaModuleTest, OpenBackendReturnsTheModulesRefusalOrFallsBackOnAuto) {
+  std::unique_ptr<Model> model;
+  ASSERT_TRUE(make_random_model("tiny", DType::kBF16, /*seed=*/0, &model).ok());
+  int host_asks = 0;
+  OpenBackendOptions o;
+  o.num_threads = 1;
+  o.host_num_blocks = [&host_asks](int32_t* n) {
+    ++host_asks;
+    *n = 8;
+    return Status::Ok();
+  };
+  std::unique_ptr<Backend> backend;
+  bool on_cuda = true;
+  Status st = open_backend({DeviceSpec::Kind::kCuda, 0}, model.get(), o, &backend, &on_cuda);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_EQ(st.message(), "the fake module creates no backend");
+  EXPECT_EQ(backend, nullptr);
+  EXPECT_FALSE(on_cuda);
+  EXPECT_EQ(host_asks, 0);
+
+  ASSERT_TRUE(open_backend({DeviceSpec::Kind::kAuto, 0}, model.get(), o, &backend, &on_cuda).ok());
+  ASSERT_NE(backend, nullptr);
+  EXPECT_EQ(backend->name().rfind("cpu", 0), 0u) << backend->name();
+  EXPECT_EQ(backend->num_blocks(), 8);
+  EXPECT_FALSE(on_cuda);
+  EXPECT_EQ(host_asks, 1);
+
+  ScopedEnv allocs("PVLLM_FAKE_CUDA_ALLOCS", "3");
+  o.cuda.fail_device_alloc = [] { return true; };
+  backend.reset();
+  st = open_backend({DeviceSpec::Kind::kAuto, 0}, model.get(), o, &backend, &on_cuda);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfMemory);
+  EXPECT_EQ(st.message(), "the fake module's allocation 1 failed");
+  EXPECT_EQ(backend, nullptr);
+  EXPECT_EQ(host_asks, 1);
 }
 
 // Run by ctest with $PVLLM_CUDA_BACKEND naming a library that must be

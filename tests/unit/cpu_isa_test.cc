@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/registry.h"
 #include "core/base/tensor.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/kernel_table.h"
@@ -159,6 +160,12 @@ TEST(CpuIsaTest, TheChoiceFollowsPvllmCpuIsa) {
 #else
 TEST(CpuIsaTest, OneGenericVariant) { EXPECT_STREQ(cpu_isa_name(active_cpu_isa()), "generic"); }
 #endif
+
+// pvllm_cpu_isa asks the backend registry, which the CPU backend answers
+// with the variant its kernels run (so the C ABI includes no kernel header).
+TEST(CpuIsaTest, TheRegistryAnswersWithTheActiveVariant) {
+  EXPECT_STREQ(cpu_backend_isa(), cpu_isa_name(active_cpu_isa()));
+}
 
 }  // namespace
 }  // namespace pvllm::cpu

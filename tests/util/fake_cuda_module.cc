@@ -17,7 +17,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "core/backend/backend.h"
+#include "core/backend/cuda_module_interface.h"
+#include "core/base/status.h"
 
 namespace {
 
