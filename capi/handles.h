@@ -15,7 +15,6 @@
 #include <utility>
 #include <vector>
 
-#include "capi/event_router.h"
 #include "capi/handle_registry.h"
 #include "core/base/status.h"
 #include "core/chat/chat_template.h"
@@ -33,12 +32,10 @@ struct pvllm_error {
   std::string message;
 };
 
-// The router is declared after the engine so that it is destroyed first.
 struct pvllm_engine {
   static constexpr uint64_t kMagic = 0x7076656e67303031ULL;
   pvllm::HandleMagic magic{kMagic};
   std::unique_ptr<pvllm::Engine> engine;
-  std::unique_ptr<pvllm::EventRouter> router;
   // The model folder's chat templates, read at create; a folder that could
   // not be read keeps the reason, for pvllm_apply_chat_template to report.
   pvllm::chat::ChatTemplates chat_templates;

@@ -3,7 +3,7 @@
 // point runs its body through guard() (capi/handles.h). Out-parameters are
 // reset first thing (handles to NULL, ids and counts to 0), so they hold the
 // same values after every failure, whatever failed. Output events reach
-// callers through the engine's EventRouter (event_router.h): per request or
+// callers through the engine's request queues (core/engine/request_events.h): per request or
 // engine-wide.
 #include "pvllm/pvllm.h"
 
@@ -24,9 +24,11 @@ using namespace pvllm::capi;  // NOLINT(google-build-using-namespace): this file
 
 namespace {
 
-// Queues the request in the engine; the caller registers it with the router.
+// Queues the request in the engine, whose queue for its events opens with
+// `delivery`.
 Status submit_to_engine(pvllm_engine* engine, const pvllm_request* request,
-                        const pvllm::SamplingParams& sampling, uint64_t* out_request_id) {
+                        const pvllm::SamplingParams& sampling, pvllm::OutputDelivery delivery,
+                        uint64_t* out_request_id) {
   const bool has_text = request->prompt_text != nullptr;
   const bool has_ids = request->prompt_token_ids != nullptr || request->num_prompt_token_ids > 0;
   if (has_text == has_ids) {
@@ -37,7 +39,8 @@ Status submit_to_engine(pvllm_engine* engine, const pvllm_request* request,
   if (has_text) {
     if (request->prompt_text[0] == '\0') return invalid("request->prompt_text is empty");
     return engine->engine->submit_text(request->prompt_text, sampling, request->priority,
-                                       out_request_id, request->add_special_tokens != 0);
+                                       out_request_id, request->add_special_tokens != 0,
+                                       std::move(delivery));
   }
   if (request->prompt_token_ids == nullptr) {
     return invalid("request->prompt_token_ids is NULL but num_prompt_token_ids is " +
@@ -48,7 +51,8 @@ Status submit_to_engine(pvllm_engine* engine, const pvllm_request* request,
   }
   std::vector<int32_t> ids(request->prompt_token_ids,
                            request->prompt_token_ids + request->num_prompt_token_ids);
-  return engine->engine->submit_tokens(std::move(ids), sampling, request->priority, out_request_id);
+  return engine->engine->submit_tokens(std::move(ids), sampling, request->priority, out_request_id,
+                                       std::move(delivery));
 }
 
 Status submit(pvllm_engine* engine, const pvllm_request* caller, uint64_t* out_request_id) {
@@ -59,21 +63,19 @@ Status submit(pvllm_engine* engine, const pvllm_request* caller, uint64_t* out_r
   PVLLM_RETURN_IF_ERROR(check_struct_size(caller, "request"));
   const pvllm_request defaults = default_request();
   const pvllm_request request = read_struct(caller, defaults);
-  pvllm::Delivery delivery = pvllm::Delivery::kShared;
-  PVLLM_RETURN_IF_ERROR(to_delivery(request.delivery, &delivery));
+  pvllm::OutputDelivery delivery;
+  PVLLM_RETURN_IF_ERROR(to_delivery(request.delivery, &delivery.mode));
+  if (request.on_output != nullptr) {
+    delivery.mode = pvllm::Delivery::kHandler;
+    delivery.handler = output_handler(request.on_output, request.on_output_user_data);
+  }
   pvllm::SamplingParams sampling;
   if (request.sampling != nullptr) {
     PVLLM_RETURN_IF_ERROR(to_sampling_params(request.sampling, &sampling));
   }
   uint64_t id = 0;
-  PVLLM_RETURN_IF_ERROR(submit_to_engine(engine, &request, sampling, &id));
+  PVLLM_RETURN_IF_ERROR(submit_to_engine(engine, &request, sampling, std::move(delivery), &id));
   *out_request_id = id;
-  if (request.on_output != nullptr) {
-    engine->router->add_request(id, pvllm::Delivery::kHandler,
-                                output_handler(request.on_output, request.on_output_user_data));
-  } else {
-    engine->router->add_request(id, delivery);
-  }
   return Status::Ok();
 }
 
@@ -178,7 +180,6 @@ pvllm_status pvllm_engine_create(const pvllm_engine_params* params, pvllm_engine
     // GCOVR_EXCL_START
     if (handle->engine == nullptr) return pvllm::Internal("Engine::create returned no engine");
     // GCOVR_EXCL_STOP
-    handle->router = std::make_unique<pvllm::EventRouter>(handle->engine.get());
     if (!config.model_path.empty() && config.random_weights.empty()) {
       handle->chat_templates_status =
           pvllm::chat::ChatTemplates::load(config.model_path, &handle->chat_templates);
@@ -216,7 +217,7 @@ pvllm_status pvllm_abort(pvllm_engine* engine, uint64_t request_id, pvllm_error*
 pvllm_status pvllm_detach(pvllm_engine* engine, uint64_t request_id, pvllm_error** error) {
   return guard(error, [&]() -> Status {
     PVLLM_RETURN_IF_ERROR(check_engine_and_request(engine, request_id));
-    return engine->router->detach(request_id);
+    return engine->engine->detach(request_id);
   });
 }
 
@@ -224,9 +225,9 @@ pvllm_status pvllm_step(pvllm_engine* engine, int32_t* out_num_unfinished, pvllm
   return guard(error, [&]() -> Status {
     if (out_num_unfinished != nullptr) *out_num_unfinished = 0;
     PVLLM_RETURN_IF_ERROR(check_engine(engine));
+    // Whatever the step's status, what it made reaches pollers, waiters
+    // and handlers.
     Status status = engine->engine->step();
-    // Whatever the step's status, what it made reaches pollers and waiters.
-    engine->router->publish();
     if (out_num_unfinished != nullptr) {
       *out_num_unfinished = engine->engine->num_unfinished_requests();
     }
@@ -245,7 +246,7 @@ pvllm_status pvllm_poll(pvllm_engine* engine, size_t max_events, pvllm_output_ba
     // Allocate the batch before draining, so an allocation failure loses no
     // event.
     auto batch = std::make_unique<pvllm_output_batch>();
-    engine->router->take_shared(max_events == 0 ? SIZE_MAX : max_events, &batch->events);
+    engine->engine->poll(&batch->events, max_events == 0 ? SIZE_MAX : max_events);
     build_batch(batch.get());
     *out_batch = publish_handle(std::move(batch));
     return Status::Ok();
@@ -259,7 +260,7 @@ pvllm_status pvllm_poll_request(pvllm_engine* engine, uint64_t request_id, size_
     PVLLM_RETURN_IF_ERROR(check_engine_and_request(engine, request_id));
     if (out_batch == nullptr) return null_argument("out_batch");
     auto batch = std::make_unique<pvllm_output_batch>();
-    PVLLM_RETURN_IF_ERROR(engine->router->take_request(
+    PVLLM_RETURN_IF_ERROR(engine->engine->poll_request(
         request_id, max_events == 0 ? SIZE_MAX : max_events, &batch->events));
     build_batch(batch.get());
     *out_batch = publish_handle(std::move(batch));
@@ -275,7 +276,7 @@ pvllm_status pvllm_wait(pvllm_engine* engine, uint64_t request_id, int32_t timeo
       return invalid("timeout_ms is " + std::to_string(timeout_ms) +
                      "; use >= 0 milliseconds, or PVLLM_WAIT_INFINITE (-1)");
     }
-    return engine->router->wait(request_id, timeout_ms);
+    return engine->engine->wait(request_id, timeout_ms);
   });
 }
 

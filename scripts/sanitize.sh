@@ -5,8 +5,8 @@
 # One build per sanitizer (CPU only, -O1 -g; ccache when CMakeLists finds it), shared by every suite
 # it runs. Any report fails the run: ASan/UBSan abort on the first finding,
 # TSan exits non-zero (halt_on_error). Extra arguments go to ctest, e.g.
-#   scripts/sanitize.sh tsan -R 'CapiEvents|EventRouter'
-#   PVLLM_SANITIZE_TARGETS="capi_test event_router_test" scripts/sanitize.sh asan -R '^(Capi|EventRouter)'
+#   scripts/sanitize.sh tsan -R 'CapiEvents|RequestEvents'
+#   PVLLM_SANITIZE_TARGETS="capi_test request_events_test" scripts/sanitize.sh asan -R '^(Capi|RequestEvents)'
 #
 # Which suites: ASan runs every C++ suite. TSan runs the suites that start
 # threads (the C ABI's concurrency tests, the event router, the engine with
@@ -35,6 +35,6 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 filter=()
 if [ "$kind" = tsan ] && [ -z "${PVLLM_TSAN_ALL:-}" ] && [ "$#" -eq 0 ]; then
-  filter=(-R '^(Capi|CppHeader|EventRouter|Engine|SlidingWindowEngine|RandomWeightsEngine)|ThreadPool')
+  filter=(-R '^(Capi|CppHeader|RequestEvents|Engine|SlidingWindowEngine|RandomWeightsEngine)|ThreadPool')
 fi
 ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" "${filter[@]}" "$@"

@@ -85,14 +85,14 @@ fi
 # every suite; docs/guarantees.md says what runs where.
 start=$(date +%s)
 echo "test: scripts/sanitize.sh asan"
-PVLLM_SANITIZE_TARGETS="capi_test event_router_test engine_test fault_walk_test pvllm_stress structured_test pvllm_format_test" \
+PVLLM_SANITIZE_TARGETS="capi_test request_events_test engine_test fault_walk_test pvllm_stress structured_test pvllm_format_test" \
   bash scripts/sanitize.sh asan \
-  -R '^(Capi|EventRouter|Engine|EveryFormat|Pvllm|EveryArch/Pvllm|SlidingWindowEngine|RandomWeightsEngine|FaultWalk|pvllm_stress|StructuredOutput|Gbnf|Matcher|TokenMask|TokenMatcher|Constraint|JsonSchema|Cases/Regex|Regex|Syntax/Regex|Unsupported/Regex)'
+  -R '^(Capi|RequestEvents|Engine|EveryFormat|Pvllm|EveryArch/Pvllm|SlidingWindowEngine|RandomWeightsEngine|FaultWalk|pvllm_stress|StructuredOutput|Gbnf|Matcher|TokenMask|TokenMatcher|Constraint|JsonSchema|Cases/Regex|Regex|Syntax/Regex|Unsupported/Regex)'
 echo "test: scripts/sanitize.sh asan took $(( $(date +%s) - start )) s"
 start=$(date +%s)
 echo "test: scripts/sanitize.sh tsan"
-PVLLM_SANITIZE_TARGETS="capi_test event_router_test pvllm_stress cpu_kernels_test" \
-  bash scripts/sanitize.sh tsan -R '^(Capi|EventRouter|pvllm_stress|ThreadPool)'
+PVLLM_SANITIZE_TARGETS="capi_test request_events_test pvllm_stress cpu_kernels_test" \
+  bash scripts/sanitize.sh tsan -R '^(Capi|RequestEvents|pvllm_stress|ThreadPool)'
 echo "test: scripts/sanitize.sh tsan took $(( $(date +%s) - start )) s"
 
 # The NuGet package: packed with nuget from packaging/nuget/Pvllm.nuspec

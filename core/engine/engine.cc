@@ -1,5 +1,5 @@
-// Engine: creation, submission, polling, aborts and stats. The step and its
-// stages are in step.cc; requests and their samples in requests.cc.
+// Engine: creation, submission, aborts and stats. The step and its stages
+// are in step.cc; requests after submit belong to the OutputProcessor.
 #include "core/engine/engine.h"
 
 #include <algorithm>
@@ -10,8 +10,10 @@
 #include <utility>
 
 #include "core/base/fault_injection.h"
+#include "core/engine/beams.h"
 #include "core/engine/create_progress.h"
 #include "core/engine/memory_plan.h"
+#include "core/engine/output_processor.h"
 #include "core/engine/request.h"
 #include "core/engine/weight_reader.h"
 #include "core/model/random_model.h"
@@ -51,6 +53,7 @@ Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) 
   PVLLM_RETURN_IF_ERROR(engine->open_swap_space());
   engine->make_scheduler();
   PVLLM_RETURN_IF_ERROR(engine->finish_tokenizer(&tokenizer));
+  engine->make_request_parts();
   progress.report(CreateStage::kReady);
   *out = std::move(engine);
   return Status::Ok();
@@ -191,10 +194,17 @@ void Engine::make_scheduler() {
   stats_.num_blocks_free = num_blocks;
 }
 
+void Engine::make_request_parts() {
+  runner_ =
+      std::make_unique<ModelRunner>(backend_.get(), kv_cache_.get(), model_->config.vocab_size);
+  processor_ = std::make_unique<OutputProcessor>(tokenizer_.get(), model_->config.vocab_size,
+                                                 max_model_len_, scheduler_.get());
+}
+
 Engine::~Engine() = default;
 
 Status Engine::submit_text(std::string_view prompt, const SamplingParams& params, int32_t priority,
-                           uint64_t* request_id, bool add_special_tokens) {
+                           uint64_t* request_id, bool add_special_tokens, OutputDelivery delivery) {
   if (!tokenizer_) {
     return Status(
         StatusCode::kTokenizerError,
@@ -218,11 +228,11 @@ Status Engine::submit_text(std::string_view prompt, const SamplingParams& params
   }
   std::vector<int32_t> ids;
   PVLLM_RETURN_IF_ERROR(tokenizer_->encode(prompt, add_special_tokens, &ids));
-  return submit_tokens(std::move(ids), params, priority, request_id);
+  return submit_tokens(std::move(ids), params, priority, request_id, std::move(delivery));
 }
 
 Status Engine::submit_tokens(std::vector<int32_t> prompt_ids, const SamplingParams& params,
-                             int32_t priority, uint64_t* request_id) {
+                             int32_t priority, uint64_t* request_id, OutputDelivery delivery) {
   const ModelConfig& mc = model_->config;
   if (prompt_ids.empty()) return InvalidArgument("prompt has no tokens");
   for (size_t i = 0; i < prompt_ids.size(); ++i) {
@@ -241,13 +251,19 @@ Status Engine::submit_tokens(std::vector<int32_t> prompt_ids, const SamplingPara
     return InvalidArgument("n = " + std::to_string(params.n) + " exceeds max_num_seqs " +
                            std::to_string(config_.max_num_seqs));
   }
-  PVLLM_RETURN_IF_ERROR(check_beam_search(params, prompt_ids.size()));
+  BeamLimits beam_limits;
+  beam_limits.kv_allocator = config_.kv_allocator;
+  beam_limits.max_num_seqs = config_.max_num_seqs;
+  beam_limits.block_size = kv_cache_->block_size();
+  beam_limits.num_blocks = kv_cache_->num_blocks();
+  beam_limits.max_model_len = max_model_len_;
+  PVLLM_RETURN_IF_ERROR(check_beam_search(params, prompt_ids.size(), beam_limits));
 
   auto req = std::make_unique<Request>();
   req->prompt_ids = std::move(prompt_ids);
   req->params = params;
   req->priority = priority;
-  PVLLM_RETURN_IF_ERROR(compile_constraint(params, req.get()));
+  PVLLM_RETURN_IF_ERROR(processor_->constraints().compile(params, req.get()));
   if (!params.ignore_eos) {
     req->stop_ids.push_back(mc.eos_token_id);
     req->stop_ids.insert(req->stop_ids.end(), mc.extra_stop_token_ids.begin(),
@@ -269,6 +285,8 @@ Status Engine::submit_tokens(std::vector<int32_t> prompt_ids, const SamplingPara
   req->id = next_request_id_++;
   req->arrival_order = next_arrival_order_++;
   *request_id = req->id;
+  // Its queue opens before the step can make any of its events.
+  events_.open(req->id, std::move(delivery));
   live_request_ids_.insert(req->id);
   inbox_.push_back(std::move(req));
   return Status::Ok();
@@ -281,15 +299,6 @@ Status Engine::abort(uint64_t request_id) {
   }
   abort_inbox_.push_back(request_id);
   return Status::Ok();
-}
-
-void Engine::poll(std::vector<Output>* out, size_t max_events) {
-  std::lock_guard<std::mutex> lock(mu_);
-  while (!outbox_.empty() && max_events > 0) {
-    out->push_back(std::move(outbox_.front()));
-    outbox_.pop_front();
-    --max_events;
-  }
 }
 
 EngineStats Engine::stats() const {

@@ -1,6 +1,7 @@
 #include "core/engine/model_runner.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace pvllm {
 
@@ -39,6 +40,103 @@ void prepare_batch(const ScheduledBatch& batch, const KvCacheManager& kv_cache, 
     if (s.samples_next_token) md->logits_rows.push_back(md->query_start.back() - 1);
   }
   md->num_tokens = static_cast<int32_t>(md->input_ids.size());
+}
+
+void ModelRunner::run(const ScheduledBatch& batch, std::span<const SeqPlan> plans, Result* out) {
+  out->outcomes.assign(batch.seqs.size(), SeqOutcome{});
+  out->forks_lost = Status::Ok();
+  out->swaps_lost = Status::Ok();
+  if (batch.empty()) {
+    // Nothing runs (every sequence ended or waits): pending fork copies
+    // still fill their children.
+    if (!batch.fork_copies.empty()) out->forks_lost = backend_->copy_blocks(batch.fork_copies);
+    return;
+  }
+  const Status moved = move_blocks(batch, out);
+  if (!moved.ok()) {
+    for (SeqOutcome& o : out->outcomes) o.status = moved;
+    return;
+  }
+  // Chunks that owe prompt logprobs run one by one through the backend's
+  // full-logits path; the rest of the batch runs as one.
+  std::vector<size_t> plain;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    if (plans[i].prompt_logprobs >= 0) {
+      forward_with_prompt_logprobs(batch.seqs[i], plans[i], &out->outcomes[i]);
+    } else {
+      plain.push_back(i);
+    }
+  }
+  if (plain.size() == batch.seqs.size()) {
+    forward_and_sample(batch.seqs, plans, out->outcomes);
+    return;
+  }
+  if (plain.empty()) return;
+  std::vector<ScheduledSeq> seqs;
+  std::vector<SeqPlan> rest_plans;
+  std::vector<SeqOutcome> outcomes(plain.size());
+  for (size_t i : plain) {
+    seqs.push_back(batch.seqs[i]);
+    rest_plans.push_back(plans[i]);
+  }
+  forward_and_sample(seqs, rest_plans, outcomes);
+  for (size_t k = 0; k < plain.size(); ++k) out->outcomes[plain[k]] = std::move(outcomes[k]);
+}
+
+// Fork copies first (the blocks they read may be given to others by this
+// batch), then the swaps, out before in (a block swapped out may be the one
+// a swap-in fills), then the copies on write.
+Status ModelRunner::move_blocks(const ScheduledBatch& batch, Result* out) {
+  Status st = batch.fork_copies.empty() ? Status::Ok() : backend_->copy_blocks(batch.fork_copies);
+  if (!st.ok()) {
+    out->forks_lost = st;
+    if (!batch.swap_out.empty()) out->swaps_lost = st;
+    return st;
+  }
+  if (!batch.swap_out.empty()) st = backend_->swap_blocks(batch.swap_out, SwapDirection::kOut);
+  if (st.ok() && !batch.swap_in.empty()) {
+    st = backend_->swap_blocks(batch.swap_in, SwapDirection::kIn);
+  }
+  if (!st.ok()) {
+    out->swaps_lost = st;
+    return st;
+  }
+  return backend_->copy_blocks(batch.copies);
+}
+
+void ModelRunner::forward_and_sample(std::span<const ScheduledSeq> seqs,
+                                     std::span<const SeqPlan> plans,
+                                     std::span<SeqOutcome> outcomes) {
+  ScheduledBatch sub;
+  sub.seqs.assign(seqs.begin(), seqs.end());
+  prepare_batch(sub, *kv_cache_, &metadata_);
+  rows_.clear();
+  int32_t logits_index = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (!seqs[i].samples_next_token) continue;
+    for (SampleRow row : plans[i].draws) {
+      row.logits_index = logits_index;
+      rows_.push_back(row);
+    }
+    ++logits_index;
+  }
+  const Status st = backend_->forward_sample(metadata_, rows_, &results_);
+  if (st.ok()) {
+    auto next = results_.begin();
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const size_t num_draws = plans[i].draws.size();
+      outcomes[i].samples.assign(next, next + static_cast<std::ptrdiff_t>(num_draws));
+      next += static_cast<std::ptrdiff_t>(num_draws);
+    }
+    return;
+  }
+  if (st.code() == StatusCode::kOutOfMemory && seqs.size() > 1) {
+    const size_t half = seqs.size() / 2;
+    forward_and_sample(seqs.first(half), plans.first(half), outcomes.first(half));
+    forward_and_sample(seqs.subspan(half), plans.subspan(half), outcomes.subspan(half));
+    return;
+  }
+  for (SeqOutcome& o : outcomes) o.status = st;
 }
 
 }  // namespace pvllm

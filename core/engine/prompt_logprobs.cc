@@ -1,18 +1,16 @@
-// Prompt logprobs: the logprob of every prompt token after the first, with
-// its top alternatives, for requests that ask (SamplingParams::
-// prompt_logprobs). The rows of a prompt chunk predict the chunk's next
-// tokens, so such a chunk runs through Backend::forward, which returns the
-// logits of every row asked for; the sequence's draw, if the chunk ends
-// the prompt, is then made on the host from its last row, by the same
-// sampler. The request's first sequence is computed whole (no prefix-cache
-// hit), in chunks whose logits fit kPromptLogitsBytes.
+// Prompt logprobs in the model runner: the logprob of every prompt token
+// after the first, with its top alternatives, for requests that ask
+// (SamplingParams::prompt_logprobs). The rows of a prompt chunk predict the
+// chunk's next tokens, so such a chunk runs through Backend::forward, which
+// returns the logits of every row asked for; the sequence's draw, if the
+// chunk ends the prompt, is then made on the host from its last row, by the
+// same sampler. The request's first sequence is computed whole (no
+// prefix-cache hit), in chunks whose logits fit kPromptLogitsBytes.
 #include <algorithm>
 #include <span>
 #include <vector>
 
-#include "core/engine/engine.h"
 #include "core/engine/model_runner.h"
-#include "core/engine/request.h"
 
 namespace pvllm {
 
@@ -29,16 +27,9 @@ int32_t prompt_logprobs_chunk_cap(int32_t vocab_size) {
       1, static_cast<int32_t>(kPromptLogitsBytes / (sizeof(float) * std::max(vocab_size, 1))));
 }
 
-bool Engine::needs_prompt_logits(const ScheduledSeq& s) const {
-  const Request& req = *requests_.at(s.seq->request_id);
-  // Rows at positions p <= P - 2 predict prompt token p + 1.
-  return req.params.prompt_logprobs >= 0 && !req.prompt_logprobs_complete &&
-         s.seq->sample_index == 0 && s.seq->num_computed_tokens < s.seq->num_prompt_tokens - 1;
-}
-
-void Engine::forward_with_prompt_logprobs(const ScheduledSeq& s, SeqOutcome* outcome) {
-  Sequence& seq = *s.seq;
-  Request& req = *requests_.at(seq.request_id);
+void ModelRunner::forward_with_prompt_logprobs(const ScheduledSeq& s, const SeqPlan& plan,
+                                               SeqOutcome* outcome) {
+  const Sequence& seq = *s.seq;
   ScheduledBatch one;
   one.seqs.push_back(s);
   one.num_batched_tokens = s.num_new_tokens;
@@ -50,7 +41,7 @@ void Engine::forward_with_prompt_logprobs(const ScheduledSeq& s, SeqOutcome* out
   metadata_.logits_rows.clear();
   for (int32_t p = c0; p < last_predicting; ++p) metadata_.logits_rows.push_back(p - c0);
   if (s.samples_next_token) metadata_.logits_rows.push_back(s.num_new_tokens - 1);
-  const int32_t vocab = model_->config.vocab_size;
+  const int32_t vocab = vocab_size_;
   std::vector<float> logits(metadata_.logits_rows.size() * static_cast<size_t>(vocab));
   const Status st = backend_->forward(metadata_, logits.data());
   if (!st.ok()) {
@@ -61,33 +52,12 @@ void Engine::forward_with_prompt_logprobs(const ScheduledSeq& s, SeqOutcome* out
     const int32_t token = seq.token_ids[c0 + r + 1];
     const SampleResult lp = token_logprobs(
         std::span<const float>(logits.data() + static_cast<size_t>(r) * vocab, vocab), token,
-        req.params.prompt_logprobs);
-    req.prompt_logprobs[c0 + r] = OutputLogprobs{token, lp.logprob, lp.top_logprobs};
+        plan.prompt_logprobs);
+    outcome->prompt_logprobs.push_back(OutputLogprobs{token, lp.logprob, lp.top_logprobs});
   }
-  if (last_predicting == seq.num_prompt_tokens - 1) {
-    req.prompt_logprobs_complete = true;
-    seq.skip_prefix_cache = false;  // a recompute after a preemption may use the cache again
-    seq.max_chunk_tokens = 0;
-  }
-  if (!s.samples_next_token) return;
-  std::vector<SampleRow> rows;
-  plan_draws(std::span<const ScheduledSeq>(&s, 1), &rows);
-  for (SampleRow& row : rows) {
+  for (SampleRow row : plan.draws) {
     row.logits_index = num_prompt_rows;
     outcome->samples.push_back(sample_row(logits.data(), vocab, row));
-  }
-}
-
-// The request's prompt logprobs ride on its first event of this step, once
-// they are complete (the prompt's last chunk ran in this step or before).
-void Engine::attach_prompt_logprobs(std::vector<Output>* events) {
-  for (Output& ev : *events) {
-    auto it = requests_.find(ev.request_id);
-    if (it == requests_.end()) continue;
-    Request& req = *it->second;
-    if (!req.prompt_logprobs_complete || req.prompt_logprobs_sent) continue;
-    ev.prompt_logprobs = std::move(req.prompt_logprobs);
-    req.prompt_logprobs_sent = true;
   }
 }
 

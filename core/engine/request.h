@@ -1,5 +1,6 @@
-// The engine's record of one submitted request and of each of its samples.
-// Private to core/engine: only the engine's own sources include it.
+// The engine's record of one submitted request and of each of its samples,
+// owned by the OutputProcessor (core/engine/output_processor.h) from the
+// step that takes the request until its last event.
 #pragma once
 
 #include <chrono>
@@ -9,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/engine/engine.h"
+#include "core/engine/output.h"
 #include "core/sample/beam_search.h"
 #include "core/sample/sampling_params.h"
 #include "core/sched/sequence.h"
@@ -20,7 +21,7 @@ namespace pvllm {
 
 // One sample's output state: its detokenizer and the text not yet
 // released (held back while it could still grow into a stop string).
-struct Engine::SampleState {
+struct SampleState {
   Sequence* seq = nullptr;
   IncrementalDetokenizer detok;
   std::string text;          // all text produced so far
@@ -33,7 +34,17 @@ struct Engine::SampleState {
   SampleState(const Tokenizer* tok, int32_t last_prompt_token) : detok(tok, last_prompt_token) {}
 };
 
-struct Engine::Request {
+// A request's beam search (core/engine/beams.h): the search, its live beams'
+// sequences (in the search's order) and this beam step's draws, one per
+// live beam.
+struct BeamState {
+  std::unique_ptr<BeamSearch> search;
+  std::vector<Sequence*> seqs;
+  std::vector<std::optional<SampleResult>> draws;
+  SamplingParams draw_params;  // greedy, 2W logprobs
+};
+
+struct Request {
   uint64_t id = 0;
   std::vector<int32_t> prompt_ids;
   SamplingParams params;
@@ -46,7 +57,6 @@ struct Engine::Request {
   std::shared_ptr<const structured::CompiledConstraint> constraint;  // null: none
   std::vector<std::unique_ptr<SampleState>> samples;
   int32_t num_finished = 0;
-  uint64_t next_event_sequence = 0;  // Output::sequence of its next event
 
   // Prompt logprobs (params.prompt_logprobs >= 0): entry i for prompt token
   // i + 1, filled as the prompt's chunks run (again, identically, after a
@@ -55,12 +65,7 @@ struct Engine::Request {
   bool prompt_logprobs_complete = false;
   bool prompt_logprobs_sent = false;
 
-  // Beam search (beams.cc): the search, its live beams' sequences (in the
-  // search's order) and this beam step's draws, one per live beam.
-  std::unique_ptr<BeamSearch> beam;
-  std::vector<Sequence*> beam_seqs;
-  std::vector<std::optional<SampleResult>> beam_draws;
-  SamplingParams beam_draw_params;  // greedy, 2W logprobs
+  std::unique_ptr<BeamState> beam;  // null unless params.beam_width > 0
 
   // For its RequestMetrics (the last event carries them).
   using Clock = std::chrono::steady_clock;
@@ -73,11 +78,17 @@ struct Engine::Request {
   int64_t num_prefill_tokens = 0;
   int64_t num_cached_prompt_tokens = 0;
   int64_t num_generated_tokens = 0;
+
+  // What its draws follow: its params, or for beam search a greedy draw that
+  // asks for the 2W best tokens.
+  const SamplingParams& draw_params() const { return beam ? beam->draw_params : params; }
 };
 
-// The longest prompt chunk of a request with prompt logprobs: its rows'
-// logits, all on the host at once, stay within a fixed budget
-// (prompt_logprobs.cc).
-int32_t prompt_logprobs_chunk_cap(int32_t vocab_size);
+// What a sample's detokenizer is primed with: the last prompt token, or -1
+// (no prompt) without a tokenizer (random-weights models), which never
+// reads one.
+inline int32_t last_prompt_token(const Request& req, const Tokenizer* tokenizer) {
+  return tokenizer != nullptr ? req.prompt_ids.back() : -1;
+}
 
 }  // namespace pvllm

@@ -118,9 +118,19 @@ void Scheduler::add(Sequence* seq) {
   insert_waiting(seq);
 }
 
-void Scheduler::add_running(Sequence* seq) {
-  seq->status = SequenceStatus::kRunning;
-  running_.push_back(seq);
+void Scheduler::fork(const Sequence& parent, Sequence* child) {
+  std::vector<BlockCopy> copies;
+  if (!kv_cache_->fork(parent.block_table, parent.num_computed_tokens, &child->block_table,
+                       &copies)) {
+    add(child);
+    return;
+  }
+  if (!copies.empty()) {
+    pending_fork_copies_.insert(pending_fork_copies_.end(), copies.begin(), copies.end());
+    pending_forked_.push_back(child->seq_id);
+  }
+  child->status = SequenceStatus::kRunning;
+  running_.push_back(child);
 }
 
 ScheduledBatch Scheduler::schedule() {
@@ -133,7 +143,12 @@ ScheduledBatch Scheduler::schedule() {
     swap_in_swapped(&step);
     if (swapped_.empty()) admit_waiting(&step);
   }
-  return step.take_batch();
+  ScheduledBatch batch = step.take_batch();
+  batch.fork_copies.swap(pending_fork_copies_);
+  batch.forked.swap(pending_forked_);
+  pending_fork_copies_.clear();
+  pending_forked_.clear();
+  return batch;
 }
 
 template <typename Fits>

@@ -57,11 +57,16 @@ struct ScheduledSeq {
 
 struct ScheduledBatch {
   std::vector<ScheduledSeq> seqs;  // decodes first, then prefills, each in service order
-  std::vector<BlockCopy> copies;   // copy-on-write, to run before the forward
-  // Swap traffic, run before the copies and the forward, out first:
-  // device block -> swap block, and swap block -> device block.
+  // Block traffic, run before the forward in this order: the copies of the
+  // forks made since the last batch (Scheduler::fork; first, since the
+  // blocks they read may be given to others in this batch), the swaps
+  // (out, device block -> swap block, then in, swap block -> device
+  // block), then the copy-on-write copies of this batch's writes.
+  std::vector<BlockCopy> fork_copies;
+  std::vector<uint64_t> forked;  // seq_id of each sequence whose K/V fork_copies fills
   std::vector<BlockCopy> swap_out;
   std::vector<BlockCopy> swap_in;
+  std::vector<BlockCopy> copies;
   std::vector<Sequence*> preempted;  // sequences sent back to waiting or swapped this step
   int32_t num_batched_tokens = 0;
   bool empty() const { return seqs.empty(); }
@@ -81,9 +86,12 @@ class Scheduler {
 
   // Queues a new sequence (status kWaiting, nothing computed).
   void add(Sequence* seq);
-  // Adds a sequence forked from a running one straight to the running set
-  // (its blocks are already shared through BlockManager::fork).
-  void add_running(Sequence* seq);
+  // Forks `child` (its tokens and num_computed_tokens those of `parent`, a
+  // running sequence whose K/V is computed) into the running set: it shares
+  // the parent's blocks copy-on-write (paged) or gets a run of its own whose
+  // copies go into the next batch's fork_copies (contiguous). Without room
+  // it waits and is recomputed from its tokens, like a preempted sequence.
+  void fork(const Sequence& parent, Sequence* child);
 
   // One scheduling decision: schedule_running, then, if nothing was
   // preempted, admit_waiting (see each below). Every sequence in the batch
@@ -174,6 +182,9 @@ class Scheduler {
   int64_t num_preemptions_by_swap_ = 0;
   int64_t num_blocks_swapped_out_ = 0;
   int64_t num_blocks_swapped_in_ = 0;
+  // Forks made since the last batch: their copies and children (seq ids).
+  std::vector<BlockCopy> pending_fork_copies_;
+  std::vector<uint64_t> pending_forked_;
   // Swap blocks the last batch's swap-ins read; free once it has run.
   std::vector<BlockId> swap_blocks_in_flight_;
   int64_t num_queued_for_memory_ = 0;

@@ -98,12 +98,11 @@ class FakeEngine {
                             parent->token_ids.begin() + parent->num_prompt_tokens);
     child->token_ids.push_back(next_token(window_of(child->token_ids, window_), sample_index));
     child->num_computed_tokens = parent->num_computed_tokens;
-    bm_.fork(parent->block_table, &child->block_table);
     parent->num_seats = 1;
     Sequence* raw = child.get();
     max_new_[raw] = max_new_[parent];
     seqs_.push_back(std::move(child));
-    sched_.add_running(raw);
+    sched_.fork(*parent, raw);
     return raw;
   }
 
@@ -200,7 +199,11 @@ class FakeEngine {
 
   void forward(const ScheduledBatch& batch) {
     const int32_t bs = bm_.block_size();
-    // As the engine runs them: swap-outs, swap-ins, copies, the forward.
+    // As the engine runs them: fork copies, swap-outs, swap-ins, copies,
+    // the forward.
+    for (const BlockCopy& c : batch.fork_copies) {
+      std::copy_n(kv_.begin() + c.src * bs, bs, kv_.begin() + c.dst * bs);
+    }
     for (const BlockCopy& c : batch.swap_out) {
       std::copy_n(kv_.begin() + c.src * bs, bs, swap_kv_.begin() + c.dst * bs);
     }

@@ -13,8 +13,8 @@ import "C"
 import "runtime/cgo"
 
 // pvllmGoOutput is every request's output handler (pvllm.h since 0.5). The
-// library calls it on the thread inside pvllm_step (or inside pvllm_submit,
-// for events made before submit returned), with the step waiting for it:
+// library calls it on the thread inside pvllm_step, with the step waiting
+// for it:
 // it copies the event into Go memory, queues it on its Stream and returns,
 // never blocking (Stream.deliver), so a slow reader never holds up the
 // engine. `handle` is the cgo.Handle of the Stream; it stays valid until

@@ -161,8 +161,8 @@ func (eng *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if e.handlers {
 		s.handle = cgo.NewHandle(s)
 	}
-	// The handler may run before submit returns (for events a step made
-	// meanwhile), on this goroutine: it only takes the Stream's lock.
+	// The handler may run before submit returns (for events a step on
+	// another goroutine made meanwhile): it only takes the Stream's lock.
 	e.mu.RLock()
 	id, err := submit(e.h, &req, s.handle)
 	e.mu.RUnlock()

@@ -466,8 +466,8 @@ typedef enum pvllm_delivery {
  * with each of the request's events, in order (`sequence`), instead of
  * queueing them for pvllm_poll, pvllm_poll_request and pvllm_wait. It runs on
  * the thread inside pvllm_step, after the step's work and outside the
- * engine's locks (events the request made before pvllm_submit returned:
- * on the thread inside pvllm_submit, before it returns); never on two
+ * engine's locks (since 0.9 also for the first events, which a step on
+ * another thread may make before pvllm_submit has returned); never on two
  * threads at once for one request. `output` and everything it points to
  * are valid during the call only: copy what must live longer. The last
  * call has output->request_finished = 1. The handler may call

@@ -1,28 +1,25 @@
-// EventRouter: delivers the engine's output events per request, so that
-// every binding reads its own request's events from the library instead of
-// rebuilding a router of its own (pvllm_poll_request, pvllm_wait,
-// pvllm_detach; pvllm_poll keeps taking every shared request's events).
+// RequestEventQueues: one queue of output events per request, opened at
+// submit with the request's delivery mode, so that every caller reads its
+// own request's events (the C ABI's pvllm_poll, pvllm_poll_request,
+// pvllm_wait, pvllm_detach and on_output handlers are views of it).
 //
 // Invariants:
-//  - Every event the engine publishes is delivered at most once: it sits in
-//    its request's queue until a take_* call moves it out, or detach drops
-//    it. Within a request, events leave in the order the engine made them.
-//  - shared_ holds exactly the queued events of added, shared requests, by
+//  - A request's queue exists from open() (at submit, before the engine can
+//    make any of its events) until its last event (Output::request_finished)
+//    has been taken, handed to its handler, or dropped by detach. A missing
+//    queue therefore means: unknown id, or over and fully delivered.
+//  - Every published event is delivered at most once, and a request's events
+//    leave in the order the engine made them, numbered 0, 1, 2, ...
+//    (Output::sequence).
+//  - shared_ holds exactly the queued events of shared requests, by
 //    publication number; take_shared() takes the smallest, which is always
 //    the front of its request's queue.
-//  - A record exists from its first event or add_request (whichever comes
-//    first) until its last event (Output::request_finished) has been taken
-//    or dropped and add_request has run. A missing record therefore means:
-//    unknown id, or over and fully delivered.
 //
 // Threading: every member takes mu_. publish() is the only place events
-// enter (under mu_, so two drains cannot reorder them); the owner calls it
-// after each step so that waiters wake, and every take_* calls it first.
-// Lock order: mu_, then the engine's own lock (inside Engine::poll).
-//
-// Handlers (Delivery::kHandler): a request's events go to its handler
-// instead of a queue. publish() and add_request() hand them over outside
-// mu_ (the handler may call into the library); one thread at a time
+// enter; the engine calls it inside its step lock, so two steps cannot
+// reorder them. Handlers (Delivery::kHandler) are called outside mu_ by
+// deliver_to_handlers(), which the engine calls after its step lock is
+// released (a handler may call into the engine); one thread at a time
 // delivers a request's events (Record::delivering), in order, so events
 // that arrive meanwhile are delivered by that thread.
 #pragma once
@@ -39,7 +36,7 @@
 #include <vector>
 
 #include "core/base/status.h"
-#include "core/engine/engine.h"
+#include "core/engine/output.h"
 
 namespace pvllm {
 
@@ -47,26 +44,30 @@ namespace pvllm {
 enum class Delivery : int32_t {
   kShared = 0,      // take_shared() and take_request()
   kPerRequest = 1,  // take_request() only
-  kHandler = 2,     // its handler (add_request's `handler`), nothing else
+  kHandler = 2,     // its handler, nothing else
 };
 
 // A request's handler: called with each of its events.
 using OutputHandler = std::function<void(Output&&)>;
 
-class EventRouter {
+// How a request's events leave the engine, given at submit.
+struct OutputDelivery {
+  Delivery mode = Delivery::kShared;
+  OutputHandler handler;  // with kHandler
+};
+
+class RequestEventQueues {
  public:
-  explicit EventRouter(Engine* engine) : engine_(engine) {}
+  // Opens request `id`'s queue; called once, before any of its events.
+  void open(uint64_t id, OutputDelivery delivery);
 
-  // Records how request `id` (just returned by Engine::submit_*) is
-  // delivered. Until this runs, the request's events are kept from
-  // take_shared(), so none escapes to a shared poller by racing the submit.
-  // With kHandler, `handler` receives every event, those made before this
-  // call included (delivered before it returns).
-  void add_request(uint64_t id, Delivery delivery, OutputHandler handler = {});
+  // Appends events (in the order the engine made them) to their requests'
+  // queues, numbers them, and wakes the waiters of those requests. Events of
+  // a request without a queue, or a detached one, are dropped.
+  void publish(std::vector<Output>* events);
 
-  // Moves the engine's new events into their requests' queues, wakes the
-  // waiters of those requests and hands handlers their events.
-  void publish();
+  // Hands the queued events of handler requests to their handlers.
+  void deliver_to_handlers();
 
   // Up to max_events of the oldest queued events of shared requests.
   void take_shared(size_t max_events, std::vector<Output>* out);
@@ -90,18 +91,17 @@ class EventRouter {
     Output event;
   };
   struct Record {
-    bool added = false;  // add_request ran: `delivery` is known
     Delivery delivery = Delivery::kShared;
     OutputHandler handler;    // with kHandler
     bool delivering = false;  // a thread is handing its events to the handler
     bool detached = false;
-    bool over = false;  // its last event was taken or dropped
+    bool over = false;           // its last event was taken, delivered or dropped
+    uint64_t next_sequence = 0;  // Output::sequence of its next event
     std::deque<Queued> events;
     std::condition_variable changed;  // an event arrived, or it is over or detached
   };
   using RecordPtr = std::shared_ptr<Record>;
 
-  void drain_locked();
   void deliver(uint64_t id);                      // hands request id's queued events to its handler
   RecordPtr find_open_locked(uint64_t id) const;  // null when missing, over or detached
   Output take_front_locked(uint64_t id, Record* record);
@@ -109,13 +109,11 @@ class EventRouter {
   static Status not_found(uint64_t id);
   static Status not_for_takers(uint64_t id);
 
-  Engine* const engine_;
   std::mutex mu_;
   std::unordered_map<uint64_t, RecordPtr> records_;
   std::map<uint64_t, uint64_t> shared_;  // seq -> request id
   std::vector<uint64_t> to_deliver_;     // handler requests with queued events
   uint64_t next_seq_ = 0;
-  std::vector<Output> drained_;  // drain_locked's buffer, kept for its capacity
 };
 
 }  // namespace pvllm

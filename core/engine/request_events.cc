@@ -1,4 +1,4 @@
-#include "capi/event_router.h"
+#include "core/engine/request_events.h"
 
 #include <chrono>
 #include <string>
@@ -8,45 +8,52 @@
 
 namespace pvllm {
 
-void EventRouter::add_request(uint64_t id, Delivery delivery, OutputHandler handler) {
-  std::unique_lock<std::mutex> lock(mu_);
-  RecordPtr& record = records_[id];
-  if (!record) record = std::make_shared<Record>();
-  record->added = true;
-  record->delivery = delivery;
-  if (delivery == Delivery::kHandler) {
-    record->handler = std::move(handler);
-    lock.unlock();
-    deliver(id);  // what it made before this call
-    return;
-  }
-  if (record->over) {
-    // Its last event was taken by a poll on this id before the submit
-    // returned: nothing left to keep.
-    records_.erase(id);
-    return;
-  }
-  if (delivery == Delivery::kShared) {
-    for (const Queued& q : record->events) shared_.emplace(q.seq, id);
-  }
+void RequestEventQueues::open(uint64_t id, OutputDelivery delivery) {
+  auto record = std::make_shared<Record>();
+  record->delivery = delivery.mode;
+  record->handler = std::move(delivery.handler);
+  std::lock_guard<std::mutex> lock(mu_);
+  records_[id] = std::move(record);
 }
 
-void EventRouter::publish() {
+void RequestEventQueues::publish(std::vector<Output>* events) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Output& event : *events) {
+    const uint64_t id = event.request_id;
+    const auto it = records_.find(id);
+    if (it == records_.end()) continue;
+    Record* record = it->second.get();
+    event.sequence = record->next_sequence++;
+    if (record->detached) {
+      if (event.request_finished) end_locked(id, record);
+      continue;
+    }
+    const uint64_t seq = next_seq_++;
+    if (record->delivery == Delivery::kShared) shared_.emplace(seq, id);
+    if (record->delivery == Delivery::kHandler && record->events.empty()) {
+      to_deliver_.push_back(id);
+    }
+    record->events.push_back(Queued{seq, std::move(event)});
+    record->changed.notify_all();
+  }
+  events->clear();
+}
+
+void RequestEventQueues::deliver_to_handlers() {
   std::vector<uint64_t> ids;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    drain_locked();
     ids.swap(to_deliver_);
   }
   for (uint64_t id : ids) deliver(id);
 }
 
-void EventRouter::deliver(uint64_t id) {
+void RequestEventQueues::deliver(uint64_t id) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto it = records_.find(id);
   if (it == records_.end()) return;
   const RecordPtr record = it->second;
-  if (!record->added || record->delivery != Delivery::kHandler || record->delivering) return;
+  if (record->delivery != Delivery::kHandler || record->delivering) return;
   record->delivering = true;
   bool last = false;
   while (!record->events.empty()) {
@@ -63,9 +70,8 @@ void EventRouter::deliver(uint64_t id) {
   if (last) end_locked(id, record.get());
 }
 
-void EventRouter::take_shared(size_t max_events, std::vector<Output>* out) {
+void RequestEventQueues::take_shared(size_t max_events, std::vector<Output>* out) {
   std::lock_guard<std::mutex> lock(mu_);
-  drain_locked();
   while (max_events > 0 && !shared_.empty()) {
     const auto [seq, id] = *shared_.begin();
     Record* record = records_.at(id).get();
@@ -76,9 +82,8 @@ void EventRouter::take_shared(size_t max_events, std::vector<Output>* out) {
   }
 }
 
-Status EventRouter::take_request(uint64_t id, size_t max_events, std::vector<Output>* out) {
+Status RequestEventQueues::take_request(uint64_t id, size_t max_events, std::vector<Output>* out) {
   std::lock_guard<std::mutex> lock(mu_);
-  drain_locked();
   const RecordPtr record = find_open_locked(id);
   if (!record) return not_found(id);
   if (record->delivery == Delivery::kHandler) return not_for_takers(id);
@@ -89,9 +94,8 @@ Status EventRouter::take_request(uint64_t id, size_t max_events, std::vector<Out
   return Status::Ok();
 }
 
-Status EventRouter::wait(uint64_t id, int32_t timeout_ms) {
+Status RequestEventQueues::wait(uint64_t id, int32_t timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
-  drain_locked();
   const RecordPtr record = find_open_locked(id);
   if (!record) return not_found(id);
   if (record->delivery == Delivery::kHandler) return not_for_takers(id);
@@ -109,9 +113,8 @@ Status EventRouter::wait(uint64_t id, int32_t timeout_ms) {
   return Status::Ok();  // over: its last event was taken while this waited
 }
 
-Status EventRouter::detach(uint64_t id) {
+Status RequestEventQueues::detach(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
-  drain_locked();
   const RecordPtr record = find_open_locked(id);
   if (!record) return not_found(id);
   if (record->delivery == Delivery::kHandler) return not_for_takers(id);
@@ -127,57 +130,32 @@ Status EventRouter::detach(uint64_t id) {
   return Status::Ok();
 }
 
-void EventRouter::drain_locked() {
-  drained_.clear();
-  engine_->poll(&drained_);
-  for (Output& event : drained_) {
-    const uint64_t id = event.request_id;
-    RecordPtr& slot = records_[id];
-    if (!slot) slot = std::make_shared<Record>();
-    Record* record = slot.get();
-    if (record->detached) {
-      if (event.request_finished) end_locked(id, record);
-      continue;
-    }
-    const uint64_t seq = next_seq_++;
-    if (record->added && record->delivery == Delivery::kShared) shared_.emplace(seq, id);
-    if (record->added && record->delivery == Delivery::kHandler && record->events.empty()) {
-      to_deliver_.push_back(id);
-    }
-    record->events.push_back(Queued{seq, std::move(event)});
-    record->changed.notify_all();
-  }
-  drained_.clear();
-}
-
-EventRouter::RecordPtr EventRouter::find_open_locked(uint64_t id) const {
+RequestEventQueues::RecordPtr RequestEventQueues::find_open_locked(uint64_t id) const {
   const auto it = records_.find(id);
   if (it == records_.end() || it->second->over || it->second->detached) return nullptr;
   return it->second;
 }
 
-Status EventRouter::not_for_takers(uint64_t id) {
+Status RequestEventQueues::not_for_takers(uint64_t id) {
   return InvalidArgument("request " + std::to_string(id) +
                          " delivers its events to its on_output handler");
 }
 
-Output EventRouter::take_front_locked(uint64_t id, Record* record) {
+Output RequestEventQueues::take_front_locked(uint64_t id, Record* record) {
   Queued front = std::move(record->events.front());
   record->events.pop_front();
-  if (record->added && record->delivery == Delivery::kShared) shared_.erase(front.seq);
+  if (record->delivery == Delivery::kShared) shared_.erase(front.seq);
   if (front.event.request_finished) end_locked(id, record);
   return std::move(front.event);
 }
 
-void EventRouter::end_locked(uint64_t id, Record* record) {
+void RequestEventQueues::end_locked(uint64_t id, Record* record) {
   record->over = true;
   record->changed.notify_all();
-  // Before add_request the record must stay, so that add_request knows the
-  // request is already over.
-  if (record->added) records_.erase(id);
+  records_.erase(id);
 }
 
-Status EventRouter::not_found(uint64_t id) {
+Status RequestEventQueues::not_found(uint64_t id) {
   return NotFound("request " + std::to_string(id) +
                   " is unknown, detached, or over with every event delivered");
 }
