@@ -164,7 +164,6 @@ class Engine {
   RequestEventQueues events_;
 
   // Only step() touches these.
-  std::vector<SeqPlan> plans_;
   ModelRunner::Result run_;
 
   // Shared with submit / poll / abort / stats.

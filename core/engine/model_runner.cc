@@ -43,7 +43,13 @@ void prepare_batch(const ScheduledBatch& batch, const KvCacheManager& kv_cache, 
 }
 
 void ModelRunner::run(const ScheduledBatch& batch, std::span<const SeqPlan> plans, Result* out) {
-  out->outcomes.assign(batch.seqs.size(), SeqOutcome{});
+  // Reused step to step (their vectors keep their capacity).
+  out->outcomes.resize(batch.seqs.size());
+  for (SeqOutcome& o : out->outcomes) {
+    o.status = Status::Ok();
+    o.samples.clear();
+    o.prompt_logprobs.clear();
+  }
   out->forks_lost = Status::Ok();
   out->swaps_lost = Status::Ok();
   if (batch.empty()) {

@@ -71,14 +71,14 @@ void OutputProcessor::abort(uint64_t id, std::vector<Output>* events) {
 // siblings are forked right after), one for every other sequence that
 // samples; prompt logprobs for a first sequence's chunk whose rows predict
 // prompt tokens (rows at positions p <= P - 2 predict token p + 1).
-void OutputProcessor::plan(const ScheduledBatch& batch, std::vector<SeqPlan>* plans) {
+std::span<const SeqPlan> OutputProcessor::plan(const ScheduledBatch& batch) {
   constraints_.begin_step();
-  plans->resize(batch.seqs.size());
+  if (plans_.size() < batch.seqs.size()) plans_.resize(batch.seqs.size());
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const ScheduledSeq& s = batch.seqs[i];
     const Sequence& seq = *s.seq;
     const Request& req = request_of(seq);
-    SeqPlan& plan = (*plans)[i];
+    SeqPlan& plan = plans_[i];
     plan.draws.clear();
     plan.prompt_logprobs = req.params.prompt_logprobs >= 0 && !req.prompt_logprobs_complete &&
                                    seq.sample_index == 0 &&
@@ -103,6 +103,7 @@ void OutputProcessor::plan(const ScheduledBatch& batch, std::vector<SeqPlan>* pl
       plan.draws.push_back(r);
     }
   }
+  return std::span<const SeqPlan>(plans_).first(batch.seqs.size());
 }
 
 void OutputProcessor::record_ran(const ScheduledSeq& s, SeqOutcome* outcome,

@@ -47,8 +47,9 @@ class OutputProcessor final : private Beams::Host {
   // A step, in order:
   // The end of the step's forward pass: its tokens' time.
   void set_step_time(Clock::time_point t) { step_time_ = t; }
-  // plans[i] for batch.seqs[i].
-  void plan(const ScheduledBatch& batch, std::vector<SeqPlan>* plans);
+  // The plan of each of `batch`'s sequences: entry i for batch.seqs[i],
+  // valid until the next plan().
+  std::span<const SeqPlan> plan(const ScheduledBatch& batch);
   // For each sequence that ran, before the scheduler advances it: its
   // request's timing and counts, and the prompt logprobs it computed.
   void record_ran(const ScheduledSeq& s, SeqOutcome* outcome, Clock::time_point step_start);
@@ -98,6 +99,7 @@ class OutputProcessor final : private Beams::Host {
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> sequences_;
   uint64_t next_seq_id_ = 1;
   std::vector<uint64_t> finished_;  // this step's
+  std::vector<SeqPlan> plans_;      // this step's; never shrunk, so draws keep their capacity
   Clock::time_point step_time_;
 };
 

@@ -37,14 +37,14 @@ Status Engine::step_locked() {
   std::vector<Output> events;
   take_new_requests(&events);
   const ScheduledBatch batch = scheduler_->schedule();
-  processor_->plan(batch, &plans_);
-  runner_->run(batch, plans_, &run_);
+  const std::span<const SeqPlan> plans = processor_->plan(batch);
+  runner_->run(batch, plans, &run_);
   processor_->set_step_time(std::chrono::steady_clock::now());
   counts.ran = !batch.empty();
   std::string lost_why;
   const std::vector<uint64_t> lost = lost_sequences(batch, &lost_why);
   record_ran(batch, &counts);
-  processor_->process(batch, plans_, run_.outcomes, &events);
+  processor_->process(batch, plans, run_.outcomes, &events);
   for (uint64_t seq_id : lost) processor_->fail_lost(seq_id, lost_why, &events);
   publish(counts, &events);
   return counts.status;

@@ -64,8 +64,8 @@ class OutputProcessorTest : public ::testing::Test {
     for (uint64_t id : aborts_) processor_->abort(id, &events);
     aborts_.clear();
     const ScheduledBatch batch = scheduler_->schedule();
-    std::vector<SeqPlan> plans;
-    processor_->plan(batch, &plans);
+    const std::span<const SeqPlan> planned = processor_->plan(batch);
+    const std::vector<SeqPlan> plans(planned.begin(), planned.end());
     std::vector<SeqOutcome> outcomes(batch.seqs.size());
     ScheduledBatch ran;
     for (size_t i = 0; i < batch.seqs.size(); ++i) {
