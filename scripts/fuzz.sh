@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of fuzz/ (clang, sanitized, in build-fuzz)
 # and runs each for a bounded time: scripts/fuzz.sh [seconds_per_target]
-# [target...]. The default, 12 s for each of the 9 targets, keeps a CI run
-# near 100 s after the build. Fails on the first crash, leak, timeout or
+# [target...]. The default, 12 s for each of the 10 targets, keeps a CI run
+# near 120 s after the build. Fails on the first crash, leak, timeout or
 # sanitizer report, printing the reproducer's path. New corpus entries go
 # to build-fuzz/corpus/<target> (the seeds in fuzz/corpus are only read);
 # docs/fuzzing.md tells how to run for hours and how to add seeds.
@@ -13,7 +13,7 @@ seconds="${1:-12}"
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(tokenizer_json tokenizer_model chat_template hf_config
-                                     safetensors llama2c capi constraint pvllm_file)
+                                     safetensors llama2c capi constraint pvllm_file gguf)
 build="${PVLLM_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 
 if ! command -v clang++ >/dev/null; then
@@ -37,6 +37,7 @@ for t in "${targets[@]}"; do
   case "$t" in
     chat_template) args+=(-dict="$root/fuzz/dict/jinja.dict") ;;
     tokenizer_json | hf_config | safetensors | constraint) args+=(-dict="$root/fuzz/dict/json.dict") ;;
+    gguf) args+=(-dict="$root/fuzz/dict/gguf.dict") ;;
   esac
   log="$build/artifacts/$t.log"
   echo "fuzz: $t for ${seconds} s"
