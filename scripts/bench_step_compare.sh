@@ -42,7 +42,8 @@ python3 - "$out" "$runs" "${workloads[@]}" <<'PY'
 import json, sys
 out, runs, workloads = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 import statistics
-print(f"{'workload':<28}{'metric':<18}{'A (runs)':<36}{'B (runs)':<36}B/A medians, per-run range")
+width = 7 * runs + 2
+print(f"{'workload':<28}{'metric':<18}{'A (runs)':<{width}}{'B (runs)':<{width}}B/A medians, per-run range")
 for w in workloads:
     workload, allocator = w.split()
     for metric in ("step_time_p50_ms", "step_time_p99_ms", "wall_s"):
@@ -53,6 +54,6 @@ for w in workloads:
         ratios = [b / a for a, b in zip(vals["a"], vals["b"]) if a > 0]
         fmt = lambda v: " ".join(f"{x:.2f}" for x in v)
         med = statistics.median(vals["b"]) / statistics.median(vals["a"])
-        print(f"{workload + ' ' + allocator:<28}{metric:<18}{fmt(vals['a']):<36}{fmt(vals['b']):<36}"
+        print(f"{workload + ' ' + allocator:<28}{metric:<18}{fmt(vals['a']):<{width}}{fmt(vals['b']):<{width}}"
               f"{med:.3f}  ({min(ratios):.3f}..{max(ratios):.3f})")
 PY
