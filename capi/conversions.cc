@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "capi/struct_versions.h"
+#include "core/model/quantize_model.h"
 #include "core/model/random_model.h"
 #include "core/structured/constraint_spec.h"
 
@@ -36,7 +37,6 @@ static_assert(static_cast<int>(pvllm::FinishReason::kStop) == PVLLM_FINISH_STOP)
 static_assert(static_cast<int>(pvllm::FinishReason::kLength) == PVLLM_FINISH_LENGTH);
 static_assert(static_cast<int>(pvllm::FinishReason::kAbort) == PVLLM_FINISH_ABORT);
 static_assert(static_cast<int>(pvllm::FinishReason::kError) == PVLLM_FINISH_ERROR);
-
 
 // pvllm_sampling_params' constraint fields (since 0.6) as a ConstraintSpec.
 Status to_constraint(const pvllm_sampling_params& in, pvllm::structured::ConstraintSpec* out) {
@@ -131,6 +131,7 @@ pvllm_engine_params default_engine_params() {
   p.swap_space_bytes = d.swap_space_bytes;
   p.preemption_mode = static_cast<int32_t>(d.preemption_mode);
   p.model_checksums = static_cast<int64_t>(d.model_checksums);
+  p.quantize = nullptr;
   return p;
 }
 
@@ -238,6 +239,14 @@ Status to_engine_config(const pvllm_engine_params* in, pvllm::EngineConfig* conf
       "model_checksums", params.model_checksums,
       {"PVLLM_MODEL_CHECKSUMS_FULL", "PVLLM_MODEL_CHECKSUMS_LAZY", "PVLLM_MODEL_CHECKSUMS_NONE"}));
   config->model_checksums = static_cast<pvllm::ChecksumMode>(params.model_checksums);
+  if (params.quantize != nullptr && params.quantize[0] != '\0') {
+    if (!pvllm::is_quantize_scheme(params.quantize)) {
+      return invalid(std::string("params->quantize is \"") + params.quantize +
+                     "\", which is not a quantization scheme (" + pvllm::quantize_scheme_names() +
+                     ")");
+    }
+    config->quantize = params.quantize;
+  }
   if (params.progress != nullptr) {
     config->progress = [fn = params.progress, user = params.progress_user_data](
                            float fraction, const char* stage) { fn(fraction, stage, user); };
@@ -319,6 +328,8 @@ const char* format_name(pvllm::ModelFormat format) {
       return "llama2c";
     case pvllm::ModelFormat::kPvllm:
       return "pvllm";
+    case pvllm::ModelFormat::kGguf:
+      return "gguf";
   }
   return "unknown";  // GCOVR_EXCL_LINE: the switch covers every ModelFormat
 }

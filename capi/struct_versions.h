@@ -52,6 +52,11 @@ inline constexpr size_t kV1Size<pvllm_stats> = offsetof(pvllm_stats, backend);
 template <>
 inline constexpr size_t kV1Size<pvllm_memory_estimate> = offsetof(pvllm_memory_estimate,
                                                                   activation_bytes);
+// pvllm_engine_params grew quantize in 0.10; the 0.7 struct ended with
+// model_checksums (64-bit: no tail padding), so quantize starts there.
+static_assert(offsetof(pvllm_engine_params, quantize) ==
+                  offsetof(pvllm_engine_params, model_checksums) + sizeof(int64_t),
+              "pvllm_engine_params.quantize must start where the 0.7 struct ended");
 static_assert(offsetof(pvllm_model_config, rope_type) ==
                   offsetof(pvllm_model_config, eos_token_id) + sizeof(int32_t),
               "pvllm_model_config.rope_type must start where the 0.2 struct ended");
@@ -88,7 +93,8 @@ inline std::span<const AppendedField> appended_fields<pvllm_engine_params>() {
       PVLLM_APPENDED(pvllm_engine_params, enable_cuda_graphs),
       PVLLM_APPENDED(pvllm_engine_params, swap_space_bytes),
       PVLLM_APPENDED(pvllm_engine_params, preemption_mode),
-      PVLLM_APPENDED(pvllm_engine_params, model_checksums)};
+      PVLLM_APPENDED(pvllm_engine_params, model_checksums),
+      PVLLM_APPENDED(pvllm_engine_params, quantize)};
   return kFields;
 }
 template <>

@@ -20,6 +20,7 @@ packages=(build-essential cmake ninja-build ccache pkg-config
           flatbuffers-compiler libflatbuffers-dev libxxhash-dev)  # .pvllm: FlatBuffers, XXH3
 if [ "$mode" = all ]; then
   packages+=(libgtest-dev
+             libssl-dev  # tests: SHA-256 (libcrypto) of dequantized GGUF tensors
              clang libclang-rt-14-dev  # scripts/fuzz.sh: clang and its libFuzzer runtime
              abigail-tools lintian python3)  # abi_check.sh, deb_check.sh
   for list in bindings/*/packages.txt; do

@@ -30,6 +30,7 @@ struct BenchOptions {
   std::string random_weights;  // a shape name: random bf16 weights instead of --model
   std::string device = "auto";
   std::string dtype = "auto";  // --dtype
+  std::string quantize;        // --quantize: a scheme, "" for none
   WorkloadOptions workload;
   std::string allocator = "both";
   int32_t block_size = 16;
@@ -150,6 +151,7 @@ RunResult run_workload(const BenchOptions& o, const std::string& allocator,
   params.random_weights = o.random_weights.empty() ? nullptr : o.random_weights.c_str();
   params.device = o.device.c_str();
   params.dtype = dtype_value(o.dtype);
+  params.quantize = quantize_value(o.quantize);
   params.block_size = o.block_size;
   params.kv_cache_bytes = o.kv_cache_mb << 20;
   params.max_model_len = o.max_model_len;
@@ -504,6 +506,7 @@ int run_bench(BenchOptions& o) {
     j["model"] = model_name;
     j["device"] = o.device;
     j["dtype"] = o.dtype;
+    if (!o.quantize.empty()) j["quantize"] = o.quantize;
     j["preemption_mode"] = o.preemption_mode;
     j["workload"] = o.workload.name;
     j["description"] = description;
@@ -600,6 +603,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                   "memory: tiny, tinyllama-1.1b, llama-2-7b, llama-3-8b");
   cmd->add_option("--device", o->device, kDeviceOption)->capture_default_str();
   add_dtype_option(cmd, &o->dtype);
+  add_quantize_option(cmd, &o->quantize);
   cmd->add_option("-w,--workload", o->workload.name,
                   "chat (log-normal lengths, Poisson arrivals), nano (256 x uniform "
                   "[100, 1024]), shared-prefix (long system prompt + questions), parallel "

@@ -30,6 +30,7 @@ struct ChatOptions {
   std::string device = "auto";
   int32_t num_threads = 0;
   int32_t max_model_len = 0;
+  std::string quantize;  // --quantize: a scheme, "" for none
   bool print_prompt = false;
   bool quiet = false;
 };
@@ -46,6 +47,7 @@ class ChatSession {
     params.device = o_.device.c_str();
     params.num_threads = o_.num_threads;
     params.max_model_len = o_.max_model_len;
+    params.quantize = quantize_value(o_.quantize);
     LoadProgress progress;
     if (!o_.quiet) show_load_progress(&params, &progress);
     try {
@@ -197,6 +199,7 @@ void add_chat_command(CLI::App& app, int* exit_code) {
   sub->add_option("--threads", o->num_threads, "CPU threads; 0 = all cores")->group(engine);
   sub->add_option("--max-model-len", o->max_model_len, "Context length; 0 = the model's")
       ->group(engine);
+  add_quantize_option(sub, &o->quantize, engine);
   sub->callback([o, exit_code] { *exit_code = ChatSession(*o).run(); });
 }
 

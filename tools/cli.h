@@ -16,6 +16,8 @@ void add_generate_command(CLI::App& app, int* exit_code);
 
 // Registers the `inspect` subcommand, likewise.
 void add_inspect_command(CLI::App& app, int* exit_code);
+// A GGUF file's parts, metadata, tensor table and type totals (inspect_gguf.cc).
+int print_gguf_header(const std::string& path);
 
 // Registers the `convert` subcommand (tools/convert.cc), likewise. It uses
 // the core model library directly.
@@ -55,6 +57,14 @@ bool vars_to_json(const std::vector<std::string>& vars, std::string* out);
 // dtype_value turns a name it accepted into a pvllm_dtype.
 void add_dtype_option(CLI::App* cmd, std::string* name, const char* group = nullptr);
 int32_t dtype_value(const std::string& name);
+
+// --quantize: adds the option (a scheme of pvllm_engine_params.quantize; the
+// library checks the name) to `cmd` in `group`, storing it in *scheme;
+// quantize_value is the field's value (NULL for none).
+void add_quantize_option(CLI::App* cmd, std::string* scheme, const char* group = nullptr);
+inline const char* quantize_value(const std::string& scheme) {
+  return scheme.empty() ? nullptr : scheme.c_str();
+}
 
 // Load progress on stderr (tools/progress.cc): on a terminal one line that
 // redraws itself; otherwise one line per stage. `state` must outlive the

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "core/model/model.h"
 #include "core/model/pvllm_writer.h"
+#include "core/model/quantize_model.h"
 
 namespace pvllm_cli {
 namespace {
@@ -20,6 +21,7 @@ struct ConvertCliOptions {
   std::string output;
   std::string dtype = "keep";
   std::string layout = "packed";
+  std::string quantize;
   bool quiet = false;
 };
 
@@ -66,6 +68,12 @@ int run_convert(const ConvertCliOptions& o) {
     return 2;
   }
   options.packed = o.layout == "packed";
+  options.quantize = o.quantize;
+  if (!o.quantize.empty() && !pvllm::is_quantize_scheme(o.quantize)) {
+    std::fprintf(stderr, "pvllm: bad --quantize \"%s\": expected one of %s\n", o.quantize.c_str(),
+                 pvllm::quantize_scheme_names());
+    return 2;
+  }
   options.writer = std::string("pvllm ") + pvllm_version();
   ProgressBar bar(o.quiet);
   options.progress = [&bar](uint64_t done, uint64_t total, const std::string& tensor) {
@@ -82,8 +90,9 @@ int run_convert(const ConvertCliOptions& o) {
   if (!o.quiet) {
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "pvllm: wrote %s (%s, %s) in %.2f s\n", o.output.c_str(), o.dtype.c_str(),
-                 o.layout.c_str(), s);
+    std::fprintf(stderr, "pvllm: wrote %s (%s, %s) in %.2f s\n", o.output.c_str(),
+                 o.quantize.empty() ? o.dtype.c_str() : o.quantize.c_str(),
+                 o.quantize.empty() ? o.layout.c_str() : "row-major", s);
   }
   return 0;
 }
@@ -99,7 +108,8 @@ void add_convert_command(CLI::App& app, int* exit_code) {
   sub->footer(
       "Examples:\n"
       "  pvllm convert models/stories260K stories260K.pvllm\n"
-      "  pvllm convert models/TinyLlama-1.1B tinyllama.pvllm --dtype bf16");
+      "  pvllm convert models/TinyLlama-1.1B tinyllama.pvllm --dtype bf16\n"
+      "  pvllm convert models/TinyLlama-1.1B tinyllama-q4km.pvllm --quantize q4_k_m");
   sub->add_option("source", o->source, "The model to convert")->required();
   sub->add_option("output", o->output, "The .pvllm file to write")->required();
   sub->add_option("--dtype", o->dtype,
@@ -110,6 +120,10 @@ void add_convert_command(CLI::App& app, int* exit_code) {
                   "mapping without a copy (other backends unpack them at load); row-major: as "
                   "checkpoints store them")
       ->capture_default_str();
+  sub->add_option("--quantize", o->quantize,
+                  std::string("Quantize the weight matrices, as llama-quantize's file types do: ") +
+                      pvllm::quantize_scheme_names() +
+                      " (the file is then row-major; --dtype applies to what stays unquantized)");
   sub->add_flag("-q,--quiet", o->quiet, "No progress bar");
   sub->callback([o, exit_code] {
     if (!pvllm::is_pvllm_path(o->output)) {

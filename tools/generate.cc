@@ -48,6 +48,7 @@ struct GenerateOptions {
   std::string device = "auto";
   std::string model_checksums = "full";  // a .pvllm file's: full, lazy or none
   std::string dtype = "auto";            // --dtype
+  std::string quantize;                  // --quantize: a scheme, "" for none
   int64_t kv_cache_mb = 0;
   bool no_prefix_caching = false;
   bool json = false;
@@ -189,6 +190,7 @@ class Generator {
     params.kv_cache_bytes = o_.kv_cache_mb * (int64_t{1} << 20);
     params.enable_prefix_caching = o_.no_prefix_caching ? 0 : 1;
     params.dtype = dtype_value(o_.dtype);
+    params.quantize = quantize_value(o_.quantize);
     params.model_checksums = o_.model_checksums == "lazy"   ? PVLLM_MODEL_CHECKSUMS_LAZY
                              : o_.model_checksums == "none" ? PVLLM_MODEL_CHECKSUMS_NONE
                                                             : PVLLM_MODEL_CHECKSUMS_FULL;
@@ -464,8 +466,8 @@ void add_generate_command(CLI::App& app, int* exit_code) {
 
   sub->add_option("-m,--model", o->model,
                   "Model to load: a Hugging Face folder (config.json, *.safetensors, "
-                  "tokenizer.model), a llama2.c .bin with a tokenizer.model beside it, or a "
-                  ".pvllm file (pvllm convert)");
+                  "tokenizer.model), a llama2.c .bin with a tokenizer.model beside it, a "
+                  ".pvllm file (pvllm convert) or a GGUF file (.gguf; quantized ones too)");
   sub->add_option("--random-weights", o->random_weights,
                   "Instead of --model, build a model of this shape with random bf16 weights "
                   "(tiny, tinyllama-1.1b, llama-2-7b, llama-3-8b); it has no tokenizer, so "
@@ -605,6 +607,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       ->capture_default_str()
       ->group(engine_group);
   add_dtype_option(sub, &o->dtype, engine_group);
+  add_quantize_option(sub, &o->quantize, engine_group);
 
   const char* output_group = "Output";
   sub->add_flag("--json", o->json,

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "core/chat/chat_template.h"
+#include "core/model/model_files.h"
 #include "core/model/pvllm_file.h"
 
 namespace pvllm_cli {
@@ -17,6 +18,7 @@ struct InspectOptions {
   std::string random_weights;  // a shape name instead of a model
   pvllm_engine_params engine;
   int64_t kv_cache_mb = 0;
+  std::string quantize;  // --quantize: the estimate counts the weights quantized
 };
 
 std::string human_bytes(uint64_t bytes) {
@@ -160,16 +162,30 @@ int print_pvllm_header(const std::string& path) {
   return 0;
 }
 
+// A GGUF model path: the file (or a folder holding one GGUF model).
+bool is_gguf_model(const std::string& path) {
+  pvllm::ModelFiles files;
+  return !path.empty() && pvllm::resolve_model_files(path, &files).ok() &&
+         files.kind == pvllm::ModelFiles::Kind::kGguf;
+}
+
+std::string gguf_file_of(const std::string& path) {
+  pvllm::ModelFiles files;
+  return pvllm::resolve_model_files(path, &files).ok() ? files.weights : path;
+}
+
 void print_estimate(const InspectOptions& o) {
   pvllm_engine_params params = o.engine;
   params.model_path = o.model.empty() ? nullptr : o.model.c_str();
   params.random_weights = o.random_weights.empty() ? nullptr : o.random_weights.c_str();
   params.kv_cache_bytes = o.kv_cache_mb * (int64_t{1} << 20);
+  params.quantize = quantize_value(o.quantize);
   const pvllm_memory_estimate e = pvllm::cxx::estimate_memory(params);
   std::printf("\nmemory (block size %d, KV budget %s)\n", params.block_size,
               human_bytes(static_cast<uint64_t>(params.kv_cache_bytes)).c_str());
-  std::printf("  weights                  %s (%" PRIu64 " bytes)\n",
-              human_bytes(e.weight_bytes).c_str(), e.weight_bytes);
+  std::printf("  weights                  %s (%" PRIu64 " bytes)%s\n",
+              human_bytes(e.weight_bytes).c_str(), e.weight_bytes,
+              o.quantize.empty() ? "" : (" quantized by " + o.quantize).c_str());
   std::printf("  KV per block             %s (%" PRIu64 " bytes)\n",
               human_bytes(e.kv_bytes_per_block).c_str(), e.kv_bytes_per_block);
   std::printf("  KV blocks                %d\n", e.num_blocks);
@@ -195,6 +211,8 @@ int run_inspect(const InspectOptions& o) {
     what = "cannot read a tensor";
     if (pvllm::is_pvllm_path(o.model)) {
       if (const int rc = print_pvllm_header(o.model); rc != 0) return rc;
+    } else if (is_gguf_model(o.model)) {
+      if (const int rc = print_gguf_header(gguf_file_of(o.model)); rc != 0) return rc;
     } else {
       print_tensors(info);
     }
@@ -216,16 +234,18 @@ void add_inspect_command(CLI::App& app, int* exit_code) {
   CLI::App* sub = app.add_subcommand(
       "inspect",
       "Print a model's config, its tensor table (name, dtype, shape) and the memory serving it "
-      "needs, without loading the weights; for a .pvllm file, its header too.");
+      "needs, without loading the weights; for a .pvllm or GGUF file, its header too.");
   sub->footer(
       "Examples:\n"
       "  pvllm inspect models/stories260K\n"
       "  pvllm inspect stories260K.pvllm\n"
+      "  pvllm inspect Llama-3.2-1B-Instruct-Q4_K_M.gguf\n"
       "  pvllm inspect TinyLlama-1.1B --kv-cache-mb 1024 --block-size 32\n"
+      "  pvllm inspect TinyLlama-1.1B --quantize q4_k_m\n"
       "  pvllm inspect --random-weights llama-3-8b");
   sub->add_option("model", o->model,
-                  "A Hugging Face folder, a llama2.c .bin (with tokenizer.model beside it) or a "
-                  ".pvllm file (its header, tokenizer and tensor table too)");
+                  "A Hugging Face folder, a llama2.c .bin (with tokenizer.model beside it), a "
+                  ".pvllm file or a GGUF file (their headers, tokenizer and tensor table too)");
   sub->add_option("--random-weights", o->random_weights,
                   "Instead of a model, a random-weights shape (tiny, tinyllama-1.1b, "
                   "llama-2-7b, llama-3-8b), as bf16");
@@ -235,6 +255,7 @@ void add_inspect_command(CLI::App& app, int* exit_code) {
   sub->add_option("--kv-cache-mb", o->kv_cache_mb, "KV-cache budget in MiB, for the estimate")
       ->check(CLI::Range(int64_t{1}, INT64_MAX >> 20))
       ->capture_default_str();
+  add_quantize_option(sub, &o->quantize);
   sub->callback([o, exit_code] { *exit_code = run_inspect(*o); });
 }
 

@@ -18,6 +18,16 @@ void add_dtype_option(CLI::App* cmd, std::string* name, const char* group) {
   if (group != nullptr) opt->group(group);
 }
 
+void add_quantize_option(CLI::App* cmd, std::string* scheme, const char* group) {
+  CLI::Option* opt = cmd->add_option(
+      "--quantize", *scheme,
+      "Quantize the weight matrices while loading, as llama-quantize would: q8_0, q4_0, q4_1, "
+      "q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs, q4_k_m or q5_k_m (quantized "
+      "weights run on the CPU)");
+  opt->type_name("SCHEME");
+  if (group != nullptr) opt->group(group);
+}
+
 int32_t dtype_value(const std::string& name) {
   if (name == "bf16") return PVLLM_DTYPE_BF16;
   if (name == "fp16") return PVLLM_DTYPE_FP16;

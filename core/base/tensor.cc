@@ -2,22 +2,78 @@
 // on bit patterns so they are exact, portable and independent of F16C.
 #include "core/base/tensor.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 
 #include "core/base/panel_layout.h"
 
 namespace pvllm {
 
+namespace {
+
+struct DTypeInfo {
+  const char* name;
+  int64_t block_elems;
+  size_t block_bytes;
+};
+
+// Indexed by the DType's value; the block sizes are ggml's (block_formats.h
+// checks its structs against them).
+constexpr DTypeInfo kDTypes[kNumDTypes] = {
+    {"F32", 1, 4},      {"F16", 1, 2},      {"BF16", 1, 2},       {"Q8_0", 32, 34},
+    {"Q4_0", 32, 18},   {"Q4_1", 32, 20},   {"Q5_0", 32, 22},     {"Q5_1", 32, 24},
+    {"Q2_K", 256, 84},  {"Q3_K", 256, 110}, {"Q4_K", 256, 144},   {"Q5_K", 256, 176},
+    {"Q6_K", 256, 210}, {"IQ4_NL", 32, 18}, {"IQ4_XS", 256, 136},
+};
+
+const DTypeInfo* info(DType t) {
+  const auto i = static_cast<size_t>(t);
+  return i < static_cast<size_t>(kNumDTypes) ? &kDTypes[i] : nullptr;
+}
+
+}  // namespace
+
 const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::kF32:
-      return "F32";
-    case DType::kF16:
-      return "F16";
-    case DType::kBF16:
-      return "BF16";
+  const DTypeInfo* i = info(t);
+  return i ? i->name : "unknown";
+}
+
+bool dtype_from_name(const std::string& name, DType* out) {
+  for (int i = 0; i < kNumDTypes; ++i) {
+    const char* n = kDTypes[i].name;
+    if (name.size() != std::strlen(n)) continue;
+    bool same = true;
+    for (size_t c = 0; c < name.size() && same; ++c) {
+      same = std::toupper(static_cast<unsigned char>(name[c])) == n[c];
+    }
+    if (same) {
+      *out = static_cast<DType>(i);
+      return true;
+    }
   }
-  return "unknown";
+  return false;
+}
+
+bool dtype_is_quantized(DType t) {
+  const DTypeInfo* i = info(t);
+  return i != nullptr && i->block_elems > 1;
+}
+
+int64_t dtype_block_elems(DType t) {
+  const DTypeInfo* i = info(t);
+  return i ? i->block_elems : 1;
+}
+
+size_t dtype_block_bytes(DType t) {
+  const DTypeInfo* i = info(t);
+  return i ? i->block_bytes : 0;
+}
+
+size_t dtype_row_bytes(DType t, int64_t n) {
+  const DTypeInfo* i = info(t);
+  if (i == nullptr || n < 0 || n % i->block_elems != 0) return 0;
+  return static_cast<size_t>(n / i->block_elems) * i->block_bytes;
 }
 
 size_t Tensor::nbytes() const {
@@ -26,19 +82,15 @@ size_t Tensor::nbytes() const {
     if (shape.size() != 2 || !panels::shape_of(shape[0], shape[1], dtype, &s).ok()) return 0;
     return static_cast<size_t>(s.bytes());
   }
+  if (dtype_is_quantized(dtype)) {
+    if (shape.empty()) return 0;
+    const size_t row = dtype_row_bytes(dtype, shape.back());
+    return static_cast<size_t>(numel() / std::max<int64_t>(1, shape.back())) * row;
+  }
   return static_cast<size_t>(numel()) * dtype_size(dtype);
 }
 
-size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::kF32:
-      return 4;
-    case DType::kF16:
-    case DType::kBF16:
-      return 2;
-  }
-  return 0;
-}
+size_t dtype_size(DType t) { return dtype_is_quantized(t) ? 0 : dtype_block_bytes(t); }
 
 namespace {
 

@@ -77,6 +77,7 @@ Status ChatTemplates::load(const std::string& model_path, ChatTemplates* out) {
     }
     files.folder = model_path;
   }
+  if (files.kind == ModelFiles::Kind::kGguf) return from_gguf(files.weights, out);
   if (files.kind == ModelFiles::Kind::kPvllm) {
     pvllm_format::FileHeader header;
     PVLLM_RETURN_IF_ERROR(pvllm_format::read_header(files.weights, &header));

@@ -7,7 +7,9 @@
 // it; bos_token, eos_token, unk_token and pad_token from
 // tokenizer_config.json (a string or {"content": ...}). The folder is the
 // model path itself, or the folder holding it for a single-file model
-// (a llama2.c .bin); a .pvllm file carries both texts in its header.
+// (a llama2.c .bin); a .pvllm file carries both texts in its header; a
+// GGUF file its templates and special token ids in its metadata
+// (gguf_chat_template.cc).
 #pragma once
 
 #include <map>
@@ -53,6 +55,14 @@ class ChatTemplates {
   // be empty); `origin` (the folder or file) is named in errors.
   static Status from_texts(const std::string& origin, std::string_view config_text,
                            std::string_view jinja_text, ChatTemplates* out);
+  // From a GGUF file's metadata (any part of a split one): the template
+  // tokenizer.chat_template ("default") and the named ones
+  // (tokenizer.chat_templates lists the names, tokenizer.chat_template.NAME
+  // holds each), bos_token, eos_token, unk_token and pad_token as the texts
+  // of the tokens tokenizer.ggml.*_token_id name. A file without templates
+  // is an empty set; a key of the wrong type, a listed name without its
+  // template or an id outside tokenizer.ggml.tokens is CORRUPT_MODEL.
+  static Status from_gguf(const std::string& path, ChatTemplates* out);
 
   // Sets bos_token and eos_token where tokenizer_config.json names none, as
   // transformers takes them from the tokenizer itself (a model that ships

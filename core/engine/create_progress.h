@@ -13,6 +13,7 @@ namespace pvllm {
 enum class CreateStage : int {
   kLoadingModel = 0,  // parsing files and mapping weights, or making random ones
   kReadingWeights,    // touching every weight page, layer by layer
+  kQuantizing,        // EngineConfig::quantize: quantizing the weight matrices
   kLoadingTokenizer,
   kOpeningBackend,  // the backend, its weights and the KV pool
   kReady,
@@ -37,9 +38,10 @@ class CreateProgress {
     const char* name;
     float share;  // of the whole; the shares add up to 1
   };
-  static constexpr std::array<Stage, 5> kStages = {{
+  static constexpr std::array<Stage, 6> kStages = {{
       {"loading model", 0.05f},
-      {"reading weights", 0.50f},
+      {"reading weights", 0.40f},
+      {"quantizing weights", 0.10f},
       {"loading tokenizer", 0.05f},
       {"opening the backend and allocating the KV cache", 0.40f},
       {"ready", 0.0f},

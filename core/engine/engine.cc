@@ -16,6 +16,7 @@
 #include "core/engine/output_processor.h"
 #include "core/engine/request.h"
 #include "core/engine/weight_reader.h"
+#include "core/model/quantize_model.h"
 #include "core/model/random_model.h"
 
 namespace pvllm {
@@ -98,6 +99,13 @@ Status Engine::load_model_and_tokenizer(const CreateProgress& progress,
   PVLLM_RETURN_IF_ERROR(read_weights(*model_, config_.num_threads, [&](float fraction) {
     progress.report(CreateStage::kReadingWeights, fraction);
   }));
+  if (!config_.quantize.empty()) {
+    progress.report(CreateStage::kQuantizing);
+    PVLLM_RETURN_IF_ERROR(quantize_model(
+        model_.get(), config_.quantize, config_.num_threads, [&](size_t done, size_t total) {
+          progress.report(CreateStage::kQuantizing, static_cast<float>(done) / total);
+        }));
+  }
   progress.report(CreateStage::kLoadingTokenizer);  // under way since the model loaded
   return resolve_max_model_len(config_, model_->config, &max_model_len_);
 }

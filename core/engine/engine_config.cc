@@ -8,6 +8,7 @@
 #include "core/backend/cuda_module_interface.h"
 #include "core/engine/memory_plan.h"
 #include "core/model/model.h"
+#include "core/model/quantize_model.h"
 #include "core/model/random_model.h"
 
 namespace pvllm {
@@ -127,11 +128,23 @@ Status estimate_memory(const EngineConfig& config, MemoryEstimate* out) {
   } else {
     PVLLM_RETURN_IF_ERROR(inspect_model(config.model_path, &summary));
   }
+  if (!config.quantize.empty()) {
+    PVLLM_RETURN_IF_ERROR(quantized_weight_bytes(summary, config.quantize, &summary.weight_bytes));
+  }
   out->weight_bytes = summary.weight_bytes;
   DeviceSpec spec;
   PVLLM_RETURN_IF_ERROR(parse_device(config.device, &spec));
   bool use_cuda = false;
   PVLLM_RETURN_IF_ERROR(resolve_cuda(spec, &use_cuda));
+  // Quantized weights run on the CPU backend: "auto" lands there, as
+  // Engine::create does when the CUDA backend refuses them.
+  if (use_cuda && !config.quantize.empty()) {
+    if (spec.kind != DeviceSpec::Kind::kAuto) {
+      return Unsupported("quantize \"" + config.quantize +
+                         "\": quantized weights run on the cpu backend, not on " + config.device);
+    }
+    use_cuda = false;
+  }
   if (use_cuda) return estimate_cuda_memory(config, summary, spec.index, out);
   // The host engine: the very plan Engine::create checks before loading.
   MemoryPlan plan;

@@ -27,6 +27,10 @@ struct EngineConfig {
   // pass), one read instead of two; kNone not at all. The header is always
   // checked. Other formats have no checksums.
   ChecksumMode model_checksums = ChecksumMode::kFull;
+  // Quantize the weight matrices while loading, by a scheme of
+  // core/model/quantize_model.h ("q4_k_m", "q8_0", ...); empty: serve them
+  // as stored.
+  std::string quantize;
   std::string device = "auto";  // "cpu", "cuda", "cuda:N" or "auto" (CUDA when usable)
   int32_t block_size = 16;      // power of two, 8..256
   // KV pool: num_kv_blocks when > 0, otherwise as many blocks as

@@ -9,6 +9,7 @@
 #include "core/backend/backend.h"
 #include "core/kv/kv_cache_manager.h"
 #include "core/model/model.h"
+#include "core/model/quantize_model.h"
 #include "core/model/random_model.h"
 
 namespace pvllm {
@@ -120,6 +121,9 @@ Status plan_host_memory(const EngineConfig& config, MemoryPlan* out) {
     PVLLM_RETURN_IF_ERROR(inspect_random_model(config.random_weights, DType::kBF16, &summary));
   } else {
     PVLLM_RETURN_IF_ERROR(inspect_model(config.model_path, &summary));
+  }
+  if (!config.quantize.empty()) {
+    PVLLM_RETURN_IF_ERROR(quantized_weight_bytes(summary, config.quantize, &summary.weight_bytes));
   }
   return plan_host_memory(config, summary.config, summary.weight_bytes, out);
 }

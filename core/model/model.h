@@ -58,7 +58,7 @@ struct ModelWeights {
   bool is_packed() const { return !packed.empty(); }
 };
 
-enum class ModelFormat : uint8_t { kHuggingFace = 0, kLlama2c = 1, kPvllm = 2 };
+enum class ModelFormat : uint8_t { kHuggingFace = 0, kLlama2c = 1, kPvllm = 2, kGguf = 3 };
 
 // A tokenizer carried inside the model file (.pvllm) rather than beside it:
 // views of the file's mapping, verbatim from the source's files.
@@ -102,6 +102,12 @@ struct Model {
   // checkpoint order, packed matrices included.
   void for_each_weight(const std::function<void(const Tensor&)>& fn) const;
 
+  // Drops this process's pages of `t` when its bytes lie in one of the
+  // model's file mappings (a backend that copied the tensor into its own
+  // layout calls it, so the weights are resident once, not twice); a later
+  // read maps them again from the file. A no-op for owned bytes.
+  void release_pages(const Tensor& t) const;
+
   // Checks the tensor's checksum when the file has one not yet checked
   // (lazy loading): CORRUPT_MODEL naming the tensor on a mismatch. OK for
   // tensors without one. Thread-safe.
@@ -120,9 +126,9 @@ Status unpack_weights(Model* model);
 
 // Loads a Hugging Face folder (config.json + model.safetensors or a sharded
 // model.safetensors.index.json), a llama2.c checkpoint (.bin) with a
-// tokenizer.model (or tok*.model) beside it, or a .pvllm file
-// (docs/format.md). The format is detected from the path. Errors name the file and, where one is at
-// fault, the tensor.
+// tokenizer.model (or tok*.model) beside it, a .pvllm file
+// (docs/format.md) or a GGUF file (gguf_model.h). The format is detected from the path. Errors name
+// the file and, where one is at fault, the tensor.
 Status load_model(const std::string& path, std::unique_ptr<Model>* out,
                   const LoadOptions& options = {});
 

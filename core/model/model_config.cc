@@ -50,6 +50,15 @@ Status ModelConfig::validate() const {
       return bad("rope_scaling.original_max_position_embeddings must be positive");
     }
   }
+  if (!rope_freq_factors.empty()) {
+    if (static_cast<int64_t>(rope_freq_factors.size()) != head_dim / 2) {
+      return bad("rope_freq_factors has " + std::to_string(rope_freq_factors.size()) +
+                 " values, head_dim / 2 is " + std::to_string(head_dim / 2));
+    }
+    for (float f : rope_freq_factors) {
+      if (!(f > 0.0f) || !std::isfinite(f)) return bad("a rope frequency factor is not positive");
+    }
+  }
   if (bos_token_id >= vocab_size) return bad("bos_token_id is outside the vocabulary");
   if (eos_token_id >= vocab_size) return bad("eos_token_id is outside the vocabulary");
   for (int32_t id : extra_stop_token_ids) {
@@ -111,6 +120,7 @@ std::vector<float> rope_inv_freq(const ModelConfig& config, int64_t seq_len) {
         f = (1.0 - smooth) * f / s.factor + smooth * f;
       }
     }
+    if (!config.rope_freq_factors.empty()) f /= config.rope_freq_factors[i];
     inv_freq[i] = static_cast<float>(f);
   }
   return inv_freq;

@@ -46,6 +46,10 @@ struct ModelConfig {
   float rms_norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling;
+  // Per-frequency divisors of the inverse frequencies, head_dim / 2 of them,
+  // applied after rope_scaling: a GGUF file's rope_freqs tensor (how
+  // llama.cpp's converter stores Llama 3.1's scaling). Empty: none.
+  std::vector<float> rope_freq_factors;
   RopeStyle rope_style = RopeStyle::kRotateHalf;
   bool tie_word_embeddings = false;
   // Bias vectors on the q, k and v projections (Qwen2 always; Llama's

@@ -6,6 +6,7 @@
 #include <system_error>
 #include <vector>
 
+#include "core/model/gguf_file.h"
 #include "core/model/model.h"
 
 namespace pvllm {
@@ -13,9 +14,11 @@ namespace pvllm {
 namespace fs = std::filesystem;
 
 const char* const kModelPathHelp =
-    "a .pvllm file, a llama2.c .bin checkpoint with its tokenizer beside it (tokenizer.model, "
+    "a .pvllm file, a GGUF file (.gguf), a llama2.c .bin checkpoint with its tokenizer beside it "
+    "(tokenizer.model, "
     "tokenizer.json or one *.model file), a Hugging Face folder (config.json with "
-    "*.safetensors), a folder holding one .pvllm or one .bin file, or a tokenizer.model / "
+    "*.safetensors), a folder holding one .pvllm, one GGUF model or one .bin file, or a "
+    "tokenizer.model / "
     "tokenizer.json file or its folder";
 
 namespace {
@@ -43,6 +46,13 @@ Status resolve_file(const std::string& path, ModelFiles* files) {
   if (is_pvllm_path(path)) {
     files->kind = ModelFiles::Kind::kPvllm;
     files->weights = path;
+    return Status::Ok();
+  }
+  if (p.extension() == ".gguf") {
+    files->kind = ModelFiles::Kind::kGguf;
+    files->weights = path;
+    files->tokenizer = path;
+    files->folder = folder_of(p).string();
     return Status::Ok();
   }
   if (p.extension() == ".bin") {
@@ -74,8 +84,13 @@ Status resolve_folder(const std::string& path, ModelFiles* files) {
     files->tokenizer = find_tokenizer_in(path);
     return Status::Ok();
   }
-  for (const char* ext : {".pvllm", ".bin"}) {
+  for (const char* ext : {".pvllm", ".gguf", ".bin"}) {
     std::vector<fs::path> found = files_with_extension(folder, ext);
+    // A split GGUF model is one model: its first part stands for it.
+    std::erase_if(found, [](const fs::path& f) {
+      gguf::SplitName split;
+      return gguf::parse_split_name(f.string(), &split) && split.part != 1;
+    });
     // llama2.c keeps its tokenizers as tokenizer.bin / tok512.bin beside
     // the checkpoint: they are not checkpoints.
     std::erase_if(found,
@@ -114,6 +129,8 @@ const char* ModelFiles::kind_name() const {
       return "a llama2.c checkpoint";
     case Kind::kHuggingFace:
       return "a Hugging Face folder";
+    case Kind::kGguf:
+      return "a GGUF file";
     case Kind::kTokenizerOnly:
       break;
   }

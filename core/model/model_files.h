@@ -6,9 +6,12 @@
 //
 // A path is, in this order:
 //   - a .pvllm file: everything inside it (docs/format.md);
+//   - a GGUF file (.gguf; any part of a split one, -00001-of-0000N.gguf):
+//     weights, tokenizer and chat template all come from the file;
 //   - a llama2.c checkpoint (.bin): its tokenizer beside it;
 //   - a Hugging Face folder (it holds config.json or *.safetensors);
-//   - a folder holding exactly one .pvllm file, or else exactly one .bin
+//   - a folder holding exactly one .pvllm file, or else exactly one GGUF
+//     model (one file or one split set), or else exactly one .bin
 //     checkpoint (as models/stories260K does), taken as that file; llama2.c's
 //     own tokenizer files (tokenizer.bin, tok512.bin: names that start with
 //     "tok") are not checkpoints;
@@ -36,12 +39,14 @@ struct ModelFiles {
     kLlama2c = 1,      // weights: the .bin checkpoint
     kHuggingFace = 2,  // weights: the folder (config.json, *.safetensors)
     kTokenizerOnly = 3,
+    kGguf = 4,  // weights and tokenizer: the .gguf file (a split one's parts found from it)
   };
   Kind kind = Kind::kHuggingFace;
   std::string path;     // as the caller gave it
   std::string weights;  // the .pvllm or .bin file, or the HF folder; "" for kTokenizerOnly
-  // tokenizer.model, tokenizer.json or *.model; "" when there is none (and
-  // always for kPvllm, whose tokenizer is inside the file).
+  // tokenizer.model, tokenizer.json or *.model; the .gguf file itself for
+  // kGguf; "" when there is none (and always for kPvllm, whose tokenizer is
+  // inside the file).
   std::string tokenizer;
   // Where tokenizer_config.json and chat_template.jinja are looked for (the
   // folder of the model or tokenizer); "" for kPvllm.

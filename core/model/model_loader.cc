@@ -1,7 +1,15 @@
 // Format detection, the model summary, and weight accounting.
+#include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <set>
 
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
+#include "core/model/gguf_model.h"
 #include "core/model/model.h"
 #include "core/model/model_files.h"
 #include "core/model/pvllm_file.h"
@@ -33,6 +41,26 @@ void Model::for_each_weight(const std::function<void(const Tensor&)>& fn) const 
   visit(w.packed_lm_head);
 }
 
+void Model::release_pages(const Tensor& t) const {
+#if defined(__unix__) || defined(__APPLE__)
+  const auto* data = static_cast<const unsigned char*>(t.data);
+  const size_t n = t.nbytes();
+  if (data == nullptr || n == 0) return;
+  const bool mapped = std::any_of(files.begin(), files.end(), [&](const auto& f) {
+    return f->size() > 0 && data >= f->data() && data + n <= f->data() + f->size();
+  });
+  if (!mapped) return;
+  // Whole pages inside the tensor only: a neighbour's bytes stay resident.
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + n) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+#else
+  (void)t;
+#endif
+}
+
 size_t Model::weight_bytes() const {
   size_t total = 0;
   for_each_weight([&](const Tensor& t) { total += t.nbytes(); });
@@ -53,6 +81,9 @@ Status load_model(const std::string& path, std::unique_ptr<Model>* out,
       break;
     case ModelFiles::Kind::kHuggingFace:
       PVLLM_RETURN_IF_ERROR(load_hf_model(files.weights, &model));
+      break;
+    case ModelFiles::Kind::kGguf:
+      PVLLM_RETURN_IF_ERROR(load_gguf_model(files.weights, &model));
       break;
     case ModelFiles::Kind::kTokenizerOnly:
       return NotFound(path + " holds a tokenizer (" + files.tokenizer +

@@ -178,6 +178,15 @@ struct Reader {
       e.shape.push_back(d);
     }
     uint64_t expected = numel * dtype_size(e.dtype);
+    if (dtype_is_quantized(e.dtype)) {
+      const int64_t row = e.shape.back();
+      if (e.layout != Layout::kRowMajor || row % dtype_block_elems(e.dtype) != 0) {
+        return bad(what + ": a " + dtype_name(e.dtype) +
+                   " tensor must be row-major with rows of whole " +
+                   std::to_string(dtype_block_elems(e.dtype)) + "-element blocks");
+      }
+      expected = numel / static_cast<uint64_t>(row) * dtype_row_bytes(e.dtype, row);
+    }
     if (e.layout == Layout::kPanels16) {
       panels::Shape ps;
       if (e.shape.size() != 2 || !panels::shape_of(e.shape[0], e.shape[1], e.dtype, &ps).ok()) {

@@ -16,6 +16,7 @@
 #include "core/base/panel_layout.h"
 #include "core/model/format/pvllm_model_generated.h"
 #include "core/model/pvllm_file.h"
+#include "core/model/quantize_model.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -52,6 +53,11 @@ struct TokenizerTexts {
 
 Status read_tokenizer(const Model& model, TokenizerTexts* out) {
   TokenizerTexts t;
+  if (model.format == ModelFormat::kGguf) {
+    return Unsupported(model.path +
+                       ": a GGUF file's tokenizer lives in its metadata, which a .pvllm file "
+                       "cannot carry yet; serve the GGUF file itself");
+  }
   if (model.format == ModelFormat::kPvllm) {
     const EmbeddedTokenizer& e = model.embedded_tokenizer;
     t.kind = e.kind;
@@ -84,6 +90,7 @@ Status read_tokenizer(const Model& model, TokenizerTexts* out) {
 }
 
 DType target_dtype(ConvertOptions::DTypeChoice choice, DType source) {
+  if (dtype_is_quantized(source)) return source;  // --dtype chooses among the plain types
   switch (choice) {
     case ConvertOptions::DTypeChoice::kKeep:
       return source;
@@ -191,13 +198,18 @@ class Writer {
   Status plan() {
     const ModelWeights& w = model_->weights;
     const ModelConfig& c = model_->config;
+    // Quantized matrices are stored row-major (as ggml's blocks), and a
+    // file is packed all or nothing: a model with any is written row-major.
+    bool quantized = false;
+    model_->for_each_weight([&](const Tensor& t) { quantized |= dtype_is_quantized(t.dtype); });
+    if (quantized) packed_ = false;
     add_row_major("model.embed_tokens.weight", w.embed);
     for (size_t i = 0; i < w.layers.size(); ++i) {
       const LayerWeights& l = w.layers[i];
       const std::string p = "model.layers." + std::to_string(i) + ".";
       add_row_major(p + "input_layernorm.weight", l.attn_norm);
       add_row_major(p + "post_attention_layernorm.weight", l.ffn_norm);
-      if (options_.packed) {
+      if (packed_) {
         PVLLM_RETURN_IF_ERROR(add_packed(p + "self_attn.qkv_proj.weight", {&l.wq, &l.wk, &l.wv}));
         PVLLM_RETURN_IF_ERROR(add_packed(p + "self_attn.o_proj.weight", {&l.wo}));
         PVLLM_RETURN_IF_ERROR(add_packed(p + "mlp.gate_up_proj.weight", {&l.w_gate, &l.w_up}));
@@ -226,7 +238,7 @@ class Writer {
     add_row_major("model.norm.weight", w.final_norm);
     // Packed: the head always (the embedding's bytes when tied), as the
     // CPU backend reads it. Row-major: only when not tied.
-    if (options_.packed) {
+    if (packed_) {
       PVLLM_RETURN_IF_ERROR(
           add_packed("lm_head.weight", {c.tie_word_embeddings ? &w.embed : &w.lm_head}));
     } else if (!c.tie_word_embeddings) {
@@ -294,7 +306,8 @@ class Writer {
     p.parts = {&t};
     p.dtype = target_dtype(options_.dtype, t.dtype);
     p.shape = t.shape;
-    p.size = static_cast<uint64_t>(t.numel()) * dtype_size(p.dtype);
+    p.size = dtype_is_quantized(p.dtype) ? t.nbytes()
+                                         : static_cast<uint64_t>(t.numel()) * dtype_size(p.dtype);
     tensors_.push_back(std::move(p));
   }
 
@@ -324,6 +337,16 @@ class Writer {
     const Tensor& src = *t->parts[0];
     XXH3_state_t state;
     XXH3_64bits_reset(&state);
+    if (dtype_is_quantized(t->dtype)) {  // blocks, copied as they are
+      const auto* bytes = static_cast<const uint8_t*>(src.data);
+      for (uint64_t done = 0; done < t->size; done += kChunkBytes) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, t->size - done));
+        XXH3_64bits_update(&state, bytes + done, n);
+        PVLLM_RETURN_IF_ERROR(out->write_at(t->offset + done, bytes + done, n));
+      }
+      t->checksum = XXH3_64bits_digest(&state);
+      return Status::Ok();
+    }
     const int64_t n = src.numel();
     const auto elem = static_cast<int64_t>(dtype_size(t->dtype));
     const int64_t per_chunk = static_cast<int64_t>(kChunkBytes) / 4;
@@ -436,6 +459,7 @@ class Writer {
 
   Model* model_;
   const ConvertOptions& options_;
+  bool packed_ = options_.packed;
   TokenizerTexts tokenizer_;
   std::vector<Planned> tensors_;
   std::vector<uint8_t> buffer_;
@@ -469,6 +493,7 @@ Status write_pvllm(Model* model, const std::string& out_path, const ConvertOptio
     PVLLM_RETURN_IF_ERROR(st);
   }
   PVLLM_RETURN_IF_ERROR(unpack_weights(model));
+  if (!options.quantize.empty()) PVLLM_RETURN_IF_ERROR(quantize_model(model, options.quantize));
   Writer writer(model, options);
   PVLLM_RETURN_IF_ERROR(writer.plan());
   return writer.write(out_path);

@@ -23,6 +23,10 @@ struct ConvertOptions {
   // from the mapping; false stores every tensor row-major (the CPU backend
   // then packs at load, as from safetensors).
   bool packed = true;
+  // Quantize the weight matrices first by this scheme
+  // (core/model/quantize_model.h: "q4_k_m", "q8_0", ...); empty: none. A
+  // quantized model is written row-major (`packed` is then ignored).
+  std::string quantize;
   // Recorded in the header (`pvllm inspect` shows it).
   std::string writer = "pvllm";
   // Called as tensors are written: bytes of tensor data done, of the total,

@@ -121,6 +121,36 @@ Status BpeModel::parse(const json& config, std::unique_ptr<BpeModel>* out) {
   return Status::Ok();
 }
 
+Status BpeModel::build(const std::vector<std::string>& tokens,
+                       const std::vector<std::pair<std::string, std::string>>& merges,
+                       bool ignore_merges, std::unique_ptr<BpeModel>* out) {
+  auto model = std::unique_ptr<BpeModel>(new BpeModel());
+  model->ignore_merges_ = ignore_merges;
+  model->tokens_ = tokens;
+  model->vocab_.reserve(tokens.size());
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    if (!model->vocab_.emplace(tokens[id], static_cast<int32_t>(id)).second) {
+      return Status(StatusCode::kTokenizerError,
+                    "token " + std::to_string(id) + " (\"" + tokens[id] + "\") is listed twice");
+    }
+  }
+  std::fill(std::begin(model->byte_ids_), std::end(model->byte_ids_), -1);
+  model->merges_.reserve(merges.size());
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const auto& [left, right] = merges[i];
+    const int32_t left_id = model->token_to_id(left), right_id = model->token_to_id(right);
+    const int32_t merged_id = model->token_to_id(left + right);
+    if (left_id < 0 || right_id < 0 || merged_id < 0) {
+      return Status(StatusCode::kTokenizerError,
+                    "merge " + std::to_string(i) + " (\"" + left + " " + right +
+                        "\") names a token missing from the vocabulary");
+    }
+    model->merges_.emplace(pair_key(left_id, right_id), Merge{static_cast<int32_t>(i), merged_id});
+  }
+  *out = std::move(model);
+  return Status::Ok();
+}
+
 int32_t BpeModel::token_to_id(std::string_view token) const {
   const auto it = vocab_.find(token);
   return it == vocab_.end() ? -1 : it->second;

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/tokenizer/json_fields.h"
@@ -28,6 +29,15 @@ class BpeModel {
   // other than those listed above (dropout, a word prefix or suffix) are
   // Unsupported.
   static Status parse(const nlohmann::json& config, std::unique_ptr<BpeModel>* out);
+
+  // The model from its parts, for vocabularies stored elsewhere (a GGUF
+  // file's tokenizer.ggml.tokens and .merges): `tokens` by id (none empty,
+  // none twice), `merges` as (left, right) by rank, no byte fallback, no
+  // unknown token. A merge naming a token missing from `tokens` (left,
+  // right or their concatenation) is a TokenizerError naming its index.
+  static Status build(const std::vector<std::string>& tokens,
+                      const std::vector<std::pair<std::string, std::string>>& merges,
+                      bool ignore_merges, std::unique_ptr<BpeModel>* out);
 
   // Appends the ids of `word` to *ids. A character with no token, no byte
   // fallback and no unknown token is a TokenizerError.

@@ -7,6 +7,7 @@
 
 #include "core/model/model_files.h"
 #include "core/model/pvllm_file.h"
+#include "core/tokenizer/gguf_tokenizer.h"
 #include "core/tokenizer/json_tokenizer.h"
 #include "core/tokenizer/sentencepiece_tokenizer.h"
 
@@ -29,6 +30,7 @@ Status Tokenizer::load_embedded(const EmbeddedTokenizer& embedded,
 
 Status Tokenizer::load_file(const std::string& file, std::unique_ptr<Tokenizer>* out) {
   if (fs::path(file).extension() == ".json") return JsonTokenizer::load_file(file, out);
+  if (fs::path(file).extension() == ".gguf") return GgufTokenizer::load_file(file, out);
   return SentencePieceTokenizer::load_file(file, out);
 }
 

@@ -1,8 +1,8 @@
 // The tokenizer interface, its loader, and an incremental detokenizer that
 // turns a growing list of token ids into text deltas that never split a
-// UTF-8 character. Two implementations: sentencepiece's tokenizer.model
-// (sentencepiece_tokenizer.h) and Hugging Face's tokenizer.json
-// (json_tokenizer.h).
+// UTF-8 character. Three implementations: sentencepiece's tokenizer.model
+// (sentencepiece_tokenizer.h), Hugging Face's tokenizer.json
+// (json_tokenizer.h) and a GGUF file's metadata (gguf_tokenizer.h).
 #pragma once
 
 #include <cstdint>
@@ -26,7 +26,8 @@ class Tokenizer {
   // has no tokenizer.
   static Status load(const std::string& path, std::unique_ptr<Tokenizer>* out);
   // Loads one tokenizer file: tokenizer.json (by the .json extension; it
-  // reads tokenizer_config.json beside it for the BOS and EOS names) or a
+  // reads tokenizer_config.json beside it for the BOS and EOS names), a
+  // GGUF file's metadata (by the .gguf extension; gguf_tokenizer.h) or a
   // sentencepiece model.
   static Status load_file(const std::string& file, std::unique_ptr<Tokenizer>* out);
   // The tokenizer a .pvllm file carries. NOT_FOUND when it has none.
@@ -63,7 +64,7 @@ class Tokenizer {
   // How many leading spaces decode() strips from the start of a text
   // (sentencepiece's dummy prefix: 1; byte-level BPE: 0).
   virtual int num_leading_spaces_stripped() const = 0;
-  // "sentencepiece" or "tokenizer.json".
+  // "sentencepiece", "tokenizer.json" or "gguf".
   virtual const char* kind() const = 0;
 };
 

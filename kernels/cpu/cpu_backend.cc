@@ -19,7 +19,9 @@
 
 #include "core/backend/batch_check.h"
 #include "core/backend/registry.h"
+#include "core/quant/dequantize.h"
 #include "kernels/cpu/host_buffer.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/packed_matrix.h"
 #include "kernels/cpu/paged_attention.h"
@@ -128,7 +130,7 @@ float* kv_floats(const cpu::HostBuffer& b) { return reinterpret_cast<float*>(b.g
 std::vector<float> to_floats(const Tensor& t) {
   if (t.empty()) return {};
   std::vector<float> out(static_cast<size_t>(t.numel()));
-  cpu::load_row(t, 0, t.numel(), out.data());
+  quant::tensor_to_floats(t, 0, t.numel(), out.data());
   return out;
 }
 
@@ -163,8 +165,10 @@ class CpuBackend final : public Backend {
 
  private:
   Status pack_matrices();
+  void release_copied(const cpu::Linear& l) const;
   Status validate(const BatchMetadata& md, const float* logits) const;
-  void run_layer(int32_t layer, const BatchMetadata& md);
+  Status run_layer(int32_t layer, const BatchMetadata& md);
+  void embed(const BatchMetadata& md);
   // fn(t0, t1) over ranges of [0, n) tokens, on the pool when each token
   // carries enough work (work_per_token: element operations).
   template <typename Fn>
@@ -187,16 +191,17 @@ class CpuBackend final : public Backend {
   };
   std::vector<LayerExtras> extras_;  // [num_layers]
   std::vector<float> final_norm_;    // [hidden]
-  // The projections repacked for the GEMM (packed_matrix.h), q/k/v and
-  // gate/up each fused into one matrix.
+  // The projections as the GEMMs read them (linear.h): plain weights
+  // repacked into panels, quantized ones in place; q/k/v and gate/up each
+  // stacked into one matrix.
   struct LayerMatrices {
-    cpu::PackedMatrix qkv;      // [q_dim + 2 * kv_dim, hidden]
-    cpu::PackedMatrix wo;       // [hidden, q_dim]
-    cpu::PackedMatrix gate_up;  // [2 * intermediate, hidden]
-    cpu::PackedMatrix down;     // [hidden, intermediate]
+    cpu::Linear qkv;      // [q_dim + 2 * kv_dim, hidden]
+    cpu::Linear wo;       // [hidden, q_dim]
+    cpu::Linear gate_up;  // [2 * intermediate, hidden]
+    cpu::Linear down;     // [hidden, intermediate]
   };
   std::vector<LayerMatrices> matrices_;  // [num_layers]
-  cpu::PackedMatrix lm_head_;            // from embed when tied and no lm_head is given
+  cpu::Linear lm_head_;                  // from embed when tied and no lm_head is given
 
   int64_t block_floats_ = 0;  // floats in one block of one layer's K (or V)
   // Per layer: [num_blocks, num_kv_heads, block_size, head_dim] fp32.
@@ -283,30 +288,43 @@ Status CpuBackend::init() {
 // From a packed .pvllm file the matrices are views of its mapping;
 // otherwise packed here, once.
 Status CpuBackend::pack_matrices() {
-  using cpu::PackedMatrix;
+  using cpu::Linear;
   const ModelWeights& w = model_.weights;
   if (w.is_packed()) {
     for (const PackedLayerWeights& pw : w.packed) {
       LayerMatrices m;
-      PVLLM_RETURN_IF_ERROR(PackedMatrix::view(pw.qkv, &m.qkv));
-      PVLLM_RETURN_IF_ERROR(PackedMatrix::view(pw.wo, &m.wo));
-      PVLLM_RETURN_IF_ERROR(PackedMatrix::view(pw.gate_up, &m.gate_up));
-      PVLLM_RETURN_IF_ERROR(PackedMatrix::view(pw.down, &m.down));
+      PVLLM_RETURN_IF_ERROR(Linear::view_packed(pw.qkv, &m.qkv));
+      PVLLM_RETURN_IF_ERROR(Linear::view_packed(pw.wo, &m.wo));
+      PVLLM_RETURN_IF_ERROR(Linear::view_packed(pw.gate_up, &m.gate_up));
+      PVLLM_RETURN_IF_ERROR(Linear::view_packed(pw.down, &m.down));
       matrices_.push_back(std::move(m));
     }
-    return PackedMatrix::view(w.packed_lm_head, &lm_head_);
+    return Linear::view_packed(w.packed_lm_head, &lm_head_);
   }
   for (const LayerWeights& lw : model_.weights.layers) {
     LayerMatrices m;
     const Tensor* qkv[] = {&lw.wq, &lw.wk, &lw.wv};
+    const Tensor* wo[] = {&lw.wo};
     const Tensor* gate_up[] = {&lw.w_gate, &lw.w_up};
-    PVLLM_RETURN_IF_ERROR(PackedMatrix::pack(qkv, &pool_, &m.qkv));
-    PVLLM_RETURN_IF_ERROR(PackedMatrix::pack(lw.wo, &pool_, &m.wo));
-    PVLLM_RETURN_IF_ERROR(PackedMatrix::pack(gate_up, &pool_, &m.gate_up));
-    PVLLM_RETURN_IF_ERROR(PackedMatrix::pack(lw.w_down, &pool_, &m.down));
+    const Tensor* down[] = {&lw.w_down};
+    PVLLM_RETURN_IF_ERROR(Linear::make(qkv, &pool_, &m.qkv));
+    PVLLM_RETURN_IF_ERROR(Linear::make(wo, &pool_, &m.wo));
+    PVLLM_RETURN_IF_ERROR(Linear::make(gate_up, &pool_, &m.gate_up));
+    PVLLM_RETURN_IF_ERROR(Linear::make(down, &pool_, &m.down));
+    for (const Linear* l : {&m.qkv, &m.wo, &m.gate_up, &m.down}) release_copied(*l);
     matrices_.push_back(std::move(m));
   }
-  return PackedMatrix::pack(w.lm_head.empty() ? w.embed : w.lm_head, &pool_, &lm_head_);
+  const Tensor* lm_head[] = {w.lm_head.empty() ? &w.embed : &w.lm_head};
+  PVLLM_RETURN_IF_ERROR(Linear::make(lm_head, &pool_, &lm_head_));
+  release_copied(lm_head_);
+  return Status::Ok();
+}
+
+// The file pages of what was copied leave this process, so weights are
+// resident once (a tied embedding's rows come back one by one as the
+// lookups read them).
+void CpuBackend::release_copied(const cpu::Linear& l) const {
+  for (const Tensor* t : l.copied()) model_.release_pages(*t);
 }
 
 Status CpuBackend::validate(const BatchMetadata& md, const float* logits) const {
@@ -327,7 +345,7 @@ void CpuBackend::per_tokens(int64_t n, int64_t work_per_token, Fn&& fn) {
       n, fn, std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(1, work_per_token)));
 }
 
-void CpuBackend::run_layer(int32_t layer, const BatchMetadata& md) {
+Status CpuBackend::run_layer(int32_t layer, const BatchMetadata& md) {
   const ModelConfig& c = config_;
   const int64_t n = md.num_tokens;
   const int64_t hidden = c.hidden_size;
@@ -347,7 +365,7 @@ void CpuBackend::run_layer(int32_t layer, const BatchMetadata& md) {
     cpu::rmsnorm(x_.data() + t0 * hidden, attn_norm_[layer].data(), t1 - t0, hidden, eps,
                  xb_.data() + t0 * hidden);
   });
-  cpu::matmul(&pool_, xb_.data(), n, m.qkv, qkv_.data());
+  PVLLM_RETURN_IF_ERROR(m.qkv.apply(&pool_, xb_.data(), n, qkv_.data()));
   per_tokens(n, 2 * qkv_dim, [&](int64_t t0, int64_t t1) {
     const int64_t rows = t1 - t0;
     float* q = q_.data() + t0 * q_dim;
@@ -405,7 +423,7 @@ void CpuBackend::run_layer(int32_t layer, const BatchMetadata& md) {
   a.sliding_window = c.sliding_window;
   cpu::paged_attention(a, &pool_);
 
-  cpu::matmul(&pool_, att_.data(), n, m.wo, xb_.data());
+  PVLLM_RETURN_IF_ERROR(m.wo.apply(&pool_, att_.data(), n, xb_.data()));
   per_tokens(n, 3 * hidden, [&](int64_t t0, int64_t t1) {
     float* x = x_.data() + t0 * hidden;
     float* xb = xb_.data() + t0 * hidden;
@@ -413,16 +431,34 @@ void CpuBackend::run_layer(int32_t layer, const BatchMetadata& md) {
     for (int64_t i = 0; i < (t1 - t0) * hidden; ++i) x[i] += xb[i];
     cpu::rmsnorm(x, ffn_norm_[layer].data(), t1 - t0, hidden, eps, xb);
   });
-  cpu::matmul(&pool_, xb_.data(), n, m.gate_up, gate_up_.data());
+  PVLLM_RETURN_IF_ERROR(m.gate_up.apply(&pool_, xb_.data(), n, gate_up_.data()));
   per_tokens(n, 8 * inter, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const float* row = gate_up_.data() + t * 2 * inter;
       cpu::silu_mul(row, row + inter, inter, gate_.data() + t * inter);
     }
   });
-  cpu::matmul(&pool_, gate_.data(), n, m.down, xb_.data());
+  PVLLM_RETURN_IF_ERROR(m.down.apply(&pool_, gate_.data(), n, xb_.data()));
   per_tokens(n, hidden, [&](int64_t t0, int64_t t1) {
     for (int64_t i = t0 * hidden; i < t1 * hidden; ++i) x_[i] += xb_[i];
+  });
+  return Status::Ok();
+}
+
+// The rows of the embedding table; a quantized table a row at a time.
+void CpuBackend::embed(const BatchMetadata& md) {
+  const Tensor& table = model_.weights.embed;
+  const int64_t hidden = config_.hidden_size;
+  const int64_t n = md.num_tokens;
+  if (!dtype_is_quantized(table.dtype)) {
+    cpu::embedding(table, md.input_ids.data(), n, hidden, x_.data());
+    return;
+  }
+  per_tokens(n, 4 * hidden, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      quant::tensor_to_floats(table, int64_t{md.input_ids[t]} * hidden, hidden,
+                              x_.data() + t * hidden);
+    }
   });
 }
 
@@ -453,9 +489,9 @@ Status CpuBackend::forward(const BatchMetadata& md, float* logits) {
                        " tokens");
   }
 
-  cpu::embedding(model_.weights.embed, md.input_ids.data(), n, hidden, x_.data());
+  embed(md);
   fill_rope_tables(md);
-  for (int32_t l = 0; l < c.num_layers; ++l) run_layer(l, md);
+  for (int32_t l = 0; l < c.num_layers; ++l) PVLLM_RETURN_IF_ERROR(run_layer(l, md));
 
   // Only the rows that sample need the final norm and the vocabulary projection.
   for (int64_t i = 0; i < num_logits; ++i) {
@@ -464,8 +500,7 @@ Status CpuBackend::forward(const BatchMetadata& md, float* logits) {
   }
   cpu::rmsnorm(final_.data(), final_norm_.data(), num_logits, hidden, c.rms_norm_eps,
                final_.data());
-  cpu::matmul(&pool_, final_.data(), num_logits, lm_head_, logits);
-  return Status::Ok();
+  return lm_head_.apply(&pool_, final_.data(), num_logits, logits);
 }
 
 // cos/sin of every row. With dynamic scaling the frequencies depend on the

@@ -1,4 +1,5 @@
-// The CPU kernels' public entry points (ops.h, paged_attention.h), each
+// The CPU kernels' public entry points (ops.h, paged_attention.h,
+// quant_matrix.h's quant_gemm), each
 // forwarding to the ISA variant chosen once per process (isa.h). Built for
 // the baseline target: nothing here may use an instruction the check has not
 // cleared.
@@ -169,5 +170,10 @@ void paged_attention(const PagedAttentionParams& p, ThreadPool* pool) {
   k().paged_attention(p, pool);
 }
 void write_kv(const WriteKvParams& p) { k().write_kv(p); }
+bool quant_gemm_supports(DType t) { return k().quant_gemm_supports(t); }
+void quant_gemm(ThreadPool* pool, const QuantMatrix& w, const void* act, size_t act_row, int64_t n,
+                float* y, int64_t ldy, QuantIntDot dot) {
+  k().quant_gemm(pool, w, act, act_row, n, y, ldy, dot);
+}
 
 }  // namespace pvllm::cpu

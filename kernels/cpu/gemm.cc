@@ -184,6 +184,8 @@ void gemm(ThreadPool* pool, const float* x, int64_t n, const PackedMatrix& w, fl
       return gemm_typed<V, DType::kF16>(pool, x, n, w, y);
     case DType::kBF16:
       return gemm_typed<V, DType::kBF16>(pool, x, n, w, y);
+    default:  // quantized matrices are QuantMatrix (quant_gemm.cc), never packed
+      return;
   }
 }
 

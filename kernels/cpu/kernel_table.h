@@ -1,15 +1,18 @@
 // The table of CPU kernel entry points one ISA variant provides (see
 // isa.h). Each variant's ops.cc fills one from the functions of its
-// namespace; dispatch.cc forwards pvllm::cpu::dot and the rest to the
+// namespace (defined in its ops.cc, gemm.cc, paged_attention.cc and
+// quant_gemm.cc); dispatch.cc forwards pvllm::cpu::dot and the rest to the
 // chosen table.
 #pragma once
 
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/paged_attention.h"
+#include "kernels/cpu/quant_matrix.h"
 
 namespace pvllm::cpu {
 
-// The entry points' types (declared in ops.h and paged_attention.h).
+// The entry points' types (declared in ops.h, paged_attention.h and
+// quant_matrix.h).
 using DotFn = decltype(&dot);
 using DotManyFn = decltype(&dot_many);
 using AxpyFn = decltype(&axpy);
@@ -25,6 +28,8 @@ using EmbeddingFn = decltype(&embedding);
 using LoadRowFn = decltype(&load_row);
 using PagedAttentionFn = decltype(&paged_attention);
 using WriteKvFn = decltype(&write_kv);
+using QuantGemmSupportsFn = decltype(&quant_gemm_supports);
+using QuantGemmFn = decltype(&quant_gemm);
 
 struct KernelTable {
   DotFn dot;
@@ -42,6 +47,8 @@ struct KernelTable {
   LoadRowFn load_row;
   PagedAttentionFn paged_attention;
   WriteKvFn write_kv;
+  QuantGemmSupportsFn quant_gemm_supports;
+  QuantGemmFn quant_gemm;
 };
 
 #if defined(__x86_64__)

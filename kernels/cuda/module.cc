@@ -104,6 +104,18 @@ Status CudaBackend::check_shapes() const {
     return InvalidArgument("dtype must be 0 (auto), 1 (bf16), 2 (fp16) or 3 (fp32), got " +
                            std::to_string(opt_.dtype));
   }
+  // Quantized weights (GGUF) run on the CPU backend; their CUDA matmuls
+  // are not written yet.
+  std::string quantized;
+  model_.for_each_weight([&](const Tensor& t) {
+    if (quantized.empty() && dtype_is_quantized(t.dtype)) {
+      quantized = t.name + " is " + dtype_name(t.dtype);
+    }
+  });
+  if (!quantized.empty()) {
+    return Unsupported("the CUDA backend serves F32, F16 and BF16 weights; " + quantized +
+                       " (quantized weights run on the cpu backend)");
+  }
   const int32_t d = cfg_.head_dim;
   if (!pvllm_cuda_rope_serves_head_dim(d)) {  // attention serves 1 to 256
     return Unsupported(

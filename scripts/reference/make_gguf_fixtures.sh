@@ -12,6 +12,7 @@
 #   LLAMA_CPP_BUILD  a CPU build of llama.cpp (its bin/ holds the tools and the
 #                    shared libraries), with at least the targets llama-quantize
 #                    llama-tokenize llama-gguf-split llama-convert-llama2c-to-ggml
+#                    llama-perplexity
 #   LLAMA_CPP_SRC    its source tree (for ggml.h, gguf.h, llama.h)
 #
 # Optional environment:
@@ -46,13 +47,13 @@ root="$(cd "$here/../.." && pwd)"
 build="${1:-${LLAMA_CPP_BUILD:-}}"
 src="${2:-${LLAMA_CPP_SRC:-}}"
 if [ -z "$build" ] || [ -z "$src" ]; then
-  sed -n '2,23p' "$0" >&2
+  sed -n '2,24p' "$0" >&2
   exit 2
 fi
 build="$(cd "$build" && pwd)"
 src="$(cd "$src" && pwd)"
 bin="$build/bin"
-for tool in llama-quantize llama-tokenize llama-gguf-split llama-convert-llama2c-to-ggml; do
+for tool in llama-quantize llama-tokenize llama-gguf-split llama-convert-llama2c-to-ggml llama-perplexity; do
   [ -x "$bin/$tool" ] || { echo "missing $bin/$tool (build that target)" >&2; exit 1; }
 done
 commit="${LLAMA_CPP_COMMIT:-}"
@@ -238,3 +239,7 @@ with open(os.path.join(ref, "manifest.json"), "w") as f:
 for x in files:
     print("%-48s %9d  %s" % (x["file"], x["bytes"], " ".join("%s:%d" % kv for kv in x["tensor_types"].items())))
 PY
+
+# --- 6. llama-perplexity --kl-divergence of each quantized file against F32 ---
+# over kld_text.txt (ref/kld.json; see make_gguf_kld_ref.sh).
+bash "$here/make_gguf_kld_ref.sh" "$build" "$commit" "$out"

@@ -682,8 +682,12 @@ TEST_F(PvllmBadFileTest, TensorTableMistakes) {
   expect_refused(load(edited([&](fb::ModelT& m) { tensor(m, norm).size = ~uint64_t{0}; })),
                  StatusCode::kCorruptModel, "does not match its shape");
   expect_refused(
-      load(edited([&](fb::ModelT& m) { tensor(m, norm).dtype = static_cast<fb::DType>(9); })),
-      StatusCode::kCorruptModel, "dtype 9 is not one this reader knows");
+      load(edited([&](fb::ModelT& m) { tensor(m, norm).dtype = static_cast<fb::DType>(15); })),
+      StatusCode::kCorruptModel, "dtype 15 is not one this reader knows");
+  // A quantized type on a vector whose length is not whole blocks.
+  expect_refused(load(edited([&](fb::ModelT& m) { tensor(m, norm).dtype = fb::DType::Q3_K; })),
+                 StatusCode::kCorruptModel,
+                 "must be row-major with rows of whole 256-element blocks");
   expect_refused(
       load(edited([&](fb::ModelT& m) { tensor(m, norm).layout = static_cast<fb::Layout>(5); })),
       StatusCode::kCorruptModel, "layout 5 is not one this reader knows");

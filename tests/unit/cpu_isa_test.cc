@@ -16,28 +16,14 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/packed_matrix.h"
+#include "tests/util/cpu_variants.h"
 
 namespace pvllm::cpu {
 namespace {
 
 #if defined(__x86_64__)
-struct Variant {
-  const char* name;
-  const KernelTable* table;
-  bool runs_here;
-};
-
-std::vector<Variant> variants() {
-  __builtin_cpu_init();
-  const bool v2 = __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt");
-  const bool v3 = v2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                  __builtin_cpu_supports("bmi2");
-  const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                  __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  return {{"x86-64-v2", &isa_x86_64_v2::kernel_table(), v2},
-          {"avx2", &isa_avx2::kernel_table(), v3},
-          {"avx512", &isa_avx512::kernel_table(), v4}};
-}
+using testing::Variant;
+using testing::variants;
 
 std::vector<float> random_floats(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);

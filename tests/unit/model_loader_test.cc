@@ -1092,9 +1092,13 @@ TEST_F(BrokenModelTest, NonexistentPathIsNotFound) {
 }
 
 TEST_F(BrokenModelTest, OtherFileKindsAreUnsupported) {
-  const std::string path = dir_ + "/model.gguf";
-  std::ofstream(path) << "GGUF";
+  const std::string path = dir_ + "/model.onnx";
+  std::ofstream(path) << "ONNX";
   expect_failure(path, StatusCode::kUnsupported, {path});
+  // A .gguf file is read as one: four bytes are a truncated GGUF file.
+  const std::string gguf = dir_ + "/model.gguf";
+  std::ofstream(gguf) << "GGUF";
+  expect_failure(gguf, StatusCode::kCorruptModel, {gguf, "truncated"});
 }
 
 // ------------------------------------------------- real shared checkpoint

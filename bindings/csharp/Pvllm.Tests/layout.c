@@ -31,6 +31,7 @@ int main(void) {
   FIELD(pvllm_engine_params, swap_space_bytes);
   FIELD(pvllm_engine_params, preemption_mode);
   FIELD(pvllm_engine_params, model_checksums);
+  FIELD(pvllm_engine_params, quantize);
 
   SIZE(pvllm_sampling_params);
   FIELD(pvllm_sampling_params, struct_size);

@@ -84,6 +84,7 @@ namespace Pvllm
             SwapSpaceBytes = p.swap_space_bytes;
             PreemptionMode = (PreemptionMode)p.preemption_mode;
             ModelChecksums = (ModelChecksums)p.model_checksums;
+            Quantize = null;
         }
 
         /// <summary>A Hugging Face folder, a llama2.c .bin with a tokenizer.model beside it, or a .pvllm file.</summary>
@@ -126,6 +127,17 @@ namespace Pvllm
         /// <summary>When a .pvllm file's tensor checksums are checked; default Full. Since 0.7.</summary>
         public ModelChecksums ModelChecksums { get; set; }
         /// <summary>
+        /// Quantize the weight matrices while loading, by a scheme of llama-quantize's:
+        /// "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k", "q4_k",
+        /// "q5_k", "q6_k", "iq4_xs", "q4_k_m" or "q5_k_m"; null or "" (default) keeps
+        /// the weights as stored. Quantized weights run on the CPU (Device "auto"
+        /// lands there, "cuda" is Unsupported) and Engine.EstimateMemory counts them
+        /// quantized. An unknown scheme is InvalidArgument naming the schemes; a model
+        /// already quantized (a quantized GGUF file) is Unsupported. Needs libpvllm
+        /// 0.10 (Unsupported before). Since 0.10.
+        /// </summary>
+        public string Quantize { get; set; }
+        /// <summary>
         /// Called while the engine loads, on the thread inside Engine.Create, with
         /// a fraction in [0, 1] and a short stage description. An exception it
         /// throws is rethrown by Engine.Create once the library returns.
@@ -154,6 +166,11 @@ namespace Pvllm
             p.swap_space_bytes = SwapSpaceBytes;
             p.preemption_mode = (int)PreemptionMode;
             p.model_checksums = (long)ModelChecksums;
+            if (!string.IsNullOrEmpty(Quantize))
+            {
+                Library.Require(NativeMethods.VersionNumber010, "EngineOptions.Quantize");
+                p.quantize = scope.NulFreeUtf8String(Quantize, "EngineOptions.Quantize");
+            }
             return p;
         }
     }

@@ -37,6 +37,10 @@ namespace Pvllm
         // (Library.Require): an older library would ignore the fields.
         internal const uint VersionNumber09 = 900;
 
+        // What 0.10.0 appended (pvllm_engine_params.quantize) likewise: an
+        // older library would ignore the field and serve unquantized weights.
+        internal const uint VersionNumber010 = 1000;
+
         // ---- Versions -----------------------------------------------------
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
@@ -106,6 +110,7 @@ namespace Pvllm
             public long swap_space_bytes;         // int64_t (since 0.5)
             public int preemption_mode;           // pvllm_preemption_mode (since 0.5)
             public long model_checksums;          // pvllm_model_checksums, int64_t (since 0.7)
+            public IntPtr quantize;               // const char* (NUL-terminated UTF-8), or NULL (since 0.10)
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]

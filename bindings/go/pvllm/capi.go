@@ -192,6 +192,9 @@ func cEngineParams(cfg *Config, p *C.pvllm_engine_params) (free func()) {
 	p.preemption_mode = C.int32_t(cfg.PreemptionMode)
 	p.swap_space_bytes = C.int64_t(cfg.SwapSpaceBytes)
 	p.model_checksums = C.int64_t(cfg.ModelChecksums)
+	if cfg.Quantize != "" {
+		p.quantize = cstr(cfg.Quantize)
+	}
 	return func() {
 		for _, s := range strs {
 			C.free(unsafe.Pointer(s))
@@ -199,7 +202,20 @@ func cEngineParams(cfg *Config, p *C.pvllm_engine_params) (free func()) {
 	}
 }
 
+// checkConfigVersion refuses what the loaded library would not read.
+func checkConfigVersion(cfg *Config) error {
+	// An older library would ignore quantize and serve the weights as stored.
+	if cfg.Quantize != "" && VersionNumber() < versionQuantize {
+		return &Error{Status: StatusUnsupported, Message: "config: Quantize: libpvllm " +
+			Version() + " is older than 0.10"}
+	}
+	return nil
+}
+
 func engineCreate(cfg *Config) (*C.pvllm_engine, error) {
+	if err := checkConfigVersion(cfg); err != nil {
+		return nil, err
+	}
 	var p C.pvllm_engine_params
 	free := cEngineParams(cfg, &p)
 	defer free()
@@ -228,6 +244,9 @@ func engineCreate(cfg *Config) (*C.pvllm_engine, error) {
 func engineDestroy(h *C.pvllm_engine) { C.pvllm_engine_destroy(h) }
 
 func estimateMemory(cfg *Config) (MemoryEstimate, error) {
+	if err := checkConfigVersion(cfg); err != nil {
+		return MemoryEstimate{}, err
+	}
 	var p C.pvllm_engine_params
 	free := cEngineParams(cfg, &p)
 	defer free()
@@ -323,11 +342,12 @@ func defaultSamplingParams() SamplingParams {
 // Library versions (pvllm_version_number) that added what this package
 // uses when it is there.
 const (
-	versionOutputHandlers   = 500 // pvllm_request.on_output
-	versionConstraints      = 600 // pvllm_sampling_params.constraint_kind
-	versionAddSpecialTokens = 900 // pvllm_request.add_special_tokens
-	versionChatTemplateText = 900 // pvllm_chat_template_params.chat_template
-	versionTokenizers       = 900 // pvllm_tokenizer_*
+	versionOutputHandlers   = 500  // pvllm_request.on_output
+	versionConstraints      = 600  // pvllm_sampling_params.constraint_kind
+	versionAddSpecialTokens = 900  // pvllm_request.add_special_tokens
+	versionChatTemplateText = 900  // pvllm_chat_template_params.chat_template
+	versionTokenizers       = 900  // pvllm_tokenizer_*
+	versionQuantize         = 1000 // pvllm_engine_params.quantize
 )
 
 // submit queues req. With a non-zero handle (a cgo.Handle of the request's

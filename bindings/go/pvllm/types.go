@@ -38,6 +38,17 @@ type Config struct {
 	// checksums are checked (default ModelChecksumsFull).
 	ModelChecksums ModelChecksums
 
+	// Quantize (libpvllm 0.10), when set, names a scheme the weight
+	// matrices are quantized by while loading, as llama-quantize's file
+	// types: "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k",
+	// "q3_k", "q4_k", "q5_k", "q6_k", "iq4_xs", "q4_k_m" or "q5_k_m".
+	// Quantized weights run on the CPU (Device "auto" lands there, "cuda"
+	// is StatusUnsupported) and EstimateMemory counts them quantized. An
+	// unknown scheme is StatusInvalidArgument naming the schemes; a model
+	// already quantized (a quantized GGUF file) is StatusUnsupported; a
+	// library older than 0.10 is StatusUnsupported.
+	Quantize string
+
 	// Progress, when set, is called while New loads the model, on the
 	// goroutine that called New. fraction is in [0, 1].
 	Progress func(fraction float32, stage string)

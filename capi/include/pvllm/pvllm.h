@@ -15,7 +15,7 @@
  *    "Since 0.3." what 0.3.0 appended, "Since 0.4." what 0.4.0 appended,
  *    "Since 0.5." what 0.5.0 appended, "Since 0.6." what 0.6.0 appended,
  *    "Since 0.7." what 0.7.0 appended, "Since 0.8." what 0.8.0 appended,
- *    "Since 0.9." what 0.9.0 appended.
+ *    "Since 0.9." what 0.9.0 appended, "Since 0.10." what 0.10.0 appended.
  *    A program built against this header and using something marked "since X.Y"
  *    needs a library at least that new: a missing function fails at load
  *    time; for an enum value or a struct field, check
@@ -132,7 +132,7 @@ extern "C" {
  * ------------------------------------------------------------------------ */
 
 #define PVLLM_VERSION_MAJOR 0
-#define PVLLM_VERSION_MINOR 9
+#define PVLLM_VERSION_MINOR 10
 #define PVLLM_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define PVLLM_VERSION_NUMBER \
@@ -273,6 +273,27 @@ typedef struct pvllm_engine_params {
    * wide so that it starts past the 0.6 struct's tail padding (an older
    * caller's struct_size covers that padding, whatever it holds). */
   int64_t model_checksums;
+  /* Since 0.10. Quantize the weight matrices while loading, by one of these
+   * schemes (llama-quantize's file types, the same recipe):
+   *   "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k",
+   *   "q4_k", "q5_k", "q6_k", "iq4_xs": every matrix in that type, the
+   *     output projection (lm_head, or the embeddings when tied) in Q6_K
+   *     (q8_0 keeps Q8_0);
+   *   "q4_k_m", "q5_k_m": Q4_K (Q5_K), with Q6_K for the output projection
+   *     and for attn_v and ffn_down in the layers that get more bits.
+   * A type whose block does not divide a row falls back as llama-quantize
+   * does (finally to F16); vectors (norms, biases) stay as they are. The
+   * engine quantizes after reading the weights (progress stage "quantizing
+   * weights") and serves the quantized copies, whose bytes the memory plan
+   * and pvllm_estimate_memory count (weight_bytes). Quantized weights run
+   * on the CPU backend: device "cuda" is UNSUPPORTED, "auto" runs on the
+   * CPU. NULL or "" (default): the weights as stored. Names are
+   * case-insensitive. An
+   * unknown scheme is INVALID_ARGUMENT, the message listing the schemes; a
+   * model whose matrices are already quantized (a quantized GGUF file) is
+   * UNSUPPORTED naming the tensor. A library older than 0.10 ignores the
+   * field: check pvllm_version_number() >= 1000. */
+  const char* quantize;
 } pvllm_engine_params;
 
 /* Values of pvllm_engine_params.model_checksums (since 0.7). The file's
@@ -1037,7 +1058,7 @@ PVLLM_API pvllm_status pvllm_tokenizer_get_info(const pvllm_tokenizer* tokenizer
 typedef struct pvllm_model_config {
   uint32_t struct_size; /* set by the caller (pvllm_model_config_init) */
   char architecture[32];
-  char format[32]; /* "huggingface", "llama2c" or "pvllm" */
+  char format[32]; /* "huggingface", "llama2c", "pvllm" or "gguf" */
   int32_t hidden_size;
   int32_t intermediate_size;
   int32_t num_layers;
@@ -1121,8 +1142,10 @@ PVLLM_API pvllm_status pvllm_model_info_tensor(const pvllm_model_info* info, siz
 PVLLM_API void pvllm_model_info_free(pvllm_model_info* info);
 
 typedef struct pvllm_memory_estimate {
-  uint32_t struct_size;        /* set by the caller (pvllm_memory_estimate_init) */
-  uint64_t weight_bytes;       /* weights as stored */
+  uint32_t struct_size; /* set by the caller (pvllm_memory_estimate_init) */
+  /* Weights as stored; since 0.10, as quantized when params->quantize
+   * names a scheme. */
+  uint64_t weight_bytes;
   uint64_t kv_bytes_per_block; /* K and V of all layers for one block */
   int32_t num_blocks;          /* what the params' KV budget buys */
   uint64_t kv_bytes_total;
@@ -1144,7 +1167,9 @@ PVLLM_API void pvllm_memory_estimate_init(pvllm_memory_estimate* estimate, size_
  * and K/V count 2 bytes per element and num_blocks is what the device's free
  * memory buys now (an estimate: the engine measures again after uploading);
  * "cuda" with no module, driver or device is UNSUPPORTED, as at create;
- * "auto" without a GPU estimates the CPU pool.
+ * "auto" without a GPU estimates the CPU pool. With params->quantize (since
+ * 0.10) the weights count as quantized, on the CPU ("auto" estimates the CPU
+ * pool; "cuda" is UNSUPPORTED, as at create).
  * Writes the fields out_estimate->struct_size covers (set by
  * pvllm_memory_estimate_init).
  * On the CPU the estimate is the plan pvllm_engine_create checks before it

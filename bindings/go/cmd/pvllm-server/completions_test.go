@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"pvllm.dev/pvllm/pvllm"
 )
 
 type completion struct {
@@ -411,5 +415,28 @@ func TestStories260KCompletion(t *testing.T) {
 	}
 	if joined := strings.Join(got.Logprobs.Tokens, ""); joined != got.Text {
 		t.Errorf("tokens %q join to %q, text %q", got.Logprobs.Tokens, joined, got.Text)
+	}
+}
+
+// --quantize q8_0 serves stories260K quantized while loading; an unknown
+// scheme stops the server at startup with the library's message.
+func TestQuantizeFlag(t *testing.T) {
+	path := filepath.Join("..", "..", "..", "..", "models", "stories260K", "stories260K.bin")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the repository's stories260K is missing: %v", err)
+	}
+	f := newFixtureFor(t, path, "stories260K", "--quantize", "q8_0")
+	c := f.complete(t, `{"model":"stories260K","prompt":"Once upon a time","max_tokens":8,"temperature":0,"ignore_eos":true}`)
+	if c.Usage == nil || c.Usage.CompletionTokens != 8 || c.Choices[0].Text == "" {
+		t.Errorf("choices %+v, usage %+v: want 8 tokens of text", c.Choices, c.Usage)
+	}
+	opts, err := parseOptions([]string{"--model", path, "--device", "cpu", "--quantize", "q9_9"},
+		io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pvllm.New(opts.engineConfig()); !errors.Is(err, pvllm.StatusInvalidArgument) ||
+		!strings.Contains(err.Error(), "q4_k_m") {
+		t.Errorf("--quantize q9_9: %v, want InvalidArgument listing the schemes", err)
 	}
 }

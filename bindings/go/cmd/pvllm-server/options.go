@@ -54,6 +54,7 @@ type options struct {
 	dtype                string
 	gpuMemoryUtilization float64
 	noCUDAGraphs         bool
+	quantize             string // a scheme the weights are quantized by while loading; "" = none
 }
 
 // apiKeyEnv names the environment variable that holds the API key, so that
@@ -115,6 +116,10 @@ func parseOptions(args []string, errOut io.Writer) (*options, error) {
 	fs.Float64Var(&o.gpuMemoryUtilization, "gpu-memory-utilization", 0.9,
 		"CUDA: the share of free GPU memory the KV cache may take")
 	fs.BoolVar(&o.noCUDAGraphs, "no-cuda-graphs", false, "CUDA: do not replay decode steps as graphs")
+	fs.StringVar(&o.quantize, "quantize", "",
+		"Quantize the weight matrices while loading, as llama-quantize would: q8_0, q4_0, q4_1, "+
+			"q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs, q4_k_m or q5_k_m "+
+			"(quantized weights run on the CPU); empty = as stored")
 
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -227,6 +232,7 @@ func (o *options) engineConfig() pvllm.Config {
 		DType:                dtype,
 		GPUMemoryUtilization: float32(o.gpuMemoryUtilization),
 		DisableCUDAGraphs:    o.noCUDAGraphs,
+		Quantize:             o.quantize,
 	}
 }
 

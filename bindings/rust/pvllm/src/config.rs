@@ -41,6 +41,7 @@ pub struct EngineConfig {
     preemption_mode: Option<PreemptionMode>,
     swap_space_bytes: Option<u64>,
     model_checksums: Option<ModelChecksums>,
+    quantize: Option<String>,
 }
 
 /// When a `.pvllm` model file's tensor checksums are checked
@@ -121,6 +122,7 @@ impl EngineConfig {
             preemption_mode: None,
             swap_space_bytes: None,
             model_checksums: None,
+            quantize: None,
         }
     }
 
@@ -248,6 +250,21 @@ impl EngineConfig {
         self
     }
 
+    /// Quantize the weight matrices while loading, by a scheme of
+    /// llama-quantize's (`pvllm_engine_params.quantize`, libpvllm 0.10):
+    /// `"q8_0"`, `"q4_0"`, `"q4_1"`, `"q5_0"`, `"q5_1"`, `"iq4_nl"`,
+    /// `"q2_k"`, `"q3_k"`, `"q4_k"`, `"q5_k"`, `"q6_k"`, `"iq4_xs"`,
+    /// `"q4_k_m"` or `"q5_k_m"`; `""` (the default) keeps the weights as
+    /// stored. Quantized weights run on the CPU (device `"auto"` lands
+    /// there, `"cuda"` is [`Status::Unsupported`]), and
+    /// [`estimate_memory`] counts them quantized. An unknown scheme is
+    /// [`Status::InvalidArgument`] naming the schemes; a model already
+    /// quantized (a quantized GGUF file) is [`Status::Unsupported`].
+    pub fn quantize(mut self, scheme: impl Into<String>) -> Self {
+        self.quantize = Some(scheme.into());
+        self
+    }
+
     /// The C parameter struct, with the strings it points into.
     pub(crate) fn to_raw(&self) -> Result<RawEngineParams> {
         let model_path = path_to_cstring(&self.model_path)?;
@@ -257,6 +274,10 @@ impl EngineConfig {
         };
         let device = match &self.device {
             Some(d) => Some(CString::new(d.as_str()).map_err(|_| nul_error("device"))?),
+            None => None,
+        };
+        let quantize = match &self.quantize {
+            Some(q) => Some(CString::new(q.as_str()).map_err(|_| nul_error("quantize"))?),
             None => None,
         };
         // SAFETY: pvllm_engine_params_init fills the fields that fit in the size we
@@ -331,6 +352,9 @@ impl EngineConfig {
             raw.swap_space_bytes =
                 i64::try_from(bytes).map_err(|_| range_error("swap_space_bytes", bytes))?;
         }
+        if let Some(q) = &quantize {
+            raw.quantize = q.as_ptr();
+        }
         if let Some(mode) = self.model_checksums {
             raw.model_checksums = match mode {
                 ModelChecksums::Full => sys::pvllm_model_checksums_PVLLM_MODEL_CHECKSUMS_FULL,
@@ -343,6 +367,7 @@ impl EngineConfig {
             _model_path: model_path,
             _device: device,
             _random_weights: random_weights,
+            _quantize: quantize,
         })
     }
 }
@@ -354,13 +379,14 @@ pub(crate) struct RawEngineParams {
     _model_path: CString,
     _device: Option<CString>,
     _random_weights: Option<CString>,
+    _quantize: Option<CString>,
 }
 
 /// What creating an engine with a config would need, read from the model's
 /// config and tensor table without loading weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryEstimate {
-    /// Weights as stored.
+    /// Weights as stored, or as quantized with [`EngineConfig::quantize`].
     pub weight_bytes: u64,
     /// K and V of all layers for one block.
     pub kv_bytes_per_block: u64,
