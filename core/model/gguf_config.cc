@@ -254,7 +254,7 @@ Status read_rope(const ConfigReader& r, ModelConfig* c) {
   return Status::Ok();
 }
 
-Status read_token_ids(const gguf::Metadata& md, const std::string& path, ModelConfig* c) {
+Status read_token_ids(const gguf::Metadata& md, ModelConfig* c) {
   // llama.cpp's defaults for a "llama" vocabulary; overridden by the keys.
   auto id = [&](const char* k, int32_t* out) -> Status {
     if (md.find(k) == nullptr) return Status::Ok();
@@ -293,7 +293,6 @@ Status read_token_ids(const gguf::Metadata& md, const std::string& path, ModelCo
       }
     }
   }
-  (void)path;
   return Status::Ok();
 }
 
@@ -422,7 +421,7 @@ Status gguf_model_config(const gguf::File& file, ModelConfig* out) {
       c.vocab_size = static_cast<int32_t>(tokens->array.size);
     }
   }
-  PVLLM_RETURN_IF_ERROR(read_token_ids(md, path, &c));
+  PVLLM_RETURN_IF_ERROR(read_token_ids(md, &c));
   *out = std::move(c);
   return Status::Ok();
 }

@@ -92,7 +92,7 @@ Status take_layer(TensorTaker& t, const ModelConfig& c, int32_t i, LayerWeights*
 
 // Llama 3.1's scaling, as llama.cpp's converter stores it: one divisor per
 // frequency in rope_freqs.weight.
-Status take_rope_freqs(TensorTaker& t, const std::string& path, ModelConfig* c) {
+Status take_rope_freqs(TensorTaker& t, ModelConfig* c) {
   if (!t.has("rope_freqs.weight")) return Status::Ok();
   Tensor f;
   PVLLM_RETURN_IF_ERROR(t.take("rope_freqs.weight", {c->head_dim / 2}, true, &f));
@@ -100,7 +100,6 @@ Status take_rope_freqs(TensorTaker& t, const std::string& path, ModelConfig* c) 
   for (size_t i = 0; i < c->rope_freq_factors.size(); ++i) {
     c->rope_freq_factors[i] = load_as_float(f.dtype, f.data, static_cast<int64_t>(i));
   }
-  (void)path;
   return Status::Ok();
 }
 
@@ -130,7 +129,7 @@ Status load_gguf_model(const std::string& path, std::unique_ptr<Model>* out) {
 
   std::vector<bool> taken(file.tensors.size(), false);
   TensorTaker t(file, &taken);
-  PVLLM_RETURN_IF_ERROR(take_rope_freqs(t, first, &c));
+  PVLLM_RETURN_IF_ERROR(take_rope_freqs(t, &c));
   if (Status s = c.validate(); !s.ok()) return CorruptModel(first + ": " + s.message());
 
   ModelWeights& w = model->weights;
