@@ -103,6 +103,8 @@ const char* tokenizer_kind_name(pvllm::EmbeddedTokenizer::Kind kind) {
       return "sentencepiece tokenizer.model";
     case pvllm::EmbeddedTokenizer::Kind::kJson:
       return "tokenizer.json";
+    case pvllm::EmbeddedTokenizer::Kind::kGguf:
+      return "GGUF tokenizer metadata";
     case pvllm::EmbeddedTokenizer::Kind::kNone:
       break;
   }
@@ -126,7 +128,9 @@ int print_pvllm_header(const std::string& path) {
               h.header_size, h.data_offset);
   std::printf("  written by               %s\n", h.writer.c_str());
   std::printf("  source                   %s (%s)\n", h.source.c_str(),
-              h.source_format == pvllm::ModelFormat::kLlama2c ? "llama2.c" : "Hugging Face");
+              h.source_format == pvllm::ModelFormat::kLlama2c ? "llama2.c"
+              : h.source_format == pvllm::ModelFormat::kGguf  ? "GGUF"
+                                                              : "Hugging Face");
   std::printf("  tokenizer                %s, %zu bytes\n", tokenizer_kind_name(h.tokenizer.kind),
               h.tokenizer.data.size());
   std::printf("  tokenizer_config.json    %s\n",

@@ -6,6 +6,7 @@
 
 #include "core/base/file_bytes.h"
 #include "core/chat/json_value.h"
+#include "core/model/gguf_file.h"
 #include "core/model/model_files.h"
 #include "core/model/pvllm_file.h"
 
@@ -81,6 +82,12 @@ Status ChatTemplates::load(const std::string& model_path, ChatTemplates* out) {
   if (files.kind == ModelFiles::Kind::kPvllm) {
     pvllm_format::FileHeader header;
     PVLLM_RETURN_IF_ERROR(pvllm_format::read_header(files.weights, &header));
+    if (header.tokenizer.kind == EmbeddedTokenizer::Kind::kGguf) {
+      gguf::Metadata metadata;
+      PVLLM_RETURN_IF_ERROR(gguf::parse_metadata(
+          header.tokenizer.data, model_path + "'s GGUF tokenizer metadata", &metadata));
+      return from_gguf_metadata(metadata, model_path, out);
+    }
     return from_texts(model_path, header.tokenizer.config_json,
                       header.tokenizer.chat_template_jinja, out);
   }

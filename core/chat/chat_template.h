@@ -22,6 +22,10 @@
 #include "core/base/status.h"
 #include "core/chat/template.h"
 
+namespace pvllm::gguf {
+class Metadata;
+}
+
 namespace pvllm::chat {
 
 struct ChatRequest {
@@ -63,6 +67,10 @@ class ChatTemplates {
   // is an empty set; a key of the wrong type, a listed name without its
   // template or an id outside tokenizer.ggml.tokens is CORRUPT_MODEL.
   static Status from_gguf(const std::string& path, ChatTemplates* out);
+  // The same from metadata already read (a .pvllm file's GGUF tokenizer);
+  // `origin` is named in errors.
+  static Status from_gguf_metadata(const gguf::Metadata& metadata, const std::string& origin,
+                                   ChatTemplates* out);
 
   // Sets bos_token and eos_token where tokenizer_config.json names none, as
   // transformers takes them from the tokenizer itself (a model that ships

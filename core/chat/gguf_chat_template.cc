@@ -39,7 +39,11 @@ Status special_token_text(const gguf::Metadata& metadata, const std::string& pat
 Status ChatTemplates::from_gguf(const std::string& path, ChatTemplates* out) {
   gguf::File file;
   PVLLM_RETURN_IF_ERROR(gguf::open(path, &file));
-  const gguf::Metadata& metadata = file.metadata();
+  return from_gguf_metadata(file.metadata(), path, out);
+}
+
+Status ChatTemplates::from_gguf_metadata(const gguf::Metadata& metadata, const std::string& path,
+                                         ChatTemplates* out) {
   ChatTemplates set;
   set.origin_ = path;
   if (metadata.find(kTemplateKey) != nullptr) {

@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <type_traits>
+#include <utility>
 
 #include "core/base/check.h"
 #include "core/model/gguf_bytes.h"
@@ -62,8 +63,8 @@ class GgufCursor {
 // callables naming the field being read, called only to build a message.
 class GgufParser {
  public:
-  explicit GgufParser(const MappedFile& file)
-      : path_(file.path()), cursor_(file.data(), file.size()) {}
+  GgufParser(std::string path, const unsigned char* data, uint64_t size)
+      : path_(std::move(path)), cursor_(data, size) {}
 
   Status parse(uint32_t part_index, Part* part, std::vector<TensorInfo>* tensors) {
     uint64_t num_kv = 0;
@@ -420,7 +421,8 @@ Status parse(std::shared_ptr<MappedFile> file, uint32_t part_index, Part* part,
   Part result;
   result.path = file->path();
   std::vector<TensorInfo> infos;
-  PVLLM_RETURN_IF_ERROR(GgufParser(*file).parse(part_index, &result, &infos));
+  PVLLM_RETURN_IF_ERROR(
+      GgufParser(file->path(), file->data(), file->size()).parse(part_index, &result, &infos));
   result.file = std::move(file);
   *part = std::move(result);
   tensors->insert(tensors->end(), std::make_move_iterator(infos.begin()),
@@ -441,6 +443,20 @@ std::vector<UnservedType> unserved_types(const File& file) {
   std::vector<UnservedType> out;
   for (auto& [id, entry] : by_id) out.push_back(std::move(entry));
   return out;
+}
+
+Status parse_metadata(std::string_view bytes, const std::string& name, Metadata* out) {
+  Part part;
+  std::vector<TensorInfo> tensors;
+  PVLLM_RETURN_IF_ERROR(
+      GgufParser(name, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size())
+          .parse(0, &part, &tensors));
+  if (!tensors.empty()) {
+    return CorruptModel(name + ": holds " + std::to_string(tensors.size()) +
+                        " tensors where only metadata belongs");
+  }
+  *out = std::move(part.metadata);
+  return Status::Ok();
 }
 
 }  // namespace pvllm::gguf

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -192,6 +193,12 @@ Status open(const std::string& path, File* out);
 // tensors appended to `tensors`. No split checks (open's). Statuses as open.
 Status parse(std::shared_ptr<MappedFile> file, uint32_t part_index, Part* part,
              std::vector<TensorInfo>* tensors);
+
+// Parses GGUF bytes held in memory that carry metadata and no tensors (the
+// tokenizer a .pvllm file carries, gguf_writer.h), `name` naming them in
+// statuses, which are parse's (a tensor info is CORRUPT_MODEL). Array
+// elements point into `bytes`, which must outlive `out`.
+Status parse_metadata(std::string_view bytes, const std::string& name, Metadata* out);
 
 // llama.cpp's split file names: <prefix>-NNNNN-of-MMMMM.gguf, parts
 // numbered from 1.

@@ -63,10 +63,12 @@ enum class ModelFormat : uint8_t { kHuggingFace = 0, kLlama2c = 1, kPvllm = 2, k
 // A tokenizer carried inside the model file (.pvllm) rather than beside it:
 // views of the file's mapping, verbatim from the source's files.
 struct EmbeddedTokenizer {
-  enum class Kind : uint8_t { kNone = 0, kSentencePiece = 1, kJson = 2 };
+  // kGguf: the tokenizer.* metadata of a GGUF source, as a GGUF file of no
+  // tensors (core/model/gguf_writer.h).
+  enum class Kind : uint8_t { kNone = 0, kSentencePiece = 1, kJson = 2, kGguf = 3 };
   Kind kind = Kind::kNone;
-  std::string_view data;                 // tokenizer.model bytes or tokenizer.json text
-  std::string_view config_json;          // tokenizer_config.json; empty when none
+  std::string_view data;         // tokenizer.model bytes, tokenizer.json text, or GGUF metadata
+  std::string_view config_json;  // tokenizer_config.json; empty when none
   std::string_view chat_template_jinja;  // chat_template.jinja; empty when none
 };
 

@@ -80,7 +80,10 @@ struct Reader {
       if (type > static_cast<uint8_t>(fb::RopeScalingType::MAX)) {
         return bad("rope_scaling type " + std::to_string(type) + " is not one this reader knows");
       }
-      m.rope_scaling.type = static_cast<RopeScaling::Type>(type);
+      // FreqFactors is no formula: ModelConfig keeps the divisors alone.
+      m.rope_scaling.type = rs->type() == fb::RopeScalingType::FreqFactors
+                                ? RopeScaling::Type::kNone
+                                : static_cast<RopeScaling::Type>(type);
       PVLLM_RETURN_IF_ERROR(finite("rope_scaling.factor", rs->factor(), &m.rope_scaling.factor));
       PVLLM_RETURN_IF_ERROR(finite("rope_scaling.low_freq_factor", rs->low_freq_factor(),
                                    &m.rope_scaling.low_freq_factor));
@@ -111,6 +114,17 @@ struct Reader {
         PVLLM_RETURN_IF_ERROR(narrow("extra_stop_token_ids", id, 0, kMaxCount, &v));
         m.extra_stop_token_ids.push_back(v);
       }
+    }
+    const bool factors_named =
+        c.rope_scaling() != nullptr && c.rope_scaling()->type() == fb::RopeScalingType::FreqFactors;
+    if (const auto* factors = c.rope_freq_factors()) {
+      if (!factors_named) return bad("rope_freq_factors without rope_scaling type FreqFactors");
+      if (static_cast<int64_t>(factors->size()) > kMaxWidth)
+        return bad("more rope_freq_factors than head_dim allows");
+      m.rope_freq_factors.assign(factors->begin(), factors->end());
+    }
+    if (factors_named && m.rope_freq_factors.empty()) {
+      return bad("rope_scaling type FreqFactors without rope_freq_factors");
     }
     const Status valid = m.validate();
     if (!valid.ok()) return bad(valid.message());
@@ -286,12 +300,20 @@ Status parse_header(const Reader& r, const Preamble& p, const unsigned char* hdr
   h.file_size = file_size;
   PVLLM_RETURN_IF_ERROR(r.read_config(*m->config(), &h.config));
   PVLLM_RETURN_IF_ERROR(r.read_tokenizer(m->tokenizer(), &h.tokenizer));
-  const auto source_format = static_cast<uint8_t>(m->source_format());
-  if (source_format > static_cast<uint8_t>(fb::SourceFormat::MAX)) {
-    return r.bad("source format " + std::to_string(source_format) +
-                 " is not one this reader knows");
+  switch (m->source_format()) {
+    case fb::SourceFormat::HuggingFace:
+      h.source_format = ModelFormat::kHuggingFace;
+      break;
+    case fb::SourceFormat::Llama2c:
+      h.source_format = ModelFormat::kLlama2c;
+      break;
+    case fb::SourceFormat::Gguf:
+      h.source_format = ModelFormat::kGguf;
+      break;
+    default:
+      return r.bad("source format " + std::to_string(static_cast<int>(m->source_format())) +
+                   " is not one this reader knows");
   }
-  h.source_format = static_cast<ModelFormat>(source_format);
   if (m->source() != nullptr) h.source = m->source()->str();
   if (m->writer() != nullptr) h.writer = m->writer()->str();
   if (m->tensors()->size() > (1u << 20)) return r.bad("more than 2^20 tensors");

@@ -15,6 +15,8 @@
 #include "core/base/file_bytes.h"
 #include "core/base/panel_layout.h"
 #include "core/model/format/pvllm_model_generated.h"
+#include "core/model/gguf_file.h"
+#include "core/model/gguf_writer.h"
 #include "core/model/pvllm_file.h"
 #include "core/model/quantize_model.h"
 
@@ -54,9 +56,16 @@ struct TokenizerTexts {
 Status read_tokenizer(const Model& model, TokenizerTexts* out) {
   TokenizerTexts t;
   if (model.format == ModelFormat::kGguf) {
-    return Unsupported(model.path +
-                       ": a GGUF file's tokenizer lives in its metadata, which a .pvllm file "
-                       "cannot carry yet; serve the GGUF file itself");
+    // The tokenizer and chat templates are metadata: carried as a GGUF of
+    // those keys alone, read back by the same code as the source's.
+    gguf::File file;
+    PVLLM_RETURN_IF_ERROR(gguf::open(model.path, &file));
+    if (file.metadata().find("tokenizer.ggml.model") != nullptr) {
+      t.kind = EmbeddedTokenizer::Kind::kGguf;
+      t.data = gguf::write_metadata(file.metadata(), gguf::is_tokenizer_key);
+    }
+    *out = std::move(t);
+    return Status::Ok();
   }
   if (model.format == ModelFormat::kPvllm) {
     const EmbeddedTokenizer& e = model.embedded_tokenizer;
@@ -140,6 +149,19 @@ void release_source(const Model& model, const Tensor& t) {
   if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+// What the header records as the source's format (a .pvllm source is
+// recorded as Hugging Face, as it always has been).
+fb::SourceFormat source_format(ModelFormat format) {
+  switch (format) {
+    case ModelFormat::kLlama2c:
+      return fb::SourceFormat::Llama2c;
+    case ModelFormat::kGguf:
+      return fb::SourceFormat::Gguf;
+    default:
+      return fb::SourceFormat::HuggingFace;
+  }
+}
+
 // The source's file or folder name, recorded in the header ("hf/" gives
 // "hf").
 std::string source_name(const std::string& path) {
@@ -198,6 +220,11 @@ class Writer {
   Status plan() {
     const ModelWeights& w = model_->weights;
     const ModelConfig& c = model_->config;
+    if (!c.rope_freq_factors.empty() && c.rope_scaling.type != RopeScaling::Type::kNone) {
+      return Unsupported(model_->path +
+                         ": RoPE frequency divisors beside a rope_scaling formula cannot be "
+                         "written to a .pvllm file (it holds one or the other)");
+    }
     // Quantized matrices are stored row-major (as ggml's blocks), and a
     // file is packed all or nothing: a model with any is written row-major.
     bool quantized = false;
@@ -426,17 +453,21 @@ class Writer {
     flatbuffers::FlatBufferBuilder fbb(1 << 16);
     fbb.ForceDefaults(true);
     const ModelConfig& c = model_->config;
+    // Divisors are a scaling of their own (plan() refuses them beside another).
+    const auto rope_type = c.rope_freq_factors.empty()
+                               ? static_cast<fb::RopeScalingType>(c.rope_scaling.type)
+                               : fb::RopeScalingType::FreqFactors;
     const auto rope = fb::CreateRopeScaling(
-        fbb, static_cast<fb::RopeScalingType>(c.rope_scaling.type), c.rope_scaling.factor,
-        c.rope_scaling.low_freq_factor, c.rope_scaling.high_freq_factor,
-        c.rope_scaling.original_max_position_embeddings);
+        fbb, rope_type, c.rope_scaling.factor, c.rope_scaling.low_freq_factor,
+        c.rope_scaling.high_freq_factor, c.rope_scaling.original_max_position_embeddings);
     const std::vector<int64_t> stops(c.extra_stop_token_ids.begin(), c.extra_stop_token_ids.end());
     const auto config = fb::CreateConfig(
         fbb, fbb.CreateString(c.architecture), c.hidden_size, c.intermediate_size, c.num_layers,
         c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size, c.max_position_embeddings,
         c.rms_norm_eps, c.rope_theta, rope, static_cast<fb::RopeStyle>(c.rope_style),
         c.tie_word_embeddings, c.qkv_bias, c.o_bias, c.qk_norm, c.sliding_window, c.bos_token_id,
-        c.eos_token_id, fbb.CreateVector(stops));
+        c.eos_token_id, fbb.CreateVector(stops),
+        c.rope_freq_factors.empty() ? 0 : fbb.CreateVector(c.rope_freq_factors));
     const auto tokenizer = fb::CreateTokenizer(
         fbb, static_cast<fb::TokenizerKind>(tokenizer_.kind),
         fbb.CreateVector(reinterpret_cast<const uint8_t*>(tokenizer_.data.data()),
@@ -450,8 +481,7 @@ class Writer {
                                          fbb.CreateVector(t.shape), t.offset, t.size, t.checksum));
     }
     const auto root = fb::CreateModel(
-        fbb, config, tokenizer, fbb.CreateVector(tensors),
-        static_cast<fb::SourceFormat>(model_->format == ModelFormat::kLlama2c ? 1 : 0),
+        fbb, config, tokenizer, fbb.CreateVector(tensors), source_format(model_->format),
         fbb.CreateString(source_name(model_->path)), fbb.CreateString(options_.writer));
     fb::FinishModelBuffer(fbb, root);
     out->assign(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());

@@ -22,6 +22,15 @@ Status Tokenizer::load_embedded(const EmbeddedTokenizer& embedded,
       return SentencePieceTokenizer::load_from_bytes(embedded.data, out);
     case EmbeddedTokenizer::Kind::kJson:
       return JsonTokenizer::load_from_text(embedded.data, embedded.config_json, out);
+    case EmbeddedTokenizer::Kind::kGguf: {
+      gguf::Metadata metadata;
+      PVLLM_RETURN_IF_ERROR(
+          gguf::parse_metadata(embedded.data, "the tokenizer's GGUF metadata", &metadata));
+      std::unique_ptr<GgufTokenizer> tokenizer;
+      PVLLM_RETURN_IF_ERROR(GgufTokenizer::from_metadata(metadata, "the tokenizer", &tokenizer));
+      *out = std::move(tokenizer);
+      return Status::Ok();
+    }
     case EmbeddedTokenizer::Kind::kNone:
       break;
   }

@@ -94,6 +94,17 @@ void expect_same(const Generation& a, const Generation& b, const std::string& wh
   }
 }
 
+// The same ids from both tokenizers for each text (special tokens added).
+void expect_same_ids(const Tokenizer& a, const Tokenizer& b,
+                     std::initializer_list<const char*> texts) {
+  for (const char* text : texts) {
+    std::vector<int32_t> x, y;
+    ASSERT_TRUE(a.encode(text, true, &x).ok()) << text;
+    ASSERT_TRUE(b.encode(text, true, &y).ok()) << text;
+    EXPECT_EQ(x, y) << text;
+  }
+}
+
 // A copy of the .pvllm file `path` at `out` with one byte of `tensor` flipped.
 // A one-message conversation ("Hi" from the user) through `templates`.
 std::string render_hi(const chat::ChatTemplates& templates) {
@@ -186,6 +197,53 @@ TEST(PvllmSourcesTest, Llama2cCheckpointConvertsExactly) {
   }
 }
 
+// llama.cpp's own GGUF files (tests/data/gguf) convert with their blocks as
+// they are: the same tokens and logprobs bit for bit, plain, quantized,
+// mixed and split, and the same tokenizer and chat side from the GGUF
+// metadata the .pvllm file carries, with the source gone.
+TEST(PvllmSourcesTest, GgufFilesConvertExactly) {
+  const char* data = std::getenv("PVLLM_TEST_DATA");
+  if (data == nullptr) GTEST_SKIP() << "needs PVLLM_TEST_DATA (run through ctest)";
+  const std::string dir = make_temp_dir("pvllm_gguf_src");
+  for (const char* name :
+       {"stories260K-F32.gguf", "stories260K-Q8_0-pure.gguf", "stories260K-Q4_K_M.gguf",
+        "stories260K-IQ4_XS.gguf", "stories260K-Q4_K_M-split-00002-of-00003.gguf"}) {
+    SCOPED_TRACE(name);
+    const std::string src = std::string(data) + "/gguf/" + name;
+    const std::string out = dir + "/" + name + ".pvllm";
+    convert_model(src, out);
+    expect_same(generate(src), generate(out), name);
+    pvllm_format::FileHeader header;
+    ASSERT_TRUE(pvllm_format::read_header(out, &header).ok());
+    EXPECT_EQ(header.source_format, ModelFormat::kGguf);
+    EXPECT_EQ(header.tokenizer.kind, EmbeddedTokenizer::Kind::kGguf);
+    // The source's copy sits apart: the .pvllm file alone serves text.
+    const std::string alone = dir + "/alone.pvllm";
+    fs::rename(out, alone);
+    std::unique_ptr<Tokenizer> from_gguf, from_file;
+    ASSERT_TRUE(Tokenizer::load(src, &from_gguf).ok());
+    const Status loaded = Tokenizer::load(alone, &from_file);
+    ASSERT_TRUE(loaded.ok()) << loaded.message();
+    EXPECT_STREQ(from_file->kind(), "gguf");
+    expect_same_ids(*from_gguf, *from_file,
+                    {"Once upon a time", "Lily saw a <s> dog.", " two  spaces", "é"});
+    chat::ChatTemplates templates_gguf, templates_file;
+    ASSERT_TRUE(chat::ChatTemplates::load(src, &templates_gguf).ok());
+    const Status chat_loaded = chat::ChatTemplates::load(alone, &templates_file);
+    ASSERT_TRUE(chat_loaded.ok()) << chat_loaded.message();
+    EXPECT_EQ(templates_file.names(), templates_gguf.names());
+    EXPECT_EQ(templates_file.bos_token(), templates_gguf.bos_token());
+    EngineConfig config;
+    config.model_path = alone;
+    config.device = "cpu";
+    auto engine = make_engine(config);
+    uint64_t id = 0;
+    ASSERT_TRUE(engine->submit_text("Once upon a time", greedy(4), 0, &id).ok());
+    EXPECT_EQ(run_to_completion(engine.get()).at({id, 0}).token_ids.size(), 4u);
+  }
+  fs::remove_all(dir);
+}
+
 TEST(PvllmSourcesTest, ShardedCheckpointConvertsExactly) {
   const std::string dir = make_temp_dir("pvllm_shards");
   TinyModelSpec spec = tiny_arch_spec("llama3");
@@ -265,12 +323,8 @@ TEST(PvllmTokenizerTest, CarriesSentencepieceModelAndChatTemplates) {
   ASSERT_TRUE(Tokenizer::load(src, &from_folder).ok());
   ASSERT_TRUE(Tokenizer::load(moved, &from_file).ok());
   fs::remove_all(src);
-  for (const char* text : {"Once upon a time", "héllo wörld 123", " leading space", "日本"}) {
-    std::vector<int32_t> a, b;
-    ASSERT_TRUE(from_folder->encode(text, true, &a).ok());
-    ASSERT_TRUE(from_file->encode(text, true, &b).ok());
-    EXPECT_EQ(a, b) << text;
-  }
+  expect_same_ids(*from_folder, *from_file,
+                  {"Once upon a time", "héllo wörld 123", " leading space", "日本"});
   chat::ChatTemplates templates;
   const Status st = chat::ChatTemplates::load(moved, &templates);
   ASSERT_TRUE(st.ok()) << st.message();
@@ -310,13 +364,8 @@ TEST(PvllmTokenizerTest, CarriesTokenizerJsonOfQwen3) {
   ASSERT_TRUE(Tokenizer::load(dir + "/q.pvllm", &b).ok());
   EXPECT_EQ(a->eos_id(), b->eos_id());
   EXPECT_EQ(a->vocab_size(), b->vocab_size());
-  for (const char* text :
-       {"Hello, world!", "<|im_start|>user\nhi<|im_end|>", "def f(x):\n  return x"}) {
-    std::vector<int32_t> x, y;
-    ASSERT_TRUE(a->encode(text, true, &x).ok());
-    ASSERT_TRUE(b->encode(text, true, &y).ok());
-    EXPECT_EQ(x, y) << text;
-  }
+  expect_same_ids(*a, *b,
+                  {"Hello, world!", "<|im_start|>user\nhi<|im_end|>", "def f(x):\n  return x"});
   chat::ChatTemplates ta, tb;
   ASSERT_TRUE(chat::ChatTemplates::load(src, &ta).ok());
   ASSERT_TRUE(chat::ChatTemplates::load(dir + "/q.pvllm", &tb).ok());
@@ -729,6 +778,23 @@ TEST_F(PvllmBadFileTest, ConfigValuesAreRangeCheckedBeforeUse) {
                    m.config->rope_scaling->type = static_cast<fb::RopeScalingType>(9);
                  })),
                  StatusCode::kCorruptModel, "rope_scaling type 9");
+  // RoPE divisors come with their scaling type, and the type with them.
+  expect_refused(load(edited([](fb::ModelT& m) {
+                   m.config->rope_freq_factors = {1, 2};
+                 })),
+                 StatusCode::kCorruptModel, "rope_freq_factors without");
+  expect_refused(load(edited([](fb::ModelT& m) {
+                   m.config->rope_scaling->type = fb::RopeScalingType::FreqFactors;
+                 })),
+                 StatusCode::kCorruptModel, "FreqFactors without rope_freq_factors");
+  expect_refused(load(edited([](fb::ModelT& m) {
+                   m.config->rope_scaling->type = fb::RopeScalingType::FreqFactors;
+                   m.config->rope_freq_factors = {1, 2, 3};
+                 })),
+                 StatusCode::kCorruptModel, "rope_freq_factors has 3");
+  expect_refused(
+      load(edited([](fb::ModelT& m) { m.source_format = static_cast<fb::SourceFormat>(2); })),
+      StatusCode::kCorruptModel, "source format 2");
   expect_refused(load(edited([](fb::ModelT& m) { m.config->architecture = "gpt2"; })),
                  StatusCode::kUnsupported, "architecture \"gpt2\"");
   expect_refused(load(edited([](fb::ModelT& m) { m.config->eos_token_id = 1 << 20; })),

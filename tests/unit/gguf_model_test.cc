@@ -13,6 +13,7 @@
 
 #include "core/model/model.h"
 #include "core/model/model_files.h"
+#include "core/model/pvllm_writer.h"
 #include "tests/util/gguf_writer.h"
 #include "tests/util/tiny_model.h"
 
@@ -326,15 +327,21 @@ TEST_F(GgufModelTest, QuantizedMatricesStayInTheirBlocks) {
   EXPECT_EQ(m->weight_bytes(), file_bytes);
 }
 
-TEST_F(GgufModelTest, RopeFreqsDivideTheFrequencies) {
+// The tiny llama with Llama 3.1's rope_freqs tensor holding `factors`.
+GgufWriter with_rope_freqs(const std::vector<float>& factors) {
   GgufWriter w = tiny_gguf({});
-  auto& t = w.add_tensor("rope_freqs.weight", {kHeadDim / 2}, ggml::Type::kF32);
-  const float factors[] = {1.0f, 2.0f, 4.0f, 8.0f};
-  std::memcpy(t.data.data(), factors, sizeof factors);
+  auto& t = w.add_tensor("rope_freqs.weight", {factors.size()}, ggml::Type::kF32);
+  std::memcpy(t.data.data(), factors.data(), factors.size() * sizeof(float));
+  return w;
+}
+
+TEST_F(GgufModelTest, RopeFreqsDivideTheFrequencies) {
+  const std::vector<float> factors = {1.0f, 2.0f, 4.0f, 8.0f};
+  const GgufWriter w = with_rope_freqs(factors);
   std::unique_ptr<Model> m;
   const Status s = load(w, &m);
   ASSERT_TRUE(s.ok()) << s.message();
-  EXPECT_EQ(m->config.rope_freq_factors, std::vector<float>(factors, factors + 4));
+  EXPECT_EQ(m->config.rope_freq_factors, factors);
   ModelConfig plain = m->config;
   plain.rope_freq_factors.clear();
   const std::vector<float> scaled = rope_inv_freq(m->config);
@@ -342,6 +349,33 @@ TEST_F(GgufModelTest, RopeFreqsDivideTheFrequencies) {
   for (int i = 0; i < 4; ++i) {
     EXPECT_FLOAT_EQ(scaled[i], static_cast<float>(double(base[i]) / factors[i])) << i;
   }
+}
+
+// Llama 3.1's divisors travel into a .pvllm file as its own scaling type
+// and come back the same; beside a scaling formula they are refused.
+TEST_F(GgufModelTest, RopeFreqsTravelIntoAPvllmFile) {
+  const std::vector<float> factors = {1.0f, 2.0f, 4.0f, 8.0f};
+  const GgufWriter w = with_rope_freqs(factors);
+  std::unique_ptr<Model> m;
+  ASSERT_TRUE(load(w, &m).ok());
+  const std::string out = dir_ + "/m.pvllm";
+  const Status written = write_pvllm(m.get(), out, {});
+  ASSERT_TRUE(written.ok()) << written.message();
+  std::unique_ptr<Model> back;
+  const Status st = load_model(out, &back);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(back->config.rope_freq_factors, factors);
+  EXPECT_EQ(back->config.rope_scaling.type, RopeScaling::Type::kNone);
+  EXPECT_EQ(rope_inv_freq(back->config), rope_inv_freq(m->config));
+  // No tokenizer.ggml.model in the source: none carried.
+  EXPECT_EQ(back->embedded_tokenizer.kind, EmbeddedTokenizer::Kind::kNone);
+
+  std::unique_ptr<Model> both;
+  ASSERT_TRUE(load(w, &both, "both.gguf").ok());
+  both->config.rope_scaling.type = RopeScaling::Type::kLinear;
+  const Status refused = write_pvllm(both.get(), dir_ + "/both.pvllm", {});
+  EXPECT_EQ(refused.code(), StatusCode::kUnsupported) << refused.message();
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/both.pvllm"));
 }
 
 TEST_F(GgufModelTest, PathsResolveToTheFile) {

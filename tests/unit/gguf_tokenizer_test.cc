@@ -25,6 +25,8 @@
 #include <vector>
 
 #include "core/chat/chat_template.h"
+#include "core/model/gguf_writer.h"
+#include "core/model/model.h"
 #include "core/tokenizer/json_tokenizer.h"
 #include "tests/util/gguf_vocab_writer.h"
 #include "tests/util/gguf_writer.h"
@@ -250,6 +252,54 @@ TEST_P(LlamaCppVocabTest, DecodeGivesEveryInputBack) {
   }
 }
 
+// The tokenizer a .pvllm file carries for a GGUF source: the tokenizer.*
+// keys written to metadata bytes (gguf_writer.h) and read back give the
+// same ids as the file, on every one of llama.cpp's inputs.
+TEST_P(LlamaCppVocabTest, TokenizerMetadataCopyGivesTheSameIds) {
+  if (data_dir().empty()) GTEST_SKIP() << "PVLLM_TEST_DATA is not set (ctest sets it)";
+  const std::string base = data_dir() + "/gguf/vocab/" + GetParam();
+  const auto from_file = load_gguf(base);
+  ASSERT_NE(from_file, nullptr);
+  gguf::File file;
+  ASSERT_TRUE(gguf::open(base, &file).ok());
+  const std::string bytes = gguf::write_metadata(file.metadata(), gguf::is_tokenizer_key);
+  EXPECT_LT(bytes.size(), fs::file_size(base));
+  gguf::Metadata copy;
+  const Status parsed = gguf::parse_metadata(bytes, "copy", &copy);
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  size_t kept = 0;
+  for (const gguf::KeyValue& kv : file.metadata().entries()) {
+    if (!gguf::is_tokenizer_key(kv.key)) {
+      EXPECT_EQ(copy.find(kv.key), nullptr) << kv.key;
+      continue;
+    }
+    ++kept;
+    ASSERT_NE(copy.find(kv.key), nullptr) << kv.key;
+    EXPECT_EQ(copy.find(kv.key)->type, kv.value.type) << kv.key;
+  }
+  EXPECT_EQ(copy.entries().size(), kept);
+  EmbeddedTokenizer embedded;
+  embedded.kind = EmbeddedTokenizer::Kind::kGguf;
+  embedded.data = bytes;
+  std::unique_ptr<Tokenizer> loaded;
+  const Status st = Tokenizer::load_embedded(embedded, &loaded);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_STREQ(loaded->kind(), "gguf");
+  const auto& from_copy = static_cast<const GgufTokenizer&>(*loaded);
+  EXPECT_EQ(from_copy.vocab_size(), from_file->vocab_size());
+  for (const auto& [text, expected] : read_vocab_tests(base)) {
+    EXPECT_EQ(tokenize(from_copy, text, false, false), expected) << json(text).dump();
+    EXPECT_EQ(tokenize(from_copy, text, true, true), tokenize(*from_file, text, true, true))
+        << json(text).dump();
+  }
+  // Damaged copies are statuses: cut short, or with a tensor count.
+  embedded.data = std::string_view(bytes).substr(0, bytes.size() / 2);
+  EXPECT_EQ(Tokenizer::load_embedded(embedded, &loaded).code(), StatusCode::kCorruptModel);
+  std::string with_tensor = bytes;
+  with_tensor[8] = 1;
+  EXPECT_FALSE(gguf::parse_metadata(with_tensor, "copy", &copy).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Vocabularies, LlamaCppVocabTest,
                          ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"));
 
@@ -323,6 +373,28 @@ TEST_P(ReferenceVocabTest, IdsEqualTheTokenizerJsonOnes) {
       EXPECT_EQ(tokenize(*tokenizer_, prompt, false, true), expected) << json(prompt).dump();
     }
   }
+}
+
+// The chat templates travel in the same metadata copy and render the same.
+TEST_P(ReferenceVocabTest, ChatTemplatesTravelInTheMetadataCopy) {
+  chat::ChatTemplates from_file, from_copy;
+  ASSERT_TRUE(chat::ChatTemplates::load(path_, &from_file).ok());
+  gguf::File file;
+  ASSERT_TRUE(gguf::open(path_, &file).ok());
+  const std::string bytes = gguf::write_metadata(file.metadata(), gguf::is_tokenizer_key);
+  gguf::Metadata copy;
+  ASSERT_TRUE(gguf::parse_metadata(bytes, "copy", &copy).ok());
+  const Status st = chat::ChatTemplates::from_gguf_metadata(copy, "copy", &from_copy);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(from_copy.names(), from_file.names());
+  chat::ChatRequest request;
+  request.messages = nlohmann::ordered_json::parse(
+      R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])");
+  std::string a, b;
+  ASSERT_TRUE(from_file.apply(request, &a).ok());
+  ASSERT_TRUE(from_copy.apply(request, &b).ok());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(from_copy.bos_token(), from_file.bos_token());
 }
 
 TEST_P(ReferenceVocabTest, ChatTemplateComesFromTheFile) {
