@@ -8,7 +8,10 @@ llama-convert-llama2c-to-ggml, llama-quantize).
 Models: random-weight llama2.c checkpoints in the 110M shape (dim 768, 12
 layers, 12 heads, hidden 2048) and the TinyLlama-1.1B shape (dim 2048, 22
 layers, 32 heads, 4 KV heads, hidden 5632), vocabulary 32000, turned into
-an F32 GGUF by llama-convert-llama2c-to-ggml and quantized by
+an F32 GGUF by llama-convert-llama2c-to-ggml (1.1B: by llama.cpp's gguf-py
+through scripts/llama2c_to_gguf.py, as that converter cannot hold it;
+needs python3-numpy, python3-sentencepiece and python3-yaml from Debian
+for /usr/bin/python3) and quantized by
 llama-quantize to Q4_0, Q8_0 and Q4_K_M (written once into
 BUILD/bench-models). Both engines run the very same files.
 
@@ -41,6 +44,7 @@ SHAPES = {
     "1.1B": (2048, 5632, 22, 32, 4, 32000, 2048),
 }
 TYPES = ("Q4_0", "Q8_0", "Q4_K_M")
+SMALLEST = "110M"
 
 
 def bindir():
@@ -58,12 +62,19 @@ def make_files(shape):
         base.run([os.path.join(base.BUILD, "bench", "cpu_make_llama2c_model"), ckpt] +
                  [str(v) for v in SHAPES[shape]])
     f32 = os.path.join(base.MODELS, f"random{shape}-F32.gguf")
+    if not os.path.exists(f32) and shape != SMALLEST:
+        # llama-convert-llama2c-to-ggml aborts past about 2 GiB of weights:
+        # gguf-py writes the larger shapes, with the smallest's metadata.
+        template = make_files(SMALLEST)["F32"]
+        python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+        base.run([python, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                       "llama2c_to_gguf.py"), ckpt, template, f32])
     if not os.path.exists(f32):
         base.run([os.path.join(bindir(), "llama-convert-llama2c-to-ggml"), "--copy-vocab-from-model",
                   os.path.join(base.SHARED, "models", "llama2-tokenizer", "tokenizer.bin"),
                   "--llama2c-model", ckpt, "--llama2c-output-model", f32])
         set_context_length(f32, SHAPES[shape][6])
-    files = {}
+    files = {"F32": f32}
     for t in TYPES:
         out = os.path.join(base.MODELS, f"random{shape}-{t}.gguf")
         if not os.path.exists(out):
