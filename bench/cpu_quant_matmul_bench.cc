@@ -9,7 +9,8 @@
 // GOP/s, 2 * n * rows * cols / time. Both include quantizing the
 // activations. A benchmark that prints figures, not a test.
 //
-// Usage: cpu_quant_matmul_bench [--quick] [TYPE...]   (TYPE: Q8_0, Q4_0, Q4_K, Q6_K; default all)
+// Usage: cpu_quant_matmul_bench [--quick] [TYPE...]   (TYPE: any quantized
+// type, Q8_0 ... IQ4_XS; default Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -119,14 +120,14 @@ int main(int argc, char** argv) {
     DType t;
     if (std::string(argv[i]) == "--quick") {
       quick = true;
-    } else if (pvllm::dtype_from_name(argv[i], &t)) {
+    } else if (pvllm::dtype_from_name(argv[i], &t) && pvllm::dtype_is_quantized(t)) {
       types.push_back(t);
     } else {
       std::fprintf(stderr, "usage: %s [--quick] [TYPE...]\n", argv[0]);
       return 2;
     }
   }
-  if (types.empty()) types = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+  if (types.empty()) types = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
   const double min_seconds = quick ? 0.05 : 0.2;
   struct Shape {
     const char* name;

@@ -71,8 +71,9 @@ void run_tiles(ThreadPool* pool, const QuantMatrix& w, const uint8_t* act, size_
 
 }  // namespace
 
-// AVX2: pmaddubsw (unsigned codes of at most 63, or Q8_0's |w| against a
-// with w's sign: pairs of products stay under 2^15, so never saturate),
+// AVX2: pmaddubsw (unsigned codes of at most 63, or a signed code's |w|
+// (Q8_0's, the IQ4 types' levels) against a with w's sign: pairs of
+// products stay under 2^15, so never saturate),
 // then pmaddwd with ones.
 namespace avx2_dot {
 struct Ops {
@@ -157,7 +158,26 @@ bool has_vnni() {
 
 bool quant_gemm_supports(DType t) {
 #if PVLLM_CPU_AVX2
-  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_K || t == DType::kQ6_K;
+  switch (t) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kIQ4_NL:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_XS:
+      return true;
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+      return false;
+  }
+  return false;
 #else
   (void)t;
   return false;

@@ -16,8 +16,9 @@
 // Ops (defined before inclusion) provides:
 //   dot(acc, u, a): acc + the per-lane sum of the 4 products of unsigned
 //     bytes u (at most 63 on the AVX2 side) with signed bytes a (never -128)
-//   Q8, q8_prepare(u), q8_dot(acc, Q8, a), kQ8Offset: the same for Q8_0's
-//     stored q + 128, any byte: the sum is of (q + kQ8Offset) * a.
+//   Q8, q8_prepare(u), q8_dot(acc, Q8, a), kQ8Offset: the same for signed
+//     codes q stored as u = q + 128, any byte (Q8_0's, and the IQ4 types'
+//     table values): the sum is of (q + kQ8Offset) * a.
 //
 // Shapes: grp [blocks][packed block]; act [NT] activation rows act_row
 // bytes apart; y [NT] rows ldy floats apart, 8 outputs written per row.
@@ -26,7 +27,8 @@
 // weights (AVX-512 variants have 32 vector registers, AVX2 16).
 constexpr int kTileTokens = PVLLM_CPU_AVX512 ? 6 : 4;
 constexpr int kTileTokensK = PVLLM_CPU_AVX512 ? 6 : 3;
-constexpr int kTileTokensQ6 = PVLLM_CPU_AVX512 ? 4 : 2;  // four sub-block sums per token
+// Q2_K, Q3_K, Q6_K: four sub-block sums per token.
+constexpr int kTileTokensQ6 = PVLLM_CPU_AVX512 ? 4 : 2;
 
 inline __m256i load256(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -46,6 +48,43 @@ inline __m256i nibbles_lo(__m256i v) { return _mm256_and_si256(v, _mm256_set1_ep
 inline __m256i nibbles_hi(__m256i v) {
   return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
 }
+// Q5_0's and Q5_1's fifth bits of k-group j's low (lo) and high (hi)
+// nibbles at bit 4 of each byte (quant_matrix.h's qh layout). A 16-bit
+// shift moves no other byte's bit into bit 4: bits 0-3 move at most 4 up,
+// bits 4-7 at most 3 down.
+inline __m256i q5_bits_lo(__m256i qh, int j) {
+  return _mm256_and_si256(_mm256_slli_epi16(qh, 4 - j), _mm256_set1_epi8(0x10));
+}
+inline __m256i q5_bits_hi(__m256i qh, int j) {
+  return _mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(0x10));
+}
+// The IQ4 types' 16 levels as unsigned bytes, kIQ4Values[i] + 128 (for
+// Ops::q8_prepare), in both 128-bit halves.
+inline __m256i iq4_table() {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIQ4Values));
+  return _mm256_broadcastsi128_si256(_mm_xor_si128(v, _mm_set1_epi8(-128)));
+}
+// Byte-wise kIQ4Values[idx] + 128 for indices 0..15.
+inline __m256i iq4_lookup(__m256i table, __m256i idx) { return _mm256_shuffle_epi8(table, idx); }
+// The 2-bit codes of quarter k (bits 2k, 2k + 1) of Q2_K's and Q3_K's bytes.
+inline __m256i two_bits(__m256i v, int k) {
+  return _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), _mm256_set1_epi8(0x03));
+}
+// Q3_K's high bit of quarter k from hmask bytes already shifted down by 4h:
+// bit k moved to bit 2 (a 16-bit shift of at most 2 moves no other byte's
+// bit there).
+inline __m256i q3_high_bit(__m256i hm, int k) {
+  const __m256i b = k < 2 ? _mm256_slli_epi16(hm, 2 - k) : _mm256_srli_epi16(hm, k - 2);
+  return _mm256_and_si256(b, _mm256_set1_epi8(0x04));
+}
+// One sub-block's 8 scales (32-bit lanes) from a vector of int16 pairs
+// (lane r: the pair's first sub-block in the low half, the second in the
+// high): half 0 or 1, sign-extended.
+inline __m256i pair_half(__m256i pair, int half) {
+  return half == 0 ? _mm256_srai_epi32(_mm256_slli_epi32(pair, 16), 16)
+                   : _mm256_srai_epi32(pair, 16);
+}
+
 // acc + scale * isum, lane by lane, vec_dot.h's step (scale * ad rounded first).
 inline __m256 contract_step(__m256 acc, __m256 scale, float ad, __m256i isum) {
   return _mm256_fmadd_ps(_mm256_mul_ps(scale, _mm256_set1_ps(ad)), _mm256_cvtepi32_ps(isum), acc);
@@ -88,9 +127,17 @@ struct Q8_0Tile {
   }
 };
 
-struct Q4_0Tile {
+// The small blocks of 4- and 5-bit codes (Q4_0, Q4_1, Q5_0, Q5_1): u =
+// the nibble, | the fifth bit << 4 when kHigh, so u in 0..31. Without a
+// min the code is u - kOffset (8 or 16): sum (u - kOffset) a = sum u a -
+// kOffset sum a; with one it is u itself and the min term's imin = sum a.
+template <bool kMin, bool kHigh>
+struct SmallTile {
   static constexpr int kTokens = kTileTokens;
-  static constexpr size_t kBlock = 144;
+  static constexpr size_t kQs = kMin ? 32 : 16;  // after d (and m)
+  static constexpr size_t kQh = kQs + 128;
+  static constexpr size_t kBlock = kQh + (kHigh ? 32 : 0);
+  static constexpr int32_t kOffset = kMin ? 0 : kHigh ? 16 : 8;
   template <int NT>
   static void run(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_row, float* y,
                   int64_t ldy) {
@@ -103,9 +150,14 @@ struct Q4_0Tile {
       const uint8_t* blk = grp + b * kBlock;
       __m256i isum[NT];
       for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+      const __m256i qh = kHigh ? load256(blk + kQh) : _mm256_setzero_si256();
       for (int j = 0; j < 4; ++j) {
-        const __m256i v = load256(blk + 16 + 32 * j);
-        const __m256i lo = nibbles_lo(v), hi = nibbles_hi(v);
+        const __m256i v = load256(blk + kQs + 32 * j);
+        __m256i lo = nibbles_lo(v), hi = nibbles_hi(v);
+        if constexpr (kHigh) {
+          lo = _mm256_or_si256(lo, q5_bits_lo(qh, j));
+          hi = _mm256_or_si256(hi, q5_bits_hi(qh, j));
+        }
         for (int t = 0; t < NT; ++t) {
           isum[t] = Ops::dot(isum[t], lo, broadcast4(a[t][b].qs + 4 * j));
           isum[t] = Ops::dot(isum[t], hi, broadcast4(a[t][b].qs + 16 + 4 * j));
@@ -113,8 +165,57 @@ struct Q4_0Tile {
       }
       const __m256 ws = load_scales(blk);
       for (int t = 0; t < NT; ++t) {
-        // The codes are q - 8: sum (q - 8) a = sum q a - 8 sum a.
-        const __m256i s = _mm256_sub_epi32(isum[t], _mm256_set1_epi32(8 * a[t][b].sum));
+        if constexpr (kOffset != 0) {
+          isum[t] = _mm256_sub_epi32(isum[t], _mm256_set1_epi32(kOffset * a[t][b].sum));
+        }
+        acc[t] = contract_step(acc[t], ws, a[t][b].d, isum[t]);
+      }
+      if constexpr (kMin) {
+        const __m256 wm = load_scales(blk + 16);
+        for (int t = 0; t < NT; ++t) {
+          acc[t] = contract_step(acc[t], wm, a[t][b].d, _mm256_set1_epi32(a[t][b].sum));
+        }
+      }
+    }
+    store_tile<NT>(acc, y, ldy);
+  }
+};
+using Q4_0Tile = SmallTile<false, false>;
+using Q4_1Tile = SmallTile<true, false>;
+using Q5_0Tile = SmallTile<false, true>;
+using Q5_1Tile = SmallTile<true, true>;
+
+// IQ4_NL: Q4_0's nibbles index kIQ4Values; the values, signed, go through
+// Ops' signed-code path (stored + 128, the offset taken off with sum a).
+struct IQ4_NLTile {
+  static constexpr int kTokens = kTileTokens;
+  static constexpr size_t kBlock = 144;
+  template <int NT>
+  static void run(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_row, float* y,
+                  int64_t ldy) {
+    const quant::BlockQ8x32* a[NT];
+    for (int t = 0; t < NT; ++t)
+      a[t] = reinterpret_cast<const quant::BlockQ8x32*>(act + t * act_row);
+    __m256 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    const __m256i table = iq4_table();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = grp + b * kBlock;
+      __m256i isum[NT];
+      for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+      for (int j = 0; j < 4; ++j) {
+        const __m256i v = load256(blk + 16 + 32 * j);
+        const typename Ops::Q8 lo = Ops::q8_prepare(iq4_lookup(table, nibbles_lo(v)));
+        const typename Ops::Q8 hi = Ops::q8_prepare(iq4_lookup(table, nibbles_hi(v)));
+        for (int t = 0; t < NT; ++t) {
+          isum[t] = Ops::q8_dot(isum[t], lo, broadcast4(a[t][b].qs + 4 * j));
+          isum[t] = Ops::q8_dot(isum[t], hi, broadcast4(a[t][b].qs + 16 + 4 * j));
+        }
+      }
+      const __m256 ws = load_scales(blk);
+      for (int t = 0; t < NT; ++t) {
+        const __m256i s =
+            _mm256_sub_epi32(isum[t], _mm256_set1_epi32(Ops::kQ8Offset * a[t][b].sum));
         acc[t] = contract_step(acc[t], ws, a[t][b].d, s);
       }
     }
@@ -122,9 +223,11 @@ struct Q4_0Tile {
   }
 };
 
-struct Q4_KTile {
+// Q4_K and Q5_K (kHigh): the nibble, | the fifth bit << 4 for Q5_K.
+template <bool kHigh>
+struct KMinTile {
   static constexpr int kTokens = kTileTokensK;
-  static constexpr size_t kBlock = 1184;
+  static constexpr size_t kBlock = kHigh ? 1440 : 1184;
   template <int NT>
   static void run(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_row, float* y,
                   int64_t ldy) {
@@ -144,9 +247,18 @@ struct Q4_KTile {
       for (int p = 0; p < 4; ++p) {
         __m256i lo[NT], hi[NT];
         for (int t = 0; t < NT; ++t) lo[t] = hi[t] = _mm256_setzero_si256();
+        // Q5_K: the fifth bits of pair p, bits 2p and 2p + 1 of qh, at bits
+        // 0 and 1 (then shifted to 4), of each byte after one 16-bit shift.
+        const __m128i to_pair = _mm_cvtsi32_si128(2 * p);
         for (int j = 0; j < 8; ++j) {
           const __m256i v = load256(qs + 256 * p + 32 * j);
-          const __m256i ql = nibbles_lo(v), qh = nibbles_hi(v);
+          __m256i ql = nibbles_lo(v), qh = nibbles_hi(v);
+          if constexpr (kHigh) {
+            const __m256i bits = _mm256_srl_epi16(load256(blk + 1184 + 32 * j), to_pair);
+            const __m256i bit4 = _mm256_set1_epi8(0x10);
+            ql = _mm256_or_si256(ql, _mm256_and_si256(_mm256_slli_epi16(bits, 4), bit4));
+            qh = _mm256_or_si256(qh, _mm256_and_si256(_mm256_slli_epi16(bits, 3), bit4));
+          }
           for (int t = 0; t < NT; ++t) {
             lo[t] = Ops::dot(lo[t], ql, broadcast4(a[t][b].qs + 64 * p + 4 * j));
             hi[t] = Ops::dot(hi[t], qh, broadcast4(a[t][b].qs + 64 * p + 32 + 4 * j));
@@ -180,6 +292,146 @@ struct Q4_KTile {
         acc[t] = contract_step(acc[t], ws, a[t][b].d, isum[t]);
         acc[t] = contract_step(acc[t], wm, a[t][b].d, imin[t]);
       }
+    }
+    store_tile<NT>(acc, y, ldy);
+  }
+};
+using Q4_KTile = KMinTile<false>;
+using Q5_KTile = KMinTile<true>;
+
+// Q2_K and Q3_K (kQ3): 16 sub-blocks of 16, the 2-bit codes walked as
+// Q6_K's (half h, quarter k, k-group j: elements 128h + 32k + 4j + e of
+// sub-block 8h + 2k + j / 4). Q2_K: u = the 2 bits, isum = sum_s sc[s]
+// dot_s, imin = sum_s m[s] bsums[s]. Q3_K: u = the 2 bits | the hmask bit
+// << 2 in 0..7, the code u - 4, so isum = sum_s sc[s] dot_s - 4 sum_s
+// sc[s] bsums[s].
+template <bool kQ3>
+struct TwoBitTile {
+  static constexpr int kTokens = kTileTokensQ6;
+  static constexpr size_t kBlock = kQ3 ? 912 : 672;
+  static constexpr size_t kScales = kQ3 ? 16 : 32;
+  static constexpr size_t kQs = kScales + 128;
+  // Sub-blocks 2i and 2i + 1's scales as int16 pairs, per lane.
+  static __m256i scale_pair(const uint8_t* sc, int i) {
+    const __m128i bytes = load128(sc + 16 * i);
+    if constexpr (kQ3) return _mm256_cvtepi8_epi16(bytes);
+    return _mm256_and_si256(_mm256_cvtepu8_epi16(bytes), _mm256_set1_epi16(0x0F));
+  }
+  template <int NT>
+  static void run(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_row, float* y,
+                  int64_t ldy) {
+    const quant::BlockQ8x256* a[NT];
+    for (int t = 0; t < NT; ++t) {
+      a[t] = reinterpret_cast<const quant::BlockQ8x256*>(act + t * act_row);
+    }
+    __m256 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = grp + b * kBlock;
+      const uint8_t* sc = blk + kScales;
+      __m256i isum[NT], corr[NT];
+      for (int t = 0; t < NT; ++t) isum[t] = corr[t] = _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h) {
+        for (int half = 0; half < 2; ++half) {
+          __m256i dot[4][NT];
+          for (int k = 0; k < 4; ++k) {
+            for (int t = 0; t < NT; ++t) dot[k][t] = _mm256_setzero_si256();
+          }
+          for (int j = 4 * half; j < 4 * half + 4; ++j) {
+            const __m256i v = load256(blk + kQs + 256 * h + 32 * j);
+            __m256i q[4] = {two_bits(v, 0), two_bits(v, 1), two_bits(v, 2), two_bits(v, 3)};
+            if constexpr (kQ3) {
+              __m256i hm = load256(blk + kQs + 512 + 32 * j);
+              if (h == 1) hm = _mm256_srli_epi16(hm, 4);
+              for (int k = 0; k < 4; ++k) q[k] = _mm256_or_si256(q[k], q3_high_bit(hm, k));
+            }
+            for (int k = 0; k < 4; ++k) {
+              for (int t = 0; t < NT; ++t) {
+                dot[k][t] =
+                    Ops::dot(dot[k][t], q[k], broadcast4(a[t][b].qs + 128 * h + 32 * k + 4 * j));
+              }
+            }
+          }
+          for (int k = 0; k < 4; ++k) {
+            const __m256i scale = pair_half(scale_pair(sc, 4 * h + k), half);
+            for (int t = 0; t < NT; ++t) {
+              isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(dot[k][t], scale));
+            }
+          }
+        }
+      }
+      // Q3_K: corr = sum_s sc[s] bsums[s]; Q2_K: imin = sum_s m[s] bsums[s].
+      for (int i = 0; i < 8; ++i) {
+        const __m256i pair = kQ3 ? scale_pair(sc, i)
+                                 : _mm256_srli_epi16(_mm256_cvtepu8_epi16(load128(sc + 16 * i)), 4);
+        for (int t = 0; t < NT; ++t) {
+          corr[t] =
+              _mm256_add_epi32(corr[t], _mm256_madd_epi16(pair, broadcast4(a[t][b].bsums + 2 * i)));
+        }
+      }
+      const __m256 ws = load_scales(blk);
+      if constexpr (kQ3) {
+        for (int t = 0; t < NT; ++t) {
+          const __m256i s = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 2));
+          acc[t] = contract_step(acc[t], ws, a[t][b].d, s);
+        }
+      } else {
+        // wm = -dmin: the sign flipped exactly.
+        const __m256 wm = _mm256_xor_ps(load_scales(blk + 16), _mm256_set1_ps(-0.0f));
+        for (int t = 0; t < NT; ++t) {
+          acc[t] = contract_step(acc[t], ws, a[t][b].d, isum[t]);
+          acc[t] = contract_step(acc[t], wm, a[t][b].d, corr[t]);
+        }
+      }
+    }
+    store_tile<NT>(acc, y, ldy);
+  }
+};
+using Q2_KTile = TwoBitTile<false>;
+using Q3_KTile = TwoBitTile<true>;
+
+// IQ4_XS: 8 sub-blocks of 32 with IQ4_NL's codes, each sub-block's sum
+// through Ops' signed-code path (its offset taken off with the sub-block's
+// activation sum) and then times its scale.
+struct IQ4_XSTile {
+  static constexpr int kTokens = kTileTokensK;
+  static constexpr size_t kBlock = 1104;
+  template <int NT>
+  static void run(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_row, float* y,
+                  int64_t ldy) {
+    const quant::BlockQ8x256* a[NT];
+    for (int t = 0; t < NT; ++t) {
+      a[t] = reinterpret_cast<const quant::BlockQ8x256*>(act + t * act_row);
+    }
+    __m256 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    const __m256i table = iq4_table();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = grp + b * kBlock;
+      __m256i isum[NT];
+      for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+      for (int s = 0; s < 8; ++s) {
+        __m256i dot[NT];
+        for (int t = 0; t < NT; ++t) dot[t] = _mm256_setzero_si256();
+        for (int j = 0; j < 4; ++j) {
+          const __m256i v = load256(blk + 80 + 128 * s + 32 * j);
+          const typename Ops::Q8 lo = Ops::q8_prepare(iq4_lookup(table, nibbles_lo(v)));
+          const typename Ops::Q8 hi = Ops::q8_prepare(iq4_lookup(table, nibbles_hi(v)));
+          for (int t = 0; t < NT; ++t) {
+            dot[t] = Ops::q8_dot(dot[t], lo, broadcast4(a[t][b].qs + 32 * s + 4 * j));
+            dot[t] = Ops::q8_dot(dot[t], hi, broadcast4(a[t][b].qs + 32 * s + 16 + 4 * j));
+          }
+        }
+        const __m256i scale = _mm256_cvtepi8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 16 + 8 * s)));
+        for (int t = 0; t < NT; ++t) {
+          const int32_t sum_a = int32_t{a[t][b].bsums[2 * s]} + a[t][b].bsums[2 * s + 1];
+          const __m256i d = _mm256_sub_epi32(dot[t], _mm256_set1_epi32(Ops::kQ8Offset * sum_a));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(d, scale));
+        }
+      }
+      const __m256 ws = load_scales(blk);
+      for (int t = 0; t < NT; ++t) acc[t] = contract_step(acc[t], ws, a[t][b].d, isum[t]);
     }
     store_tile<NT>(acc, y, ldy);
   }
@@ -233,9 +485,8 @@ struct Q6_KTile {
             }
           }
           for (int k = 0; k < 4; ++k) {
-            const __m256i pair = _mm256_cvtepi8_epi16(load128(sc + 16 * (4 * h + k)));
-            const __m256i scale = half == 0 ? _mm256_srai_epi32(_mm256_slli_epi32(pair, 16), 16)
-                                            : _mm256_srai_epi32(pair, 16);
+            const __m256i scale =
+                pair_half(_mm256_cvtepi8_epi16(load128(sc + 16 * (4 * h + k))), half);
             for (int t = 0; t < NT; ++t) {
               isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(dot[k][t], scale));
             }
@@ -268,8 +519,24 @@ inline void gemm(ThreadPool* pool, const QuantMatrix& w, const uint8_t* act, siz
       return run_tiles<Q8_0Tile>(pool, w, act, act_row, n, y, ldy);
     case DType::kQ4_0:
       return run_tiles<Q4_0Tile>(pool, w, act, act_row, n, y, ldy);
+    case DType::kQ4_1:
+      return run_tiles<Q4_1Tile>(pool, w, act, act_row, n, y, ldy);
+    case DType::kQ5_0:
+      return run_tiles<Q5_0Tile>(pool, w, act, act_row, n, y, ldy);
+    case DType::kQ5_1:
+      return run_tiles<Q5_1Tile>(pool, w, act, act_row, n, y, ldy);
+    case DType::kIQ4_NL:
+      return run_tiles<IQ4_NLTile>(pool, w, act, act_row, n, y, ldy);
+    case DType::kQ2_K:
+      return run_tiles<Q2_KTile>(pool, w, act, act_row, n, y, ldy);
+    case DType::kQ3_K:
+      return run_tiles<Q3_KTile>(pool, w, act, act_row, n, y, ldy);
     case DType::kQ4_K:
       return run_tiles<Q4_KTile>(pool, w, act, act_row, n, y, ldy);
+    case DType::kQ5_K:
+      return run_tiles<Q5_KTile>(pool, w, act, act_row, n, y, ldy);
+    case DType::kIQ4_XS:
+      return run_tiles<IQ4_XSTile>(pool, w, act, act_row, n, y, ldy);
     case DType::kQ6_K:
       return run_tiles<Q6_KTile>(pool, w, act, act_row, n, y, ldy);
     default:

@@ -13,8 +13,16 @@
 namespace pvllm::cpu {
 namespace {
 
+using quant::BlockIQ4_NL;
+using quant::BlockIQ4_XS;
+using quant::BlockQ2_K;
+using quant::BlockQ3_K;
 using quant::BlockQ4_0;
+using quant::BlockQ4_1;
 using quant::BlockQ4_K;
+using quant::BlockQ5_0;
+using quant::BlockQ5_1;
+using quant::BlockQ5_K;
 using quant::BlockQ6_K;
 using quant::BlockQ8_0;
 using quant::load_block;
@@ -50,9 +58,64 @@ void pack_q4_0(const BlockQ4_0* b, uint8_t* out) {
   interleave(src, 4, 0, out + 16);
 }
 
-void pack_q4_k(const BlockQ4_K* b, uint8_t* out) {
-  put_scales(b, &BlockQ4_K::d, out);
-  put_scales(b, &BlockQ4_K::dmin, out + 16);
+void pack_q4_1(const BlockQ4_1* b, uint8_t* out) {
+  put_scales(b, &BlockQ4_1::d, out);
+  put_scales(b, &BlockQ4_1::m, out + 16);
+  const uint8_t* src[kRows];
+  for (int r = 0; r < kRows; ++r) src[r] = b[r].qs;
+  interleave(src, 4, 0, out + 32);
+}
+
+// Q5_0's and Q5_1's fifth bits, row r's in bytes [4r, 4r + 4), regrouped
+// by k-group: bit b of byte e holds element 4b + e's (b < 4) or element
+// 16 + 4(b - 4) + e's (b >= 4), so that one shift brings a k-group's bits
+// to bit 4 of the bytes its nibbles fill.
+template <typename Block>
+void put_q5_high_bits(const Block* b, uint8_t* out) {
+  for (int r = 0; r < kRows; ++r) {
+    uint32_t qh;
+    std::memcpy(&qh, b[r].qh, 4);
+    for (int e = 0; e < 4; ++e) {
+      uint8_t byte = 0;
+      for (int k = 0; k < 4; ++k) {
+        byte |= static_cast<uint8_t>(((qh >> (4 * k + e)) & 1) << k);
+        byte |= static_cast<uint8_t>(((qh >> (16 + 4 * k + e)) & 1) << (4 + k));
+      }
+      out[4 * r + e] = byte;
+    }
+  }
+}
+
+void pack_q5_0(const BlockQ5_0* b, uint8_t* out) {
+  put_scales(b, &BlockQ5_0::d, out);
+  const uint8_t* src[kRows];
+  for (int r = 0; r < kRows; ++r) src[r] = b[r].qs;
+  interleave(src, 4, 0, out + 16);
+  put_q5_high_bits(b, out + 144);
+}
+
+void pack_q5_1(const BlockQ5_1* b, uint8_t* out) {
+  put_scales(b, &BlockQ5_1::d, out);
+  put_scales(b, &BlockQ5_1::m, out + 16);
+  const uint8_t* src[kRows];
+  for (int r = 0; r < kRows; ++r) src[r] = b[r].qs;
+  interleave(src, 4, 0, out + 32);
+  put_q5_high_bits(b, out + 160);
+}
+
+void pack_iq4_nl(const BlockIQ4_NL* b, uint8_t* out) {
+  put_scales(b, &BlockIQ4_NL::d, out);
+  const uint8_t* src[kRows];
+  for (int r = 0; r < kRows; ++r) src[r] = b[r].qs;
+  interleave(src, 4, 0, out + 16);
+}
+
+// Q4_K's and Q5_K's common part: d, dmin, the unpacked scales and mins and
+// the nibbles (quant_matrix.h).
+template <typename Block>
+void pack_k_nibbles(const Block* b, uint8_t* out) {
+  put_scales(b, &Block::d, out);
+  put_scales(b, &Block::dmin, out + 16);
   uint8_t* sc = out + 32;
   uint8_t* mins = out + 96;
   for (int r = 0; r < kRows; ++r) {
@@ -67,6 +130,68 @@ void pack_q4_k(const BlockQ4_K* b, uint8_t* out) {
     const uint8_t* src[kRows];
     for (int r = 0; r < kRows; ++r) src[r] = b[r].qs + 32 * p;
     interleave(src, 8, 0, out + 160 + 256 * p);
+  }
+}
+
+void pack_q4_k(const BlockQ4_K* b, uint8_t* out) { pack_k_nibbles(b, out); }
+
+void pack_q5_k(const BlockQ5_K* b, uint8_t* out) {
+  pack_k_nibbles(b, out);
+  const uint8_t* src[kRows];
+  for (int r = 0; r < kRows; ++r) src[r] = b[r].qh;
+  interleave(src, 8, 0, out + 1184);
+}
+
+// Q2_K's and Q3_K's 2-bit fields, half h's k-group j: the file's bytes
+// qs[32h + 4j + e], each holding the four quarters' codes.
+void put_two_bit_codes(const uint8_t* const* qs, uint8_t* out) {
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* src[kRows];
+    for (int r = 0; r < kRows; ++r) src[r] = qs[r] + 32 * h;
+    interleave(src, 8, 0, out + 256 * h);
+  }
+}
+
+void pack_q2_k(const BlockQ2_K* b, uint8_t* out) {
+  put_scales(b, &BlockQ2_K::d, out);
+  put_scales(b, &BlockQ2_K::dmin, out + 16);
+  uint8_t* sc = out + 32;
+  for (int r = 0; r < kRows; ++r) {
+    for (int s = 0; s < 16; ++s) sc[16 * (s / 2) + 2 * r + s % 2] = b[r].scales[s];
+  }
+  const uint8_t* qs[kRows];
+  for (int r = 0; r < kRows; ++r) qs[r] = b[r].qs;
+  put_two_bit_codes(qs, out + 160);
+}
+
+void pack_q3_k(const BlockQ3_K* b, uint8_t* out) {
+  put_scales(b, &BlockQ3_K::d, out);
+  uint8_t* sc = out + 16;
+  for (int r = 0; r < kRows; ++r) {
+    for (int s = 0; s < 16; ++s) {
+      sc[16 * (s / 2) + 2 * r + s % 2] =
+          static_cast<uint8_t>(quant::q3k_scale(s, b[r].scales) - 32);
+    }
+  }
+  const uint8_t* src[kRows];
+  for (int r = 0; r < kRows; ++r) src[r] = b[r].qs;
+  put_two_bit_codes(src, out + 144);
+  for (int r = 0; r < kRows; ++r) src[r] = b[r].hmask;
+  interleave(src, 8, 0, out + 656);
+}
+
+void pack_iq4_xs(const BlockIQ4_XS* b, uint8_t* out) {
+  put_scales(b, &BlockIQ4_XS::d, out);
+  uint8_t* sc = out + 16;
+  for (int r = 0; r < kRows; ++r) {
+    for (int s = 0; s < 8; ++s) {
+      sc[8 * s + r] = static_cast<uint8_t>(quant::iq4xs_scale(s, b[r]) - 32);
+    }
+  }
+  for (int s = 0; s < 8; ++s) {
+    const uint8_t* src[kRows];
+    for (int r = 0; r < kRows; ++r) src[r] = b[r].qs + 16 * s;
+    interleave(src, 4, 0, out + 80 + 128 * s);
   }
 }
 
@@ -115,8 +240,32 @@ void pack_group(const QuantMatrix& m, int64_t g, uint8_t* out) {
       case DType::kQ4_0:
         pack_block<BlockQ4_0>(rows, m.row_bytes(), b, pack_q4_0, o);
         break;
+      case DType::kQ4_1:
+        pack_block<BlockQ4_1>(rows, m.row_bytes(), b, pack_q4_1, o);
+        break;
+      case DType::kQ5_0:
+        pack_block<BlockQ5_0>(rows, m.row_bytes(), b, pack_q5_0, o);
+        break;
+      case DType::kQ5_1:
+        pack_block<BlockQ5_1>(rows, m.row_bytes(), b, pack_q5_1, o);
+        break;
+      case DType::kIQ4_NL:
+        pack_block<BlockIQ4_NL>(rows, m.row_bytes(), b, pack_iq4_nl, o);
+        break;
+      case DType::kQ2_K:
+        pack_block<BlockQ2_K>(rows, m.row_bytes(), b, pack_q2_k, o);
+        break;
+      case DType::kQ3_K:
+        pack_block<BlockQ3_K>(rows, m.row_bytes(), b, pack_q3_k, o);
+        break;
       case DType::kQ4_K:
         pack_block<BlockQ4_K>(rows, m.row_bytes(), b, pack_q4_k, o);
+        break;
+      case DType::kQ5_K:
+        pack_block<BlockQ5_K>(rows, m.row_bytes(), b, pack_q5_k, o);
+        break;
+      case DType::kIQ4_XS:
+        pack_block<BlockIQ4_XS>(rows, m.row_bytes(), b, pack_iq4_xs, o);
         break;
       case DType::kQ6_K:
         pack_block<BlockQ6_K>(rows, m.row_bytes(), b, pack_q6_k, o);
@@ -189,9 +338,24 @@ size_t QuantMatrix::packed_block_bytes(DType t) {
     case DType::kQ8_0:
       return 272;
     case DType::kQ4_0:
+    case DType::kIQ4_NL:
       return 144;
+    case DType::kQ4_1:
+      return 160;
+    case DType::kQ5_0:
+      return 176;
+    case DType::kQ5_1:
+      return 192;
+    case DType::kQ2_K:
+      return 672;
+    case DType::kQ3_K:
+      return 912;
     case DType::kQ4_K:
       return 1184;
+    case DType::kQ5_K:
+      return 1440;
+    case DType::kIQ4_XS:
+      return 1104;
     case DType::kQ6_K:
       return 1680;
     default:

@@ -30,17 +30,29 @@
 namespace pvllm::cpu {
 namespace {
 
-// The types with an interleaved layout.
-const DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+// The types with an interleaved layout: every quantized type.
+const DType kTypes[] = {DType::kQ8_0, DType::kQ4_0,   DType::kQ4_1, DType::kQ5_0,
+                        DType::kQ5_1, DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K,
+                        DType::kQ4_K, DType::kQ5_K,   DType::kQ6_K, DType::kIQ4_XS};
 
 // The byte offsets of a block's fp16 scale fields.
 std::vector<size_t> scale_fields(DType t) {
   switch (t) {
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
       return {0};
+    case DType::kQ4_1:
+    case DType::kQ5_1:
     case DType::kQ4_K:
+    case DType::kQ5_K:
       return {0, 2};
+    case DType::kQ2_K:
+      return {offsetof(quant::BlockQ2_K, d), offsetof(quant::BlockQ2_K, dmin)};
+    case DType::kQ3_K:
+      return {offsetof(quant::BlockQ3_K, d)};
     case DType::kQ6_K:
       return {offsetof(quant::BlockQ6_K, d)};
     default:
@@ -73,13 +85,15 @@ uint16_t random_scale(std::mt19937& rng, bool signed_ok) {
 
 // rows x cols weights of type t as the file stores them: random bytes, or a
 // block filled with one extreme byte (0x00, 0xFF, 0x80, 0x7F: Q8_0's codes
-// 0, -1, -128, 127, the nibbles 0 and 15, Q6_K's scales -128 and 127),
+// 0, -1, -128, 127, the nibbles 0 and 15, the fifth and high bits all clear
+// or all set, Q6_K's scales -128 and 127, the 6-bit scales 0 and 63),
 // their fp16 scales then set by random_scale.
 std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
   std::vector<uint8_t> bytes(static_cast<size_t>(rows) * dtype_row_bytes(t, cols));
   const size_t block = dtype_block_bytes(t);
-  // The K types' min factor is -dmin: dmin and d stay positive as ggml writes them.
-  const bool signed_ok = t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ6_K;
+  // The K types' min factor is -dmin: dmin and d stay positive as ggml
+  // writes them. Every other scale (Q4_1's and Q5_1's m too) takes either sign.
+  const bool signed_ok = t != DType::kQ2_K && t != DType::kQ4_K && t != DType::kQ5_K;
   for (size_t off = 0; off < bytes.size(); off += block) {
     const uint32_t kind = rng() % 8;
     const uint8_t fill[] = {0x00, 0xFF, 0x80, 0x7F};
@@ -195,15 +209,24 @@ TEST(QuantGemmTest, EveryVariantMatchesTheReferenceBitForBit) {
   std::printf("kernel runs compared: %d\n", kernels_run);
 }
 
-// The AVX2 and AVX-512 variants serve the four types; x86-64-v2 and the
-// generic build leave them to the reference.
+// The AVX2 and AVX-512 variants serve every quantized type; x86-64-v2 and
+// the generic build leave them to the reference. Plain types have no kernel.
 TEST(QuantGemmTest, VariantsClaimTheirTypes) {
   for (const Variant& v : variants()) {
     const bool fast = std::string(v.name) == "avx2" || std::string(v.name) == "avx512";
     for (const DType type : kTypes) {
       EXPECT_EQ(v.table->quant_gemm_supports(type), fast) << v.name << " " << dtype_name(type);
     }
-    EXPECT_FALSE(v.table->quant_gemm_supports(DType::kQ5_K)) << v.name;
+    for (const DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
+      EXPECT_FALSE(v.table->quant_gemm_supports(type)) << v.name << " " << dtype_name(type);
+    }
+  }
+}
+
+// Every quantized type has an interleaved layout.
+TEST(QuantMatrixTest, EveryQuantizedTypeHasALayout) {
+  for (const DType type : kTypes) {
+    EXPECT_GT(QuantMatrix::packed_block_bytes(type), 0u) << dtype_name(type);
   }
 }
 
@@ -226,9 +249,7 @@ TEST(QuantMatrixTest, MakeCopiesOnlyWhatAKernelReads) {
   EXPECT_EQ(w.packed(), quant_gemm_supports(DType::kQ4_K));
   ASSERT_TRUE(QuantMatrix::make(tensor_of(DType::kQ4_K, 7, 256, bytes), nullptr, &w).ok());
   EXPECT_FALSE(w.packed());  // under one group
-  ASSERT_TRUE(QuantMatrix::make(tensor_of(DType::kQ5_K, 13, 256, bytes), nullptr, &w).ok());
-  EXPECT_FALSE(w.packed());  // no layout
-  EXPECT_FALSE(QuantMatrix::pack(tensor_of(DType::kQ5_K, 13, 256, bytes), nullptr, &w).ok());
+  EXPECT_FALSE(QuantMatrix::pack(tensor_of(DType::kQ4_K, 7, 256, bytes), nullptr, &w).ok());
 }
 
 // Linear over quantized parts of several types (each served by the active
@@ -242,11 +263,9 @@ TEST(QuantLinearTest, ApplyMatchesTheReferencePerRow) {
     DType type;
     int64_t rows;
   };
-  const Part shapes[] = {{DType::kQ8_0, 13},
-                         {DType::kQ4_K, 40},
-                         {DType::kQ6_K, 8},
-                         {DType::kQ4_0, 21},
-                         {DType::kQ5_K, 9}};
+  const Part shapes[] = {{DType::kQ8_0, 13},   {DType::kQ4_K, 40}, {DType::kQ6_K, 8},
+                         {DType::kQ4_0, 21},   {DType::kQ5_K, 9},  {DType::kQ5_0, 16},
+                         {DType::kIQ4_XS, 11}, {DType::kQ2_K, 8},  {DType::kQ3_K, 3}};
   std::vector<std::vector<uint8_t>> bytes;
   std::vector<Tensor> tensors;
   for (const Part& p : shapes) bytes.push_back(random_weights(p.type, p.rows, cols, rng));
