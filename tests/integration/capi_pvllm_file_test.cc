@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/model/pvllm_file.h"
-#include "tests/integration/capi_helpers.h"
+#include "tests/integration/capi_generate.h"
 #include "tests/util/pvllm_file_edit.h"
 #include "tests/util/tiny_model.h"
 
@@ -44,37 +44,7 @@ class CapiPvllmFileTest : public ::testing::Test {
   // Greedy ids of a text prompt, or the create status when it fails.
   static pvllm_status generate(const pvllm_engine_params& p, std::vector<int32_t>* ids,
                                std::string* message) {
-    pvllm_engine* raw = nullptr;
-    pvllm_error* error = nullptr;
-    const pvllm_status st = pvllm_engine_create(&p, &raw, &error);
-    *message = take_message(error);
-    if (st != PVLLM_STATUS_OK) return st;
-    EnginePtr engine(raw);
-    pvllm_sampling_params sp;
-    pvllm_sampling_params_init(&sp, sizeof(sp));
-    sp.temperature = 0;
-    sp.max_tokens = 10;
-    sp.ignore_eos = 1;
-    pvllm_request r;
-    pvllm_request_init(&r, sizeof(r));
-    r.prompt_text = "Once upon a time";
-    r.sampling = &sp;
-    uint64_t id = 0;
-    EXPECT_EQ(pvllm_submit(engine.get(), &r, &id, nullptr), PVLLM_STATUS_OK);
-    bool finished = false;
-    for (int i = 0; i < 100 && !finished; ++i) {
-      EXPECT_EQ(pvllm_step(engine.get(), nullptr, nullptr), PVLLM_STATUS_OK);
-      pvllm_output_batch* raw_batch = nullptr;
-      EXPECT_EQ(pvllm_poll(engine.get(), 0, &raw_batch, nullptr), PVLLM_STATUS_OK);
-      BatchPtr batch(raw_batch);
-      for (size_t k = 0; k < pvllm_output_batch_size(batch.get()); ++k) {
-        const pvllm_output* o = pvllm_output_batch_get(batch.get(), k);
-        ids->insert(ids->end(), o->token_ids, o->token_ids + o->num_token_ids);
-        finished = finished || o->finish_reason != PVLLM_FINISH_NONE;
-      }
-    }
-    EXPECT_TRUE(finished);
-    return PVLLM_STATUS_OK;
+    return generate_greedy(p, 10, ids, message);
   }
 
   std::string dir_, folder_, file_;

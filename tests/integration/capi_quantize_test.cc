@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/integration/capi_helpers.h"
+#include "tests/integration/capi_generate.h"
 
 namespace pvllm::testing {
 namespace {
@@ -56,41 +56,7 @@ class CapiQuantizeTest : public ::testing::Test {
       };
       p.progress_user_data = stages;
     }
-    pvllm_engine* raw = nullptr;
-    pvllm_error* error = nullptr;
-    const pvllm_status st = pvllm_engine_create(&p, &raw, &error);
-    *message = take_message(error);
-    if (st != PVLLM_STATUS_OK) {
-      EXPECT_EQ(raw, nullptr);
-      return st;
-    }
-    EnginePtr engine(raw);
-    pvllm_sampling_params sp;
-    pvllm_sampling_params_init(&sp, sizeof(sp));
-    sp.temperature = 0;
-    sp.max_tokens = 8;
-    sp.ignore_eos = 1;
-    pvllm_request r;
-    pvllm_request_init(&r, sizeof(r));
-    r.prompt_text = "Once upon a time";
-    r.sampling = &sp;
-    uint64_t id = 0;
-    EXPECT_EQ(pvllm_submit(engine.get(), &r, &id, nullptr), PVLLM_STATUS_OK);
-    bool finished = false;
-    for (int i = 0; i < 100 && !finished; ++i) {
-      EXPECT_EQ(pvllm_step(engine.get(), nullptr, nullptr), PVLLM_STATUS_OK);
-      pvllm_output_batch* raw_batch = nullptr;
-      EXPECT_EQ(pvllm_poll(engine.get(), 0, &raw_batch, nullptr), PVLLM_STATUS_OK);
-      BatchPtr batch(raw_batch);
-      for (size_t k = 0; k < pvllm_output_batch_size(batch.get()); ++k) {
-        const pvllm_output* o = pvllm_output_batch_get(batch.get(), k);
-        EXPECT_NE(o->finish_reason, PVLLM_FINISH_ERROR);
-        ids->insert(ids->end(), o->token_ids, o->token_ids + o->num_token_ids);
-        finished = finished || o->finish_reason != PVLLM_FINISH_NONE;
-      }
-    }
-    EXPECT_TRUE(finished);
-    return PVLLM_STATUS_OK;
+    return generate_greedy(p, 8, ids, message);
   }
 
   static pvllm_status estimate(const pvllm_engine_params& p, pvllm_memory_estimate* out,
