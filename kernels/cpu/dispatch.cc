@@ -175,5 +175,8 @@ void quant_gemm(ThreadPool* pool, const QuantMatrix& w, const void* act, size_t 
                 float* y, int64_t ldy, QuantIntDot dot) {
   k().quant_gemm(pool, w, act, act_row, n, y, ldy, dot);
 }
+void quantize_activations(quant::ActivationKind kind, const float* x, int64_t n, void* dst) {
+  k().quantize_activations(kind, x, n, dst);
+}
 
 }  // namespace pvllm::cpu

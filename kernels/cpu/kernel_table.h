@@ -1,7 +1,7 @@
 // The table of CPU kernel entry points one ISA variant provides (see
 // isa.h). Each variant's ops.cc fills one from the functions of its
-// namespace (defined in its ops.cc, gemm.cc, paged_attention.cc and
-// quant_gemm.cc); dispatch.cc forwards pvllm::cpu::dot and the rest to the
+// namespace (defined in its ops.cc, gemm.cc, paged_attention.cc,
+// quant_gemm.cc and quant_activation.cc); dispatch.cc forwards pvllm::cpu::dot and the rest to the
 // chosen table.
 #pragma once
 
@@ -30,6 +30,7 @@ using PagedAttentionFn = decltype(&paged_attention);
 using WriteKvFn = decltype(&write_kv);
 using QuantGemmSupportsFn = decltype(&quant_gemm_supports);
 using QuantGemmFn = decltype(&quant_gemm);
+using QuantizeActivationsFn = decltype(&quantize_activations);
 
 struct KernelTable {
   DotFn dot;
@@ -49,6 +50,7 @@ struct KernelTable {
   WriteKvFn write_kv;
   QuantGemmSupportsFn quant_gemm_supports;
   QuantGemmFn quant_gemm;
+  QuantizeActivationsFn quantize_activations;
 };
 
 #if defined(__x86_64__)

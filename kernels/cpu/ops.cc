@@ -207,8 +207,9 @@ void embedding(const Tensor& table, const int32_t* ids, int64_t n, int64_t dim, 
     load_row(table, static_cast<int64_t>(ids[t]) * dim, dim, out + t * dim);
 }
 
-// This variant's kernel table (kernel_table.h); gemm.cc, quant_gemm.cc and
-// paged_attention.cc of the same variant define the rest.
+// This variant's kernel table (kernel_table.h); gemm.cc, quant_gemm.cc,
+// quant_activation.cc and paged_attention.cc of the same variant define the
+// rest.
 void matmul(ThreadPool* pool, const float* x, int64_t n, const PackedMatrix& w, float* y);
 void matmul_wide(ThreadPool* pool, const float* x, int64_t n, const PackedMatrix& w, float* y);
 void paged_attention(const PagedAttentionParams& p, ThreadPool* pool);
@@ -216,13 +217,18 @@ void write_kv(const WriteKvParams& p);
 bool quant_gemm_supports(DType t);
 void quant_gemm(ThreadPool* pool, const QuantMatrix& w, const void* act, size_t act_row, int64_t n,
                 float* y, int64_t ldy, QuantIntDot dot);
+void quantize_activations(quant::ActivationKind kind, const float* x, int64_t n, void* dst);
 
 const KernelTable& kernel_table() {
-  static const KernelTable table{&dot,       &dot_many,        &axpy,        &axpy_many,
-                                 &rmsnorm,   &matmul,          &matmul_wide, &rope_cos_sin,
-                                 &rope,      &add_bias,        &silu_mul,    &embedding,
-                                 &load_row,  &paged_attention, &write_kv,    &quant_gemm_supports,
-                                 &quant_gemm};
+  static const KernelTable table{&dot,         &dot_many,
+                                 &axpy,        &axpy_many,
+                                 &rmsnorm,     &matmul,
+                                 &matmul_wide, &rope_cos_sin,
+                                 &rope,        &add_bias,
+                                 &silu_mul,    &embedding,
+                                 &load_row,    &paged_attention,
+                                 &write_kv,    &quant_gemm_supports,
+                                 &quant_gemm,  &quantize_activations};
   return table;
 }
 

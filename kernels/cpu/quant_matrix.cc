@@ -388,7 +388,7 @@ Status quant_matmul(ThreadPool* pool, const float* x, int64_t n, const QuantMatr
   const int64_t cols = w.cols();
   auto quantize = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      quant::quantize_activation_row(kind, x + t * cols, cols, act + t * act_row);
+      quantize_activations(kind, x + t * cols, cols, act + t * act_row);
     }
   };
   // The interleaved rows through the fast kernel, the others (all of them

@@ -54,6 +54,7 @@
 
 #include "core/base/status.h"
 #include "core/base/tensor.h"
+#include "core/quant/activation.h"
 #include "kernels/cpu/host_buffer.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -115,8 +116,12 @@ class QuantMatrix {
 Status quant_matmul(ThreadPool* pool, const float* x, int64_t n, const QuantMatrix& w, float* y,
                     int64_t ldy);
 
-// The fast kernels of the ISA variants (quant_gemm.cc); these forward to the
-// active one (dispatch.cc).
+// The fast kernels of the ISA variants (quant_gemm.cc, quant_activation.cc);
+// these forward to the active one (dispatch.cc).
+
+// quant::quantize_activation_row, byte for byte: 8 lanes at a time on the
+// AVX2 and AVX-512 variants, the reference itself on the others.
+void quantize_activations(quant::ActivationKind kind, const float* x, int64_t n, void* dst);
 
 // True when the variant has a kernel for weights of type t.
 bool quant_gemm_supports(DType t);
