@@ -168,7 +168,7 @@ TEST_P(QuantMatmulTest, MatchesDequantizedReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, QuantMatmulTest, testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(QuantShapes, QuantMatmulTest, testing::ValuesIn(all_cases()), case_name);
 
 // Unsupported weights and arguments are refused before any CUDA call (so
 // this runs without a device too).
