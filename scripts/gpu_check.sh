@@ -51,6 +51,11 @@
 #                             long-output, shared-prefix and n = 4 traces
 #  11  latency_sweep     240  TTFT and TPOT p50/p99 at 1, 16, 64 and 256
 #                             concurrent requests, CUDA graphs on and off
+#  12  quant_matmul_test  60  the Q8_0 / Q4_0 / Q4_K matmul kernels (GEMV and
+#                             tensor cores) against core/quant's dequantized
+#                             weights (cuda_kernels_test, QUANT_FILTER below),
+#      quant_matmul_bench 180 and timed against cuBLAS bf16 on Llama-3-8B's
+#                             shapes at m = 1, 16 and 512
 # Step 0 runs in every call, whatever STEPS says: the others need its checks;
 # the rest run in the order STEPS names them. A session's device time is
 # 15 minutes, machine starts included, so the calls (calls() below, each at
@@ -58,7 +63,8 @@
 # time allows: STEPS="0 1 2" (430 s of budgets; the correctness suites),
 # "0 4 8 9" (560 s; transformers and the sanitizers), "0 3 7" (250 s; the
 # attention and sampling benchmarks), "0 5" (300 s), "0 6" (370 s), "0 10 11"
-# (510 s; memory and latency on CUDA). Budgets are kill limits: most steps
+# (510 s; memory and latency on CUDA), "0 12" (270 s; the quantized
+# matmuls). Budgets are kill limits: most steps
 # end far inside theirs.
 #
 # The environment of every step: LD_LIBRARY_PATH = the bundle's lib/ plus the
@@ -97,6 +103,8 @@ plan() {
 9 racecheck 90
 10 memory_cuda 240
 11 latency_sweep 240
+12 quant_matmul_test 60
+12 quant_matmul_bench 180
 EOF
 }
 # The device calls that together run every step, in the order to make them:
@@ -105,10 +113,13 @@ EOF
 # then transformers) are sized to fit one session with time for a rerun;
 # the benchmarks follow in later sessions. Each call is at most 560 s of
 # budgets (most steps end far inside theirs).
-calls() { printf '%s\n' "0 1 2" "0 4 8 9" "0 3 7" "0 5" "0 6" "0 10 11"; }
+calls() { printf '%s\n' "0 1 2" "0 4 8 9" "0 3 7" "0 5" "0 6" "0 10 11" "0 12"; }
 budget() { plan | awk -v n="$1" '$2 == n { print $3 }'; }
 # The kernel tests compute-sanitizer runs (memcheck, racecheck): every
 # kernel family at its smallest shapes, no whole-model backend tests.
+# Step 12's tests: the quantized matmuls' CPU layout checks and GPU runs
+# (step 1 runs them too, among everything else).
+QUANT_FILTER='*QuantLayout*:*QuantMatmul*'
 SANITIZER_FILTER='AllSupported/*bf16_d64_b16_g*:Generic/*bf16_d8_b8_g4*:AllSupported/*fp16_d128_b32_g4*:Shapes/*:Sizes/*:Hidden/*:CudaRmsNorm.*:CudaSampling.*-*LongContext*:*BenchmarkPromptLengths*'
 
 # transformers' nano measurement: the first HF_SUBSET requests at one batch
@@ -139,12 +150,13 @@ step_inputs() {
     9) echo bin/cuda_kernels_test ;;
     10) echo scripts/memory_cuda.sh bin/pvllm lib/libpvllm.so.1 lib/libpvllm_cuda.so ;;
     11) echo scripts/latency_sweep.py bin/pvllm lib/libpvllm.so.1 lib/libpvllm_cuda.so ;;
+    12) echo bin/cuda_kernels_test bin/cuda_quant_matmul_bench ;;
   esac
 }
 
 case "${1:-}" in
   --list-inputs)
-    for s in 0 1 2 3 4 5 6 7 8 9 10 11; do for f in $(step_inputs "$s"); do echo "$s $f"; done; done
+    for s in 0 1 2 3 4 5 6 7 8 9 10 11 12; do for f in $(step_inputs "$s"); do echo "$s $f"; done; done
     exit 0 ;;
   --list-budgets) plan; exit 0 ;;
   --list-calls) calls; exit 0 ;;
@@ -171,7 +183,7 @@ out="${OUT:-gpu-out}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 if [ "${PACK:-1}" = 0 ]; then work="$out"; else work="$(mktemp -d)"; fi
-steps=" 0 ${STEPS:-1 2 3 4 5 6 7 8 9 10 11} "
+steps=" 0 ${STEPS:-1 2 3 4 5 6 7 8 9 10 11 12} "
 
 json_str() {  # a bash string as a JSON string
   local s=$1
@@ -428,6 +440,10 @@ for step in $steps; do
     11) run 11 latency_sweep latency_sweep.json \
           python3 "$scripts/latency_sweep.py" --pvllm "$bin/pvllm" --json "$work/latency_sweep.json" \
           --timeout 100 ;;
+    12) run 12 quant_matmul_test quant_matmul_test.json "$bin/cuda_kernels_test" --gtest_brief=1 \
+          --gtest_filter="$QUANT_FILTER" --gtest_output="json:$work/quant_matmul_test.json"
+        run 12 quant_matmul_bench quant_matmul_bench.json \
+          "$bin/cuda_quant_matmul_bench" --json "$work/quant_matmul_bench.json" ;;
     *) echo "gpu_check: no step $step" >&2 ;;
   esac
 done
@@ -436,7 +452,7 @@ done
 {
   echo "{"
   echo "  \"commit\": $(json_str "$(cat "$bundle/COMMIT" 2>/dev/null)"),"
-  echo "  \"steps_asked\": $(json_str "${STEPS:-1 2 3 4 5 6 7 8 9 10 11}"),"
+  echo "  \"steps_asked\": $(json_str "${STEPS:-1 2 3 4 5 6 7 8 9 10 11 12}"),"
   echo "  \"ok\": $([ $failed = 0 ] && echo true || echo false),"
   echo "  \"archive\": $([ "${PACK:-1}" = 0 ] && echo null || echo '"results.tar.gz"'),"
   echo "  \"commands\": ["

@@ -1,7 +1,7 @@
 // The index functions of kernels/cuda/common/mma_layout.h, which the mma
 // prefill kernel addresses shared memory and reads its accumulators
-// through, against an emulation of ldmatrix.x4 and mma.sync m16n8k16
-// written here from the PTX ISA's fragment tables. One warp's Q K^T and
+// through, against emulations of ldmatrix.x4 (here) and mma.sync m16n8k16
+// (mma_emulation.h) written from the PTX ISA's fragment tables. One warp's Q K^T and
 // P V over a 16-row tile and 64 keys, as the kernel walks them, must equal
 // the plain products. Runs on the CPU: no GPU needed.
 #include "kernels/cuda/common/mma_layout.h"
@@ -16,21 +16,22 @@
 #include <utility>
 #include <vector>
 
+#include "tests/cuda/mma_emulation.h"
+
 namespace pvllm {
 namespace {
 
 namespace layout = mma_layout;
 
-constexpr int kLanes = 32;
+constexpr int kLanes = mma_emulation::kLanes;
 constexpr int kRows = 16;  // one warp's query rows
 constexpr int kKeys = 64;  // one key tile
 
-// A 32-bit register of two 16-bit elements, kept as floats: [0] is the
-// element in the lower half.
-using Reg = std::array<float, 2>;
-using Regs4 = std::array<std::array<Reg, 4>, kLanes>;       // ldmatrix.x4 / A fragment
-using Accum = std::array<std::array<float, 4>, kLanes>;     // C / D fragment
-using BFrag = std::array<std::array<Reg, 2>, kLanes>;       // B fragment
+using mma_emulation::Accum;
+using mma_emulation::BFrag;
+using mma_emulation::mma;
+using mma_emulation::Reg;
+using Regs4 = mma_emulation::AFrag;                         // ldmatrix.x4 / A fragment
 using Addresses = std::array<std::pair<int, int>, kLanes>;  // (row, column) per lane
 
 // ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane i addresses row
@@ -52,39 +53,6 @@ Regs4 ldmatrix_x4(const std::vector<float>& smem, int stride, const Addresses& a
     }
   }
   return out;
-}
-
-// mma.sync.aligned.m16n8k16.row.col.f32: the fragment tables of the PTX
-// ISA, with groupID = lane / 4 and threadID_in_group = lane % 4:
-//   A element i (0..7; register i / 2): row groupID for i in {0, 1, 4, 5},
-//     else groupID + 8; column 2 threadID_in_group + (i & 1), plus 8 for
-//     i >= 4.
-//   B element i (0..3; register i / 2): row 2 threadID_in_group + (i & 1),
-//     plus 8 for i >= 2; column groupID.
-//   C element i (0..3): row groupID, plus 8 for i >= 2; column
-//     2 threadID_in_group + (i & 1).
-void mma(Accum& c, const std::array<std::array<Reg, 4>, kLanes>& a, const BFrag& b) {
-  float A[16][16] = {};
-  float B[16][8] = {};
-  for (int l = 0; l < kLanes; ++l) {
-    const int g = l / 4;
-    const int t = l % 4;
-    for (int i = 0; i < 8; ++i) {
-      const int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8;
-      const int col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
-      A[row][col] = a[l][i / 2][i % 2];
-    }
-    for (int i = 0; i < 4; ++i) B[2 * t + (i & 1) + (i >= 2 ? 8 : 0)][g] = b[l][i / 2][i % 2];
-  }
-  for (int l = 0; l < kLanes; ++l) {
-    for (int i = 0; i < 4; ++i) {
-      const int row = l / 4 + (i >= 2 ? 8 : 0);
-      const int col = 2 * (l % 4) + (i & 1);
-      float d = 0.0f;
-      for (int k = 0; k < 16; ++k) d += A[row][k] * B[k][col];
-      c[l][i] += d;
-    }
-  }
 }
 
 // Registers lo and hi of every lane of an ldmatrix.x4 result, as a B fragment.
@@ -151,7 +119,7 @@ TEST_P(MmaLayoutTest, WarpProductsEqualPlainProducts) {
 
   std::vector<Accum> o(head_dim / 8, Accum{});
   for (int kk = 0; kk < kKeys / 16; ++kk) {
-    std::array<std::array<Reg, 4>, kLanes> a{};
+    Regs4 a{};
     for (int l = 0; l < kLanes; ++l) {
       for (int r = 0; r < 4; ++r) {
         const Accum& c = s[2 * kk + layout::a_tile(r)];
