@@ -27,7 +27,10 @@ Status Engine::create(const EngineConfig& config, std::unique_ptr<Engine>* out) 
   // driver, device or module fails fast with the reason. A backend_factory
   // serves instead of the device's backend, as a host one.
   DeviceSpec device{DeviceSpec::Kind::kCpu, 0};
-  if (!config.backend_factory) PVLLM_RETURN_IF_ERROR(select_device(config.device, &device));
+  if (!config.backend_factory) {
+    PVLLM_RETURN_IF_ERROR(select_device(config.device, &device));
+    PVLLM_RETURN_IF_ERROR(device_for_quantize(config, &device));
+  }
 
   std::unique_ptr<Engine> engine(new Engine());
   engine->config_ = config;

@@ -120,6 +120,16 @@ int32_t num_host_kv_blocks(const EngineConfig& config, const ModelConfig& model)
                         config.block_size);
 }
 
+Status device_for_quantize(const EngineConfig& config, DeviceSpec* device) {
+  if (config.quantize.empty() || device->kind == DeviceSpec::Kind::kCpu) return Status::Ok();
+  if (device->kind == DeviceSpec::Kind::kCuda) {
+    return Unsupported("quantize \"" + config.quantize +
+                       "\": quantized weights run on the cpu backend, not on " + config.device);
+  }
+  *device = {DeviceSpec::Kind::kCpu, 0};
+  return Status::Ok();
+}
+
 Status estimate_memory(const EngineConfig& config, MemoryEstimate* out) {
   PVLLM_RETURN_IF_ERROR(config.validate());
   ModelSummary summary;
@@ -136,15 +146,9 @@ Status estimate_memory(const EngineConfig& config, MemoryEstimate* out) {
   PVLLM_RETURN_IF_ERROR(parse_device(config.device, &spec));
   bool use_cuda = false;
   PVLLM_RETURN_IF_ERROR(resolve_cuda(spec, &use_cuda));
-  // Quantized weights run on the CPU backend: "auto" lands there, as
-  // Engine::create does when the CUDA backend refuses them.
-  if (use_cuda && !config.quantize.empty()) {
-    if (spec.kind != DeviceSpec::Kind::kAuto) {
-      return Unsupported("quantize \"" + config.quantize +
-                         "\": quantized weights run on the cpu backend, not on " + config.device);
-    }
-    use_cuda = false;
-  }
+  if (!use_cuda) spec = {DeviceSpec::Kind::kCpu, 0};
+  PVLLM_RETURN_IF_ERROR(device_for_quantize(config, &spec));
+  use_cuda = spec.kind != DeviceSpec::Kind::kCpu;
   if (use_cuda) return estimate_cuda_memory(config, summary, spec.index, out);
   // The host engine: the very plan Engine::create checks before loading.
   MemoryPlan plan;

@@ -83,6 +83,12 @@ struct MemoryEstimate {
 };
 Status estimate_memory(const EngineConfig& config, MemoryEstimate* out);
 
+// Quantizing while loading (config.quantize) serves on the CPU backend
+// only: `device` as select_device settled it stays when it is the CPU,
+// becomes the CPU for "auto", and is UNSUPPORTED, naming the scheme and
+// the device, for "cuda" (before any weight is read or quantized).
+Status device_for_quantize(const EngineConfig& config, struct DeviceSpec* device);
+
 // The KV pool of a host (CPU) backend: num_kv_blocks when set, otherwise
 // what kv_cache_bytes buys (kv_pool_blocks, fp32 K/V). What create
 // allocates and what the estimate reports.

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "core/backend/backend_loader.h"
 #include "core/engine/engine.h"
 #include "core/sample/sampling_params.h"
 #include "tests/util/tiny_model.h"
@@ -83,6 +84,27 @@ TEST(EngineConfigTest, EstimatingAnUnknownShapeOrDeviceIsRefused) {
   c = valid_config();
   c.device = "tpu";
   EXPECT_EQ(estimate_memory(c, &e).code(), StatusCode::kInvalidArgument);
+}
+
+// Quantizing while loading runs on the CPU: "auto" goes there and "cuda"
+// is refused by name, before anything is read (so the CUDA case holds on a
+// machine without a GPU too, where create would refuse the device first).
+TEST(EngineConfigTest, QuantizingChoosesTheCpuOrRefusesCuda) {
+  EngineConfig config;
+  config.quantize = "q4_k_m";
+  config.device = "cuda:1";
+  DeviceSpec cuda{DeviceSpec::Kind::kCuda, 1};
+  const Status refused = device_for_quantize(config, &cuda);
+  EXPECT_EQ(refused.code(), StatusCode::kUnsupported);
+  EXPECT_NE(refused.message().find("q4_k_m"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("cuda:1"), std::string::npos) << refused.message();
+  DeviceSpec automatic{DeviceSpec::Kind::kAuto, 0};
+  ASSERT_TRUE(device_for_quantize(config, &automatic).ok());
+  EXPECT_EQ(automatic.kind, DeviceSpec::Kind::kCpu);
+  config.quantize.clear();
+  DeviceSpec kept{DeviceSpec::Kind::kCuda, 1};
+  ASSERT_TRUE(device_for_quantize(config, &kept).ok());
+  EXPECT_EQ(kept.kind, DeviceSpec::Kind::kCuda);
 }
 
 TEST(EngineCreateTest, ABackendFactoryThatFailsOrGivesNothingIsNamed) {
