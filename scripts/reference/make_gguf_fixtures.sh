@@ -93,7 +93,9 @@ link=(-L"$bin" "-Wl,-rpath,$bin")
 node_modules="$(dirname "$(bash "$here/install.sh" "${GGUF_NPM_DIR:-$root/build/reference}")")"
 
 mkdir -p "$out" "$ref"
-rm -f "$out"/*.gguf "$ref"/*.json
+# (ref/vocab_*.tokenize.json are make_gguf_vocab_refs.sh's: kept.)
+rm -f "$out"/*.gguf
+find "$ref" -maxdepth 1 -name '*.json' ! -name 'vocab_*.tokenize.json' -delete
 cp "$model/LICENSE" "$out/LICENSE"
 cd "$out"
 log="$work/log"
