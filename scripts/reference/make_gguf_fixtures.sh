@@ -2,18 +2,21 @@
 # Remakes the GGUF fixtures in tests/data/gguf/ and their reference outputs in
 # tests/data/gguf/ref/ from the repository's stories260K checkpoint,
 # with llama.cpp's own tools (and, for the types llama-quantize refuses for
-# this model, ggml's own quantizers through gguf_quantize_pure.cc).
+# this model, ggml's own quantizers through gguf_quantize_pure.cc), and the
+# tiny random-weight Qwen2 and Qwen3 files (make_gguf_qwen_fixtures.sh).
 # tests/data/gguf/SOURCE.md says what each file is.
 #
 # Usage:
-#   scripts/reference/make_gguf_fixtures.sh LLAMA_CPP_BUILD LLAMA_CPP_SRC
-#   (or set LLAMA_CPP_BUILD and LLAMA_CPP_SRC)
+#   scripts/reference/make_gguf_fixtures.sh LLAMA_CPP_BUILD LLAMA_CPP_SRC [QWEN3_BUILD QWEN3_SRC]
+#   (or set LLAMA_CPP_BUILD, LLAMA_CPP_SRC, QWEN3_LLAMA_CPP_BUILD, QWEN3_LLAMA_CPP_SRC)
 #
 #   LLAMA_CPP_BUILD  a CPU build of llama.cpp (its bin/ holds the tools and the
 #                    shared libraries), with at least the targets llama-quantize
 #                    llama-tokenize llama-gguf-split llama-convert-llama2c-to-ggml
 #                    llama-perplexity
 #   LLAMA_CPP_SRC    its source tree (for ggml.h, gguf.h, llama.h)
+#   QWEN3_BUILD/SRC  llama.cpp release b5640, built by build_llama_cpp_b5640.sh
+#                    (the qwen3 fixtures: the pinned commit predates qwen3)
 #
 # Optional environment:
 #   LLAMA_CPP_COMMIT the source's commit, when LLAMA_CPP_SRC is not a git work
@@ -36,8 +39,9 @@
 # twice gives the same files, byte for byte. Compare the logits with a
 # tolerance all the same (see above).
 #
-# Needs: bash, a C++17 compiler, python3 (standard library only), node >= 20
-# and npm (for @huggingface/gguf, through install.sh).
+# Needs: bash, a C++17 compiler, python3 (the standard library; numpy for
+# the Qwen files), node >= 20 and npm (for @huggingface/gguf, through
+# install.sh).
 set -euo pipefail
 
 PINNED_COMMIT=c392e5094deaf2d1a7c18683214f007fad3fe42b
@@ -46,12 +50,16 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 build="${1:-${LLAMA_CPP_BUILD:-}}"
 src="${2:-${LLAMA_CPP_SRC:-}}"
-if [ -z "$build" ] || [ -z "$src" ]; then
-  sed -n '2,24p' "$0" >&2
+build3="${3:-${QWEN3_LLAMA_CPP_BUILD:-}}"
+src3="${4:-${QWEN3_LLAMA_CPP_SRC:-}}"
+if [ -z "$build" ] || [ -z "$src" ] || [ -z "$build3" ] || [ -z "$src3" ]; then
+  sed -n '2,27p' "$0" >&2
   exit 2
 fi
 build="$(cd "$build" && pwd)"
 src="$(cd "$src" && pwd)"
+build3="$(cd "$build3" && pwd)"
+src3="$(cd "$src3" && pwd)"
 bin="$build/bin"
 for tool in llama-quantize llama-tokenize llama-gguf-split llama-convert-llama2c-to-ggml llama-perplexity; do
   [ -x "$bin/$tool" ] || { echo "missing $bin/$tool (build that target)" >&2; exit 1; }
@@ -85,7 +93,9 @@ link=(-L"$bin" "-Wl,-rpath,$bin")
 node_modules="$(dirname "$(bash "$here/install.sh" "${GGUF_NPM_DIR:-$root/build/reference}")")"
 
 mkdir -p "$out" "$ref"
-rm -f "$out"/*.gguf "$ref"/*.json
+# (ref/vocab_*.tokenize.json are make_gguf_vocab_refs.sh's: kept.)
+rm -f "$out"/*.gguf
+find "$ref" -maxdepth 1 -name '*.json' ! -name 'vocab_*.tokenize.json' -delete
 cp "$model/LICENSE" "$out/LICENSE"
 cd "$out"
 log="$work/log"
@@ -138,6 +148,10 @@ done
 # Merged back, the parts give the same tensors (checked below).
 "$bin/llama-gguf-split" --merge stories260K-Q4_K_M-split-00001-of-00003.gguf "$work/merged.gguf" \
   >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+
+# --- 4b. the tiny Qwen2 and Qwen3 files, and llama.cpp's logits for them ------
+OUT="$out" MADE_BY="$work/made_by_qwen" bash "$here/make_gguf_qwen_fixtures.sh" "$build" "$src" "$build3" "$src3"
+while IFS=$'\t' read -r f cmd; do made_by[$f]="$cmd"; done <"$work/made_by_qwen"
 
 # --- 5. reference outputs -----------------------------------------------------
 fixtures=(*.gguf)
@@ -231,8 +245,8 @@ for path in sorted(glob.glob("*.gguf")):
     files.append({"file": path, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
                   "made_by": made_by[path], "tensor_types": dict(sorted(counts.items()))})
 with open(os.path.join(ref, "manifest.json"), "w") as f:
-    f.write('{"llama_cpp_commit": "%s", "source": "models/stories260K (stories260K.bin, tok512.model)",\n'
-            % os.environ["COMMIT"])
+    f.write('{"llama_cpp_commit": "%s", "source": "models/stories260K (stories260K.bin, tok512.model);'
+            ' tiny-qwen*: random weights (make_gguf_qwen_fixtures.sh)",\n' % os.environ["COMMIT"])
     f.write(' "files": [\n')
     f.write(",\n".join("  " + json.dumps(x) for x in files))
     f.write("\n]}\n")

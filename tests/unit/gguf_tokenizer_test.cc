@@ -192,6 +192,32 @@ TEST_F(Stories260KTest, ChatTemplatesReadTheSpecialTokensFromTheFile) {
   EXPECT_EQ(templates.eos_token(), "</s>");
 }
 
+// ---- the tiny Qwen files: the prompts' ids in their logits references ----
+
+// gguf_logits_dump tokenizes each prompt as llama.cpp does by default (special
+// tokens added, not parsed) and keeps at most 64 ids; pvllm's ids for the
+// same text must begin with those. These vocabularies are small byte-level
+// BPE ones ("qwen2" pre-tokenizer) with unused [PAD] tokens at the end.
+TEST(TinyQwenVocabTest, PromptIdsEqualLlamaCpps) {
+  if (data_dir().empty()) GTEST_SKIP() << "PVLLM_TEST_DATA is not set (ctest sets it)";
+  for (const char* stem : {"tiny-qwen2-F32", "tiny-qwen3-F32"}) {
+    SCOPED_TRACE(stem);
+    const auto tokenizer = load_gguf(data_dir() + "/gguf/" + stem + ".gguf");
+    ASSERT_NE(tokenizer, nullptr);
+    EXPECT_EQ(tokenizer->vocab_size(), 400);
+    EXPECT_FALSE(tokenizer->adds_bos());
+    const json ref = read_json(data_dir() + "/gguf/ref/" + stem + ".logits.json");
+    ASSERT_EQ(ref["prompts"].size(), 4u);
+    for (const json& p : ref["prompts"]) {
+      const auto want = p["tokens"].get<std::vector<int32_t>>();
+      std::vector<int32_t> got = tokenize(*tokenizer, p["prompt"].get<std::string>(), true, false);
+      ASSERT_GE(got.size(), want.size()) << p["prompt"];
+      got.resize(want.size());
+      EXPECT_EQ(got, want) << p["prompt"];
+    }
+  }
+}
+
 // ---- llama.cpp's vocabulary tests --------------------------------------------
 
 // tests/test-tokenizer-0.cpp's format: inputs separated by a marker line,

@@ -1,6 +1,7 @@
 // The quantizers against ggml's: every tensor of every GGUF fixture was
-// made from stories260K-F32.gguf's tensor of the same name by ggml's
-// quantizers without an importance matrix (llama-quantize, or
+// made from its family's F32 file's tensor of the same name
+// (stories260K-F32.gguf, tiny-qwen2-F32.gguf, tiny-qwen3-F32.gguf) by
+// ggml's quantizers without an importance matrix (llama-quantize, or
 // ggml_quantize_chunk in gguf_quantize_pure: tests/data/gguf/SOURCE.md),
 // and ggml-type-zoo.gguf's tensors from its own `source` rows. Quantizing
 // those floats here must give the same bytes (raw_sha256), for every type:
@@ -62,17 +63,29 @@ void expect_same_bytes(const gguf::File& source_file, const gguf::TensorInfo& so
   ++(*counts)[dtype];
 }
 
+// The F32 file fixture `name` was quantized from: its family's.
+std::string source_of(const std::string& name) {
+  for (const char* family : {"tiny-qwen2-", "tiny-qwen3-"}) {
+    if (name.rfind(family, 0) == 0) return std::string(family) + "F32.gguf";
+  }
+  return "stories260K-F32.gguf";
+}
+
 TEST(QuantQuantizeTest, EveryFixtureTensorIsRemadeByteForByte) {
   const std::vector<std::string> files = gguf_fixtures();
   if (files.empty()) GTEST_SKIP() << "PVLLM_TEST_DATA names no tests/data folder";
-  gguf::File f32;
-  ASSERT_TRUE(gguf::open(gguf_dir() + "/stories260K-F32.gguf", &f32).ok());
+  std::map<std::string, gguf::File> sources;  // by file name
   std::map<DType, int> counts;
   for (const std::string& name : files) {
     SCOPED_TRACE(name);
     gguf::File file;
     ASSERT_TRUE(gguf::open(gguf_dir() + "/" + name, &file).ok());
     const bool zoo = name == "ggml-type-zoo.gguf";
+    const std::string source_name = source_of(name);
+    if (!zoo && sources.count(source_name) == 0) {
+      ASSERT_TRUE(gguf::open(gguf_dir() + "/" + source_name, &sources[source_name]).ok());
+    }
+    const gguf::File& f32 = zoo ? file : sources.at(source_name);
     const nlohmann::json ref = tensor_refs(name);
     ASSERT_FALSE(ref.at("tensors").empty());
     for (const nlohmann::json& r : ref.at("tensors")) {
