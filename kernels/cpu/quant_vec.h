@@ -163,14 +163,30 @@ inline __m128 fp16x4_to_float(__m128i h) {
   const __m128 magnitude = _mm_blendv_ps(_mm_castsi128_ps(normal), subnormal, small);
   return _mm_or_ps(magnitude, _mm_castsi128_ps(sign));
 }
-// The 2 doubles a * b + c (each exactly a float) rounded to float once.
-// a * b is exact in a double (24 + 24 significant bits). The sum is
-// rounded to double "to odd" (an inexact result gets its last bit set, by
-// moving one step towards the exact value when the nearest double's last
-// bit is clear), and rounding that to float is the correct rounding of
-// the exact sum, 53 bits being at least 24 + 2: the double never lands on
-// a float rounding boundary by its own rounding. The sum's error comes
-// from TwoSum (exact: e = (a * b + c) - s).
+// fmaf without FMA, through doubles: a * b is exact in a double (24 + 24
+// significant bits), so s = a * b + c rounded to double has one rounding,
+// and rounding s to float gives fmaf's float unless s is a float tie (25
+// significant bits, the last set) that the exact sum was not: every tie
+// is a double, so rounding to double never carries the sum across one,
+// only onto it. Results under 2^-126 are exact (the tiles' b holds whole
+// numbers, so a * b + c is a multiple of 2^-149 and fits a double).
+
+// Whether each double is a float tie: bits 0-27 of its mantissa clear, bit 28 set.
+inline __m128i float_ties(__m128d s) {
+  const __m128i low = _mm_and_si128(_mm_castpd_si128(s), _mm_set1_epi64x(0x1FFFFFFF));
+  return _mm_cmpeq_epi64(low, _mm_set1_epi64x(0x10000000));
+}
+inline __m128d low_pair(__m128 x) { return _mm_cvtps_pd(x); }
+inline __m128d high_pair(__m128 x) { return _mm_cvtps_pd(_mm_movehl_ps(x, x)); }
+inline __m128d mul_add(__m128d a, __m128d b, __m128d c) { return _mm_add_pd(_mm_mul_pd(a, b), c); }
+inline __m128 to_floats(__m128d lo, __m128d hi) {
+  return _mm_movelh_ps(_mm_cvtpd_ps(lo), _mm_cvtpd_ps(hi));
+}
+// The slow path, for any inputs: the sum rounded to double "to odd" (an
+// inexact result gets its last bit set, by a step towards the exact value
+// when the nearest double's last bit is clear) and then to float, which
+// rounds correctly since 53 bits are at least 24 + 2. TwoSum gives the
+// sum's error exactly: e = (a * b + c) - s.
 inline __m128 fma2_to_float(__m128d a, __m128d b, __m128d c) {
   const __m128d p = _mm_mul_pd(a, b);
   const __m128d s = _mm_add_pd(p, c);
@@ -188,12 +204,9 @@ inline __m128 fma2_to_float(__m128d a, __m128d b, __m128d c) {
   const __m128i step = _mm_and_si128(_mm_or_si128(differ, one), _mm_and_si128(inexact, even));
   return _mm_cvtpd_ps(_mm_castsi128_pd(_mm_add_epi64(sb, step)));
 }
-// fmaf lane by lane for 4 lanes.
-inline __m128 fma4(__m128 a, __m128 b, __m128 c) {
-  const __m128 lo = fma2_to_float(_mm_cvtps_pd(a), _mm_cvtps_pd(b), _mm_cvtps_pd(c));
-  const __m128 hi =
-      fma2_to_float(_mm_cvtps_pd(_mm_movehl_ps(a, a)), _mm_cvtps_pd(_mm_movehl_ps(b, b)),
-                    _mm_cvtps_pd(_mm_movehl_ps(c, c)));
+inline __m128 fma4_rounded_to_odd(__m128 a, __m128 b, __m128 c) {
+  const __m128 lo = fma2_to_float(low_pair(a), low_pair(b), low_pair(c));
+  const __m128 hi = fma2_to_float(high_pair(a), high_pair(b), high_pair(c));
   return _mm_movelh_ps(lo, hi);
 }
 }  // namespace quant_vec_detail
@@ -299,9 +312,20 @@ inline F32x8 negate(F32x8 a) {
   const __m128 sign = _mm_set1_ps(-0.0f);
   return {_mm_xor_ps(a.lo, sign), _mm_xor_ps(a.hi, sign)};
 }
-// Without FMA: a * b + c with one rounding, through doubles.
+// Without FMA: a * b + c with one rounding, through doubles, b holding
+// whole numbers (quant_vec_detail above).
 inline F32x8 fmadd(F32x8 a, F32x8 b, F32x8 c) {
-  return {quant_vec_detail::fma4(a.lo, b.lo, c.lo), quant_vec_detail::fma4(a.hi, b.hi, c.hi)};
+  using namespace quant_vec_detail;
+  const __m128d s0 = mul_add(low_pair(a.lo), low_pair(b.lo), low_pair(c.lo));
+  const __m128d s1 = mul_add(high_pair(a.lo), high_pair(b.lo), high_pair(c.lo));
+  const __m128d s2 = mul_add(low_pair(a.hi), low_pair(b.hi), low_pair(c.hi));
+  const __m128d s3 = mul_add(high_pair(a.hi), high_pair(b.hi), high_pair(c.hi));
+  const __m128i ties = _mm_or_si128(_mm_or_si128(float_ties(s0), float_ties(s1)),
+                                    _mm_or_si128(float_ties(s2), float_ties(s3)));
+  if (!_mm_testz_si128(ties, ties)) [[unlikely]] {
+    return {fma4_rounded_to_odd(a.lo, b.lo, c.lo), fma4_rounded_to_odd(a.hi, b.hi, c.hi)};
+  }
+  return {to_floats(s0, s1), to_floats(s2, s3)};
 }
 
 #endif
