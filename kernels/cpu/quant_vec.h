@@ -6,8 +6,9 @@
 // SSE4.1's forms of the same operations, so the tiles are written once.
 // Every operation computes the same bits in both forms: the integer ones
 // lane by lane (the byte shuffle within each 16 bytes, as AVX2's does), the
-// float ones as single IEEE operations, and fmadd, which needs FMA, as an
-// exact fused multiply-add on x86-64-v2 too (see there).
+// float ones as single IEEE operations, and fmadd, a fused multiply-add
+// with one rounding on x86-64-v2 too, which has no FMA (for the tiles'
+// operands: see quant_vec_detail).
 //
 // Only quant_gemm.cc includes this, inside its variant's namespace.
 #pragma once
