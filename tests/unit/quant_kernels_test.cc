@@ -219,12 +219,12 @@ struct ExactBlock {
 };
 
 // Three blocks whose float steps land where rounding twice would show:
-// 1.0 after the first, then + 2^-23 (exactly), then a product p * x just
-// beside half a float ulp of the sum, nearer than half a double ulp, so
-// the sum rounded to double first would be a tie and round to even. The
-// second block's product: 2^-24 - 2^-54 ((2^15 + 1) 2^-54 times 32767) on
-// the odd sum 1 + 2^-23 (stays), or the first block alone then 2^-24 +
-// 2^-66 ((2^42 + 1) = 10496005 * 419021) on the even 1.0 (goes up).
+// 1.0 after the first, then a last product p * x just beside half a float
+// ulp of the sum, nearer than half a double ulp, so that the sum rounded
+// to double first would be a tie and round to even. Either + 2^-23
+// (exactly), then 2^-24 - 2^-54 ((2^15 + 1) 2^-54 times 32767) on the odd
+// 1 + 2^-23 (the sum stays), or an empty block, then 2^-24 + 2^-66 ((2^42
+// + 1) 2^-66 = 10496005 2^-66 times 419021) on the even 1.0 (it goes up).
 std::vector<ExactBlock> exact_blocks(bool up) {
   const uint16_t one = 0x3C00;
   const ExactBlock first{one, 0x1p-13f, {64, 64}, {64, 64}};
