@@ -1,11 +1,13 @@
 // quant_matrix.h's fast kernels: y = W x for a quantized W in its
 // interleaved layout, bit-identical to quant::vec_dot per output. Compiled
-// once per ISA variant (isa.h): the AVX2 and AVX-512 variants run the tiles
-// of quant_gemm_tiles.h, with VNNI's vpdpbusd for the integer sums where
-// the CPU has it (AVX-VNNI, or AVX512-VNNI in the AVX-512 variant: checked
-// at run time, the VNNI code compiled for it alone), AVX2's pmaddubsw and
-// pmaddwd otherwise; the x86-64-v2 and generic variants have no kernel
-// (quant_gemm_supports is false) and quant_matmul runs the reference.
+// once per ISA variant (isa.h), all running the tiles of
+// quant_gemm_tiles.h: the AVX2 and AVX-512 variants with VNNI's vpdpbusd
+// for the integer sums where the CPU has it (AVX-VNNI, or AVX512-VNNI in
+// the AVX-512 variant: checked at run time, the VNNI code compiled for it
+// alone), AVX2's pmaddubsw and pmaddwd otherwise; the x86-64-v2 variant
+// with SSSE3's pmaddubsw and SSE2's pmaddwd on vectors of two halves
+// (quant_vec.h). The generic variant has no kernel (quant_gemm_supports is
+// false) and quant_matmul runs the reference.
 //
 // Work: threads take disjoint runs of row groups; within a group every tile
 // of tokens passes over the group's blocks while they are in cache, so a
@@ -17,6 +19,7 @@
 #include "core/quant/activation.h"
 #include "core/quant/block_formats.h"
 #include "kernels/cpu/quant_matrix.h"
+#include "kernels/cpu/quant_vec.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -26,7 +29,7 @@
 
 namespace pvllm::cpu::PVLLM_CPU_VARIANT {
 
-#if PVLLM_CPU_AVX2
+#if PVLLM_QUANT_VEC_AVX2 || PVLLM_QUANT_VEC_SSE
 namespace {
 
 // Enough multiply-adds per thread that handing out the work costs little.
@@ -54,9 +57,11 @@ void run_tiles(ThreadPool* pool, const QuantMatrix& w, const uint8_t* act, size_
       for (; t + kTokens <= n; t += kTokens) {
         Tile::template run<kTokens>(grp, nb, act + t * act_row, act_row, yg + t * ldy, ldy);
       }
-      if (t < n) {
-        remainder_tile<Tile>(static_cast<int>(n - t), grp, nb, act + t * act_row, act_row,
-                             yg + t * ldy, ldy, std::make_integer_sequence<int, kTokens - 1>{});
+      if constexpr (kTokens > 1) {
+        if (t < n) {
+          remainder_tile<Tile>(static_cast<int>(n - t), grp, nb, act + t * act_row, act_row,
+                               yg + t * ldy, ldy, std::make_integer_sequence<int, kTokens - 1>{});
+        }
       }
     }
   };
@@ -69,30 +74,28 @@ void run_tiles(ThreadPool* pool, const QuantMatrix& w, const uint8_t* act, size_
   }
 }
 
-}  // namespace
-
-// AVX2: pmaddubsw (unsigned codes of at most 63, or a signed code's |w|
-// (Q8_0's, the IQ4 types' levels) against a with w's sign: pairs of
-// products stay under 2^15, so never saturate),
-// then pmaddwd with ones.
-namespace avx2_dot {
-struct Ops {
-  static __m256i dot(__m256i acc, __m256i u, __m256i a) {
-    return _mm256_add_epi32(acc,
-                            _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1)));
-  }
+// pmaddubsw (unsigned codes of at most 63, or a signed code's |w| (Q8_0's,
+// the IQ4 types' levels) against a with w's sign: pairs of products stay
+// under 2^15, so never saturate), then pmaddwd with ones: AVX2's, or
+// SSSE3's and SSE2's on each half.
+struct MaddubsOps {
+  static I32x8 dot(I32x8 acc, I32x8 u, I32x8 a) { return acc + madd16(maddubs(u, a), splat16(1)); }
   struct Q8 {
-    __m256i abs, sign;  // |q| and q
+    I32x8 abs, sign;  // |q| and q
   };
   static constexpr int32_t kQ8Offset = 0;
-  static Q8 q8_prepare(__m256i u) {
-    const __m256i q = _mm256_xor_si256(u, _mm256_set1_epi8(-128));
-    return {_mm256_abs_epi8(q), q};
+  static Q8 q8_prepare(I32x8 u) {
+    const I32x8 q = u ^ splat8(-128);
+    return {abs8(q), q};
   }
-  static __m256i q8_dot(__m256i acc, Q8 w, __m256i a) {
-    return dot(acc, w.abs, _mm256_sign_epi8(a, w.sign));
-  }
+  static I32x8 q8_dot(I32x8 acc, Q8 w, I32x8 a) { return dot(acc, w.abs, sign8(a, w.sign)); }
 };
+
+}  // namespace
+
+#if PVLLM_QUANT_VEC_AVX2
+namespace avx2_dot {
+using Ops = MaddubsOps;
 #include "kernels/cpu/quant_gemm_tiles.h"
 }  // namespace avx2_dot
 
@@ -115,17 +118,17 @@ struct Ops {
 #endif
 namespace vnni_dot {
 struct Ops {
-  static __m256i dot(__m256i acc, __m256i u, __m256i a) {
+  static I32x8 dot(I32x8 acc, I32x8 u, I32x8 a) {
 #if PVLLM_CPU_AVX512
-    return _mm256_dpbusd_epi32(acc, u, a);
+    return {_mm256_dpbusd_epi32(acc.v, u.v, a.v)};
 #else
-    return _mm256_dpbusd_avx_epi32(acc, u, a);
+    return {_mm256_dpbusd_avx_epi32(acc.v, u.v, a.v)};
 #endif
   }
-  using Q8 = __m256i;  // q + 128
+  using Q8 = I32x8;  // q + 128
   static constexpr int32_t kQ8Offset = 128;
-  static Q8 q8_prepare(__m256i u) { return u; }
-  static __m256i q8_dot(__m256i acc, Q8 w, __m256i a) { return dot(acc, w, a); }
+  static Q8 q8_prepare(I32x8 u) { return u; }
+  static I32x8 q8_dot(I32x8 acc, Q8 w, I32x8 a) { return dot(acc, w, a); }
 };
 #include "kernels/cpu/quant_gemm_tiles.h"
 }  // namespace vnni_dot
@@ -154,10 +157,16 @@ bool has_vnni() {
 }
 
 }  // namespace
-#endif  // PVLLM_CPU_AVX2
+#else  // PVLLM_QUANT_VEC_SSE
+namespace sse_dot {
+using Ops = MaddubsOps;
+#include "kernels/cpu/quant_gemm_tiles.h"
+}  // namespace sse_dot
+#endif  // PVLLM_QUANT_VEC_AVX2
+#endif  // PVLLM_QUANT_VEC_AVX2 || PVLLM_QUANT_VEC_SSE
 
 bool quant_gemm_supports(DType t) {
-#if PVLLM_CPU_AVX2
+#if PVLLM_QUANT_VEC_AVX2 || PVLLM_QUANT_VEC_SSE
   switch (t) {
     case DType::kQ8_0:
     case DType::kQ4_0:
@@ -187,13 +196,16 @@ bool quant_gemm_supports(DType t) {
 void quant_gemm(ThreadPool* pool, const QuantMatrix& w, const void* act, size_t act_row, int64_t n,
                 float* y, int64_t ldy, QuantIntDot dot) {
   if (n <= 0 || !w.packed() || !quant_gemm_supports(w.dtype())) return;
-#if PVLLM_CPU_AVX2
+#if PVLLM_QUANT_VEC_AVX2
   const auto* a = static_cast<const uint8_t*>(act);
   if (dot == QuantIntDot::kBest && has_vnni()) {
     vnni_dot::gemm(pool, w, a, act_row, n, y, ldy);
   } else {
     avx2_dot::gemm(pool, w, a, act_row, n, y, ldy);
   }
+#elif PVLLM_QUANT_VEC_SSE
+  (void)dot;  // no VNNI without AVX
+  sse_dot::gemm(pool, w, static_cast<const uint8_t*>(act), act_row, n, y, ldy);
 #else
   (void)pool, (void)act, (void)act_row, (void)y, (void)ldy, (void)dot;
 #endif

@@ -1,7 +1,8 @@
 // The tiles of the interleaved quantized GEMM (quant_gemm.cc), written once
-// over an integer dot product `Ops` and included twice by quant_gemm.cc:
-// into a namespace whose Ops runs AVX2's pmaddubsw/pmaddwd, and into one,
-// compiled for VNNI, whose Ops runs vpdpbusd. No include guard: every
+// over the vectors of quant_vec.h and an integer dot product `Ops`, and
+// included by quant_gemm.cc once per Ops: AVX2's pmaddubsw/pmaddwd, VNNI's
+// vpdpbusd (in a region compiled for it), or on x86-64-v2 SSSE3's pmaddubsw
+// and SSE2's pmaddwd on each half of the vectors. No include guard: every
 // inclusion is a fresh copy in the including namespace.
 //
 // A tile is one group of 8 weight rows (quant_matrix.h's interleaved
@@ -15,7 +16,8 @@
 //
 // Ops (defined before inclusion) provides:
 //   dot(acc, u, a): acc + the per-lane sum of the 4 products of unsigned
-//     bytes u (at most 63 on the AVX2 side) with signed bytes a (never -128)
+//     bytes u (at most 63 on the pmaddubsw side) with signed bytes a (never
+//     -128)
 //   Q8, q8_prepare(u), q8_dot(acc, Q8, a), kQ8Offset: the same for signed
 //     codes q stored as u = q + 128, any byte (Q8_0's, and the IQ4 types'
 //     table values): the sum is of (q + kQ8Offset) * a.
@@ -24,75 +26,60 @@
 // bytes apart; y [NT] rows ldy floats apart, 8 outputs written per row.
 
 // Tokens per tile: as many accumulators as the registers hold beside the
-// weights (AVX-512 variants have 32 vector registers, AVX2 16).
+// weights (AVX-512 variants have 32 vector registers, AVX2 16). On
+// x86-64-v2, where a vector takes two of its 16 registers, the AVX2 counts
+// measured as fast as any smaller ones: the spills cost less than decoding
+// the weights for fewer tokens.
 constexpr int kTileTokens = PVLLM_CPU_AVX512 ? 6 : 4;
 constexpr int kTileTokensK = PVLLM_CPU_AVX512 ? 6 : 3;
 // Q2_K, Q3_K, Q6_K: four sub-block sums per token.
 constexpr int kTileTokensQ6 = PVLLM_CPU_AVX512 ? 4 : 2;
 
-inline __m256i load256(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-inline __m128i load128(const uint8_t* p) {
-  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-}
-// 8 fp16 scales as floats (F16C converts exactly).
-inline __m256 load_scales(const uint8_t* p) { return _mm256_cvtph_ps(load128(p)); }
 // The 4 bytes at p in every lane.
-inline __m256i broadcast4(const void* p) {
+inline I32x8 broadcast4(const void* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
+  return splat32(v);
 }
-inline __m256i nibbles_lo(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
-inline __m256i nibbles_hi(__m256i v) {
-  return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
-}
+inline I32x8 nibbles_lo(I32x8 v) { return v & splat8(0x0F); }
+inline I32x8 nibbles_hi(I32x8 v) { return shr16(v, 4) & splat8(0x0F); }
 // Q5_0's and Q5_1's fifth bits of k-group j's low (lo) and high (hi)
 // nibbles at bit 4 of each byte (quant_matrix.h's qh layout). A 16-bit
 // shift moves no other byte's bit into bit 4: bits 0-3 move at most 4 up,
 // bits 4-7 at most 3 down.
-inline __m256i q5_bits_lo(__m256i qh, int j) {
-  return _mm256_and_si256(_mm256_slli_epi16(qh, 4 - j), _mm256_set1_epi8(0x10));
-}
-inline __m256i q5_bits_hi(__m256i qh, int j) {
-  return _mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(0x10));
-}
+inline I32x8 q5_bits_lo(I32x8 qh, int j) { return shl16(qh, 4 - j) & splat8(0x10); }
+inline I32x8 q5_bits_hi(I32x8 qh, int j) { return shr16(qh, j) & splat8(0x10); }
 // The IQ4 types' 16 levels as unsigned bytes, kIQ4Values[i] + 128 (for
-// Ops::q8_prepare), in both 128-bit halves.
-inline __m256i iq4_table() {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIQ4Values));
-  return _mm256_broadcastsi128_si256(_mm_xor_si128(v, _mm_set1_epi8(-128)));
+// Ops::q8_prepare), in both 16-byte halves.
+inline I32x8 iq4_table() {
+  return load16_twice(reinterpret_cast<const uint8_t*>(quant::kIQ4Values)) ^ splat8(-128);
 }
 // Byte-wise kIQ4Values[idx] + 128 for indices 0..15.
-inline __m256i iq4_lookup(__m256i table, __m256i idx) { return _mm256_shuffle_epi8(table, idx); }
+inline I32x8 iq4_lookup(I32x8 table, I32x8 idx) { return lookup16(table, idx); }
 // The 2-bit codes of quarter k (bits 2k, 2k + 1) of Q2_K's and Q3_K's bytes.
-inline __m256i two_bits(__m256i v, int k) {
-  return _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), _mm256_set1_epi8(0x03));
-}
+inline I32x8 two_bits(I32x8 v, int k) { return shr16(v, 2 * k) & splat8(0x03); }
 // Q3_K's high bit of quarter k from hmask bytes already shifted down by 4h:
 // bit k moved to bit 2 (a 16-bit shift of at most 2 moves no other byte's
 // bit there).
-inline __m256i q3_high_bit(__m256i hm, int k) {
-  const __m256i b = k < 2 ? _mm256_slli_epi16(hm, 2 - k) : _mm256_srli_epi16(hm, k - 2);
-  return _mm256_and_si256(b, _mm256_set1_epi8(0x04));
+inline I32x8 q3_high_bit(I32x8 hm, int k) {
+  const I32x8 b = k < 2 ? shl16(hm, 2 - k) : shr16(hm, k - 2);
+  return b & splat8(0x04);
 }
 // One sub-block's 8 scales (32-bit lanes) from a vector of int16 pairs
 // (lane r: the pair's first sub-block in the low half, the second in the
 // high): half 0 or 1, sign-extended.
-inline __m256i pair_half(__m256i pair, int half) {
-  return half == 0 ? _mm256_srai_epi32(_mm256_slli_epi32(pair, 16), 16)
-                   : _mm256_srai_epi32(pair, 16);
+inline I32x8 pair_half(I32x8 pair, int half) {
+  return half == 0 ? sra32(shl32(pair, 16), 16) : sra32(pair, 16);
 }
 
 // acc + scale * isum, lane by lane, vec_dot.h's step (scale * ad rounded first).
-inline __m256 contract_step(__m256 acc, __m256 scale, float ad, __m256i isum) {
-  return _mm256_fmadd_ps(_mm256_mul_ps(scale, _mm256_set1_ps(ad)), _mm256_cvtepi32_ps(isum), acc);
+inline F32x8 contract_step(F32x8 acc, F32x8 scale, float ad, I32x8 isum) {
+  return fmadd(scale * splat(ad), to_float(isum), acc);
 }
 
 template <int NT>
-inline void store_tile(const __m256* acc, float* y, int64_t ldy) {
-  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * ldy, acc[t]);
+inline void store_tile(const F32x8* acc, float* y, int64_t ldy) {
+  for (int t = 0; t < NT; ++t) store(y + t * ldy, acc[t]);
 }
 
 struct Q8_0Tile {
@@ -104,22 +91,21 @@ struct Q8_0Tile {
     const quant::BlockQ8x32* a[NT];
     for (int t = 0; t < NT; ++t)
       a[t] = reinterpret_cast<const quant::BlockQ8x32*>(act + t * act_row);
-    __m256 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    F32x8 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = zero_f32x8();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = grp + b * kBlock;
-      __m256i isum[NT];
-      for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+      I32x8 isum[NT];
+      for (int t = 0; t < NT; ++t) isum[t] = zero_i32x8();
       for (int j = 0; j < 8; ++j) {
-        const typename Ops::Q8 w = Ops::q8_prepare(load256(blk + 16 + 32 * j));
+        const typename Ops::Q8 w = Ops::q8_prepare(load32(blk + 16 + 32 * j));
         for (int t = 0; t < NT; ++t)
           isum[t] = Ops::q8_dot(isum[t], w, broadcast4(a[t][b].qs + 4 * j));
       }
-      const __m256 ws = load_scales(blk);
+      const F32x8 ws = load_fp16x8(blk);
       for (int t = 0; t < NT; ++t) {
         // sum (q + offset) a - offset sum a = sum q a, exactly.
-        const __m256i s =
-            _mm256_sub_epi32(isum[t], _mm256_set1_epi32(Ops::kQ8Offset * a[t][b].sum));
+        const I32x8 s = isum[t] - splat32(Ops::kQ8Offset * a[t][b].sum);
         acc[t] = contract_step(acc[t], ws, a[t][b].d, s);
       }
     }
@@ -144,36 +130,36 @@ struct SmallTile {
     const quant::BlockQ8x32* a[NT];
     for (int t = 0; t < NT; ++t)
       a[t] = reinterpret_cast<const quant::BlockQ8x32*>(act + t * act_row);
-    __m256 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    F32x8 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = zero_f32x8();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = grp + b * kBlock;
-      __m256i isum[NT];
-      for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
-      const __m256i qh = kHigh ? load256(blk + kQh) : _mm256_setzero_si256();
+      I32x8 isum[NT];
+      for (int t = 0; t < NT; ++t) isum[t] = zero_i32x8();
+      const I32x8 qh = kHigh ? load32(blk + kQh) : zero_i32x8();
       for (int j = 0; j < 4; ++j) {
-        const __m256i v = load256(blk + kQs + 32 * j);
-        __m256i lo = nibbles_lo(v), hi = nibbles_hi(v);
+        const I32x8 v = load32(blk + kQs + 32 * j);
+        I32x8 lo = nibbles_lo(v), hi = nibbles_hi(v);
         if constexpr (kHigh) {
-          lo = _mm256_or_si256(lo, q5_bits_lo(qh, j));
-          hi = _mm256_or_si256(hi, q5_bits_hi(qh, j));
+          lo = lo | q5_bits_lo(qh, j);
+          hi = hi | q5_bits_hi(qh, j);
         }
         for (int t = 0; t < NT; ++t) {
           isum[t] = Ops::dot(isum[t], lo, broadcast4(a[t][b].qs + 4 * j));
           isum[t] = Ops::dot(isum[t], hi, broadcast4(a[t][b].qs + 16 + 4 * j));
         }
       }
-      const __m256 ws = load_scales(blk);
+      const F32x8 ws = load_fp16x8(blk);
       for (int t = 0; t < NT; ++t) {
         if constexpr (kOffset != 0) {
-          isum[t] = _mm256_sub_epi32(isum[t], _mm256_set1_epi32(kOffset * a[t][b].sum));
+          isum[t] = isum[t] - splat32(kOffset * a[t][b].sum);
         }
         acc[t] = contract_step(acc[t], ws, a[t][b].d, isum[t]);
       }
       if constexpr (kMin) {
-        const __m256 wm = load_scales(blk + 16);
+        const F32x8 wm = load_fp16x8(blk + 16);
         for (int t = 0; t < NT; ++t) {
-          acc[t] = contract_step(acc[t], wm, a[t][b].d, _mm256_set1_epi32(a[t][b].sum));
+          acc[t] = contract_step(acc[t], wm, a[t][b].d, splat32(a[t][b].sum));
         }
       }
     }
@@ -196,15 +182,15 @@ struct IQ4_NLTile {
     const quant::BlockQ8x32* a[NT];
     for (int t = 0; t < NT; ++t)
       a[t] = reinterpret_cast<const quant::BlockQ8x32*>(act + t * act_row);
-    __m256 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-    const __m256i table = iq4_table();
+    F32x8 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = zero_f32x8();
+    const I32x8 table = iq4_table();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = grp + b * kBlock;
-      __m256i isum[NT];
-      for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+      I32x8 isum[NT];
+      for (int t = 0; t < NT; ++t) isum[t] = zero_i32x8();
       for (int j = 0; j < 4; ++j) {
-        const __m256i v = load256(blk + 16 + 32 * j);
+        const I32x8 v = load32(blk + 16 + 32 * j);
         const typename Ops::Q8 lo = Ops::q8_prepare(iq4_lookup(table, nibbles_lo(v)));
         const typename Ops::Q8 hi = Ops::q8_prepare(iq4_lookup(table, nibbles_hi(v)));
         for (int t = 0; t < NT; ++t) {
@@ -212,10 +198,9 @@ struct IQ4_NLTile {
           isum[t] = Ops::q8_dot(isum[t], hi, broadcast4(a[t][b].qs + 16 + 4 * j));
         }
       }
-      const __m256 ws = load_scales(blk);
+      const F32x8 ws = load_fp16x8(blk);
       for (int t = 0; t < NT; ++t) {
-        const __m256i s =
-            _mm256_sub_epi32(isum[t], _mm256_set1_epi32(Ops::kQ8Offset * a[t][b].sum));
+        const I32x8 s = isum[t] - splat32(Ops::kQ8Offset * a[t][b].sum);
         acc[t] = contract_step(acc[t], ws, a[t][b].d, s);
       }
     }
@@ -234,60 +219,58 @@ struct KMinTile {
     const quant::BlockQ8x256* a[NT];
     for (int t = 0; t < NT; ++t)
       a[t] = reinterpret_cast<const quant::BlockQ8x256*>(act + t * act_row);
-    __m256 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    F32x8 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = zero_f32x8();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = grp + b * kBlock;
       const uint8_t* sc = blk + 32;
       const uint8_t* mins = blk + 96;
       const uint8_t* qs = blk + 160;
-      __m256i isum[NT], imin[NT];
-      for (int t = 0; t < NT; ++t) isum[t] = imin[t] = _mm256_setzero_si256();
+      I32x8 isum[NT], imin[NT];
+      for (int t = 0; t < NT; ++t) isum[t] = imin[t] = zero_i32x8();
       // Sub-blocks 2p (low nibbles) and 2p + 1 (high), 32 codes each.
       for (int p = 0; p < 4; ++p) {
-        __m256i lo[NT], hi[NT];
-        for (int t = 0; t < NT; ++t) lo[t] = hi[t] = _mm256_setzero_si256();
+        I32x8 lo[NT], hi[NT];
+        for (int t = 0; t < NT; ++t) lo[t] = hi[t] = zero_i32x8();
         // Q5_K: the fifth bits of pair p, bits 2p and 2p + 1 of qh, at bits
         // 0 and 1 (then shifted to 4), of each byte after one 16-bit shift.
-        const __m128i to_pair = _mm_cvtsi32_si128(2 * p);
+        const ShiftCount to_pair = shift_count(2 * p);
         for (int j = 0; j < 8; ++j) {
-          const __m256i v = load256(qs + 256 * p + 32 * j);
-          __m256i ql = nibbles_lo(v), qh = nibbles_hi(v);
+          const I32x8 v = load32(qs + 256 * p + 32 * j);
+          I32x8 ql = nibbles_lo(v), qh = nibbles_hi(v);
           if constexpr (kHigh) {
-            const __m256i bits = _mm256_srl_epi16(load256(blk + 1184 + 32 * j), to_pair);
-            const __m256i bit4 = _mm256_set1_epi8(0x10);
-            ql = _mm256_or_si256(ql, _mm256_and_si256(_mm256_slli_epi16(bits, 4), bit4));
-            qh = _mm256_or_si256(qh, _mm256_and_si256(_mm256_slli_epi16(bits, 3), bit4));
+            const I32x8 bits = shr16(load32(blk + 1184 + 32 * j), to_pair);
+            const I32x8 bit4 = splat8(0x10);
+            ql = ql | (shl16(bits, 4) & bit4);
+            qh = qh | (shl16(bits, 3) & bit4);
           }
           for (int t = 0; t < NT; ++t) {
             lo[t] = Ops::dot(lo[t], ql, broadcast4(a[t][b].qs + 64 * p + 4 * j));
             hi[t] = Ops::dot(hi[t], qh, broadcast4(a[t][b].qs + 64 * p + 32 + 4 * j));
           }
         }
-        const __m256i sc_lo =
-            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 16 * p)));
-        const __m256i sc_hi = _mm256_cvtepu8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 16 * p + 8)));
+        const I32x8 sc_lo = widen_u8_to_32(sc + 16 * p);
+        const I32x8 sc_hi = widen_u8_to_32(sc + 16 * p + 8);
         for (int t = 0; t < NT; ++t) {
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(lo[t], sc_lo));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(hi[t], sc_hi));
+          isum[t] = isum[t] + lo[t] * sc_lo;
+          isum[t] = isum[t] + hi[t] * sc_hi;
         }
       }
       // imin = sum_s m[s] (bsums[2s] + bsums[2s + 1]): int16 pairs (m[2i],
       // m[2i + 1]) per lane times the two sub-blocks' activation sums.
       for (int i = 0; i < 4; ++i) {
-        const __m256i m = _mm256_cvtepu8_epi16(load128(mins + 16 * i));
+        const I32x8 m = widen_u8_to_16(mins + 16 * i);
         for (int t = 0; t < NT; ++t) {
           const int16_t* bs = a[t][b].bsums + 4 * i;
           const uint32_t lo = static_cast<uint16_t>(bs[0] + bs[1]);
           const uint32_t hi = static_cast<uint16_t>(bs[2] + bs[3]);
-          const __m256i sums = _mm256_set1_epi32(static_cast<int32_t>(lo | (hi << 16)));
-          imin[t] = _mm256_add_epi32(imin[t], _mm256_madd_epi16(m, sums));
+          const I32x8 sums = splat32(static_cast<int32_t>(lo | (hi << 16)));
+          imin[t] = imin[t] + madd16(m, sums);
         }
       }
-      const __m256 ws = load_scales(blk);
+      const F32x8 ws = load_fp16x8(blk);
       // wm = -dmin: the sign flipped exactly.
-      const __m256 wm = _mm256_xor_ps(load_scales(blk + 16), _mm256_set1_ps(-0.0f));
+      const F32x8 wm = negate(load_fp16x8(blk + 16));
       for (int t = 0; t < NT; ++t) {
         acc[t] = contract_step(acc[t], ws, a[t][b].d, isum[t]);
         acc[t] = contract_step(acc[t], wm, a[t][b].d, imin[t]);
@@ -312,10 +295,9 @@ struct TwoBitTile {
   static constexpr size_t kScales = kQ3 ? 16 : 32;
   static constexpr size_t kQs = kScales + 128;
   // Sub-blocks 2i and 2i + 1's scales as int16 pairs, per lane.
-  static __m256i scale_pair(const uint8_t* sc, int i) {
-    const __m128i bytes = load128(sc + 16 * i);
-    if constexpr (kQ3) return _mm256_cvtepi8_epi16(bytes);
-    return _mm256_and_si256(_mm256_cvtepu8_epi16(bytes), _mm256_set1_epi16(0x0F));
+  static I32x8 scale_pair(const uint8_t* sc, int i) {
+    if constexpr (kQ3) return widen_i8_to_16(sc + 16 * i);
+    return widen_u8_to_16(sc + 16 * i) & splat16(0x0F);
   }
   template <int NT>
   static void run(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_row, float* y,
@@ -324,26 +306,26 @@ struct TwoBitTile {
     for (int t = 0; t < NT; ++t) {
       a[t] = reinterpret_cast<const quant::BlockQ8x256*>(act + t * act_row);
     }
-    __m256 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    F32x8 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = zero_f32x8();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = grp + b * kBlock;
       const uint8_t* sc = blk + kScales;
-      __m256i isum[NT], corr[NT];
-      for (int t = 0; t < NT; ++t) isum[t] = corr[t] = _mm256_setzero_si256();
+      I32x8 isum[NT], corr[NT];
+      for (int t = 0; t < NT; ++t) isum[t] = corr[t] = zero_i32x8();
       for (int h = 0; h < 2; ++h) {
         for (int half = 0; half < 2; ++half) {
-          __m256i dot[4][NT];
+          I32x8 dot[4][NT];
           for (int k = 0; k < 4; ++k) {
-            for (int t = 0; t < NT; ++t) dot[k][t] = _mm256_setzero_si256();
+            for (int t = 0; t < NT; ++t) dot[k][t] = zero_i32x8();
           }
           for (int j = 4 * half; j < 4 * half + 4; ++j) {
-            const __m256i v = load256(blk + kQs + 256 * h + 32 * j);
-            __m256i q[4] = {two_bits(v, 0), two_bits(v, 1), two_bits(v, 2), two_bits(v, 3)};
+            const I32x8 v = load32(blk + kQs + 256 * h + 32 * j);
+            I32x8 q[4] = {two_bits(v, 0), two_bits(v, 1), two_bits(v, 2), two_bits(v, 3)};
             if constexpr (kQ3) {
-              __m256i hm = load256(blk + kQs + 512 + 32 * j);
-              if (h == 1) hm = _mm256_srli_epi16(hm, 4);
-              for (int k = 0; k < 4; ++k) q[k] = _mm256_or_si256(q[k], q3_high_bit(hm, k));
+              I32x8 hm = load32(blk + kQs + 512 + 32 * j);
+              if (h == 1) hm = shr16(hm, 4);
+              for (int k = 0; k < 4; ++k) q[k] = q[k] | q3_high_bit(hm, k);
             }
             for (int k = 0; k < 4; ++k) {
               for (int t = 0; t < NT; ++t) {
@@ -353,31 +335,29 @@ struct TwoBitTile {
             }
           }
           for (int k = 0; k < 4; ++k) {
-            const __m256i scale = pair_half(scale_pair(sc, 4 * h + k), half);
+            const I32x8 scale = pair_half(scale_pair(sc, 4 * h + k), half);
             for (int t = 0; t < NT; ++t) {
-              isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(dot[k][t], scale));
+              isum[t] = isum[t] + dot[k][t] * scale;
             }
           }
         }
       }
       // Q3_K: corr = sum_s sc[s] bsums[s]; Q2_K: imin = sum_s m[s] bsums[s].
       for (int i = 0; i < 8; ++i) {
-        const __m256i pair = kQ3 ? scale_pair(sc, i)
-                                 : _mm256_srli_epi16(_mm256_cvtepu8_epi16(load128(sc + 16 * i)), 4);
+        const I32x8 pair = kQ3 ? scale_pair(sc, i) : shr16(widen_u8_to_16(sc + 16 * i), 4);
         for (int t = 0; t < NT; ++t) {
-          corr[t] =
-              _mm256_add_epi32(corr[t], _mm256_madd_epi16(pair, broadcast4(a[t][b].bsums + 2 * i)));
+          corr[t] = corr[t] + madd16(pair, broadcast4(a[t][b].bsums + 2 * i));
         }
       }
-      const __m256 ws = load_scales(blk);
+      const F32x8 ws = load_fp16x8(blk);
       if constexpr (kQ3) {
         for (int t = 0; t < NT; ++t) {
-          const __m256i s = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 2));
+          const I32x8 s = isum[t] - shl32(corr[t], 2);
           acc[t] = contract_step(acc[t], ws, a[t][b].d, s);
         }
       } else {
         // wm = -dmin: the sign flipped exactly.
-        const __m256 wm = _mm256_xor_ps(load_scales(blk + 16), _mm256_set1_ps(-0.0f));
+        const F32x8 wm = negate(load_fp16x8(blk + 16));
         for (int t = 0; t < NT; ++t) {
           acc[t] = contract_step(acc[t], ws, a[t][b].d, isum[t]);
           acc[t] = contract_step(acc[t], wm, a[t][b].d, corr[t]);
@@ -403,18 +383,18 @@ struct IQ4_XSTile {
     for (int t = 0; t < NT; ++t) {
       a[t] = reinterpret_cast<const quant::BlockQ8x256*>(act + t * act_row);
     }
-    __m256 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-    const __m256i table = iq4_table();
+    F32x8 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = zero_f32x8();
+    const I32x8 table = iq4_table();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = grp + b * kBlock;
-      __m256i isum[NT];
-      for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+      I32x8 isum[NT];
+      for (int t = 0; t < NT; ++t) isum[t] = zero_i32x8();
       for (int s = 0; s < 8; ++s) {
-        __m256i dot[NT];
-        for (int t = 0; t < NT; ++t) dot[t] = _mm256_setzero_si256();
+        I32x8 dot[NT];
+        for (int t = 0; t < NT; ++t) dot[t] = zero_i32x8();
         for (int j = 0; j < 4; ++j) {
-          const __m256i v = load256(blk + 80 + 128 * s + 32 * j);
+          const I32x8 v = load32(blk + 80 + 128 * s + 32 * j);
           const typename Ops::Q8 lo = Ops::q8_prepare(iq4_lookup(table, nibbles_lo(v)));
           const typename Ops::Q8 hi = Ops::q8_prepare(iq4_lookup(table, nibbles_hi(v)));
           for (int t = 0; t < NT; ++t) {
@@ -422,15 +402,14 @@ struct IQ4_XSTile {
             dot[t] = Ops::q8_dot(dot[t], hi, broadcast4(a[t][b].qs + 32 * s + 16 + 4 * j));
           }
         }
-        const __m256i scale = _mm256_cvtepi8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 16 + 8 * s)));
+        const I32x8 scale = widen_i8_to_32(blk + 16 + 8 * s);
         for (int t = 0; t < NT; ++t) {
           const int32_t sum_a = int32_t{a[t][b].bsums[2 * s]} + a[t][b].bsums[2 * s + 1];
-          const __m256i d = _mm256_sub_epi32(dot[t], _mm256_set1_epi32(Ops::kQ8Offset * sum_a));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(d, scale));
+          const I32x8 d = dot[t] - splat32(Ops::kQ8Offset * sum_a);
+          isum[t] = isum[t] + d * scale;
         }
       }
-      const __m256 ws = load_scales(blk);
+      const F32x8 ws = load_fp16x8(blk);
       for (int t = 0; t < NT; ++t) acc[t] = contract_step(acc[t], ws, a[t][b].d, isum[t]);
     }
     store_tile<NT>(acc, y, ldy);
@@ -447,36 +426,32 @@ struct Q6_KTile {
     for (int t = 0; t < NT; ++t) {
       a[t] = reinterpret_cast<const quant::BlockQ8x256*>(act + t * act_row);
     }
-    __m256 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-    const __m256i bits45 = _mm256_set1_epi8(0x30);
+    F32x8 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = zero_f32x8();
+    const I32x8 bits45 = splat8(0x30);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = grp + b * kBlock;
       const uint8_t* sc = blk + 16;
-      __m256i isum[NT], corr[NT];
-      for (int t = 0; t < NT; ++t) isum[t] = corr[t] = _mm256_setzero_si256();
+      I32x8 isum[NT], corr[NT];
+      for (int t = 0; t < NT; ++t) isum[t] = corr[t] = zero_i32x8();
       // Half h, k-groups j of one half of the quarters: the codes of
       // elements 128h + 32k + 4j + e for the four quarters k, sub-blocks
       // 8h + 2k + half, scale pair 4h + k.
       for (int h = 0; h < 2; ++h) {
         for (int half = 0; half < 2; ++half) {
-          __m256i dot[4][NT];
+          I32x8 dot[4][NT];
           for (int k = 0; k < 4; ++k) {
-            for (int t = 0; t < NT; ++t) dot[k][t] = _mm256_setzero_si256();
+            for (int t = 0; t < NT; ++t) dot[k][t] = zero_i32x8();
           }
           for (int j = 4 * half; j < 4 * half + 4; ++j) {
             const uint8_t* codes = blk + 144 + 96 * (8 * h + j);
-            const __m256i lo01 = load256(codes);       // quarters 0 | 2
-            const __m256i lo23 = load256(codes + 32);  // quarters 1 | 3
-            const __m256i hi = load256(codes + 64);
-            const __m256i q[4] = {
-                _mm256_or_si256(nibbles_lo(lo01),
-                                _mm256_and_si256(_mm256_slli_epi16(hi, 4), bits45)),
-                _mm256_or_si256(nibbles_lo(lo23),
-                                _mm256_and_si256(_mm256_slli_epi16(hi, 2), bits45)),
-                _mm256_or_si256(nibbles_hi(lo01), _mm256_and_si256(hi, bits45)),
-                _mm256_or_si256(nibbles_hi(lo23),
-                                _mm256_and_si256(_mm256_srli_epi16(hi, 2), bits45))};
+            const I32x8 lo01 = load32(codes);       // quarters 0 | 2
+            const I32x8 lo23 = load32(codes + 32);  // quarters 1 | 3
+            const I32x8 hi = load32(codes + 64);
+            const I32x8 q[4] = {nibbles_lo(lo01) | (shl16(hi, 4) & bits45),
+                                nibbles_lo(lo23) | (shl16(hi, 2) & bits45),
+                                nibbles_hi(lo01) | (hi & bits45),
+                                nibbles_hi(lo23) | (shr16(hi, 2) & bits45)};
             for (int k = 0; k < 4; ++k) {
               for (int t = 0; t < NT; ++t) {
                 dot[k][t] =
@@ -485,25 +460,23 @@ struct Q6_KTile {
             }
           }
           for (int k = 0; k < 4; ++k) {
-            const __m256i scale =
-                pair_half(_mm256_cvtepi8_epi16(load128(sc + 16 * (4 * h + k))), half);
+            const I32x8 scale = pair_half(widen_i8_to_16(sc + 16 * (4 * h + k)), half);
             for (int t = 0; t < NT; ++t) {
-              isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(dot[k][t], scale));
+              isum[t] = isum[t] + dot[k][t] * scale;
             }
           }
         }
       }
       // The codes are q - 32: isum -= 32 sum_s scales[s] bsums[s].
       for (int i = 0; i < 8; ++i) {
-        const __m256i pair = _mm256_cvtepi8_epi16(load128(sc + 16 * i));
+        const I32x8 pair = widen_i8_to_16(sc + 16 * i);
         for (int t = 0; t < NT; ++t) {
-          corr[t] =
-              _mm256_add_epi32(corr[t], _mm256_madd_epi16(pair, broadcast4(a[t][b].bsums + 2 * i)));
+          corr[t] = corr[t] + madd16(pair, broadcast4(a[t][b].bsums + 2 * i));
         }
       }
-      const __m256 ws = load_scales(blk);
+      const F32x8 ws = load_fp16x8(blk);
       for (int t = 0; t < NT; ++t) {
-        const __m256i s = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 5));
+        const I32x8 s = isum[t] - shl32(corr[t], 5);
         acc[t] = contract_step(acc[t], ws, a[t][b].d, s);
       }
     }

@@ -1,11 +1,12 @@
 // The fast quantized GEMM (kernels/cpu/quant_gemm.cc on the interleaved
 // layout of quant_matrix.h) against the scalar reference quant::vec_dot:
-// every output bit for bit, on every ISA variant this CPU runs and both
-// integer paths (VNNI where present, AVX2's pmaddubsw always), over random
-// blocks that reach the extreme codes and scales, token counts that leave
-// every tile remainder, and row counts that leave rows past the last group
-// of 8 (the reference's). Then the same through Linear, the way the CPU
-// backend calls it, and the interleaved copy's size.
+// every output bit for bit, on every ISA variant this CPU runs (x86-64-v2's
+// SSE kernels among them) and both integer paths (VNNI where present,
+// pmaddubsw always), over random blocks that reach the extreme codes and
+// scales, token counts that leave every tile remainder, and row counts that
+// leave rows past the last group of 8 (the reference's). Then the same
+// through Linear, the way the CPU backend calls it, and the interleaved
+// copy's size.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -72,7 +73,7 @@ uint16_t random_scale(std::mt19937& rng, bool signed_ok) {
       h = static_cast<uint16_t>(1 + rng() % 1023);  // subnormal
       break;
     case 2:
-      h = static_cast<uint16_t>(0x7800 + rng() % 0x3FF);  // 32768 .. 65504
+      h = static_cast<uint16_t>(0x7800 + rng() % 0x400);  // 32768 .. 65504
       break;
     default: {
       std::uniform_real_distribution<float> mag(-14.0f, 2.0f);
@@ -209,11 +210,85 @@ TEST(QuantGemmTest, EveryVariantMatchesTheReferenceBitForBit) {
   std::printf("kernel runs compared: %d\n", kernels_run);
 }
 
-// The AVX2 and AVX-512 variants serve every quantized type; x86-64-v2 and
-// the generic build leave them to the reference. Plain types have no kernel.
+// One Q8_0 block of weights (scale ws, codes q at the front, the rest 0)
+// and the activation block beside it (scale ad, codes a at the front).
+struct ExactBlock {
+  uint16_t ws;
+  float ad;
+  std::vector<int8_t> q, a;
+};
+
+// Three blocks whose float steps land where rounding twice would show:
+// 1.0 after the first, then a last product p * x just beside half a float
+// ulp of the sum, nearer than half a double ulp, so that the sum rounded
+// to double first would be a tie and round to even. Either + 2^-23
+// (exactly), then 2^-24 - 2^-54 ((2^15 + 1) 2^-54 times 32767) on the odd
+// 1 + 2^-23 (the sum stays), or an empty block, then 2^-24 + 2^-66 ((2^42
+// + 1) 2^-66 = 10496005 2^-66 times 419021) on the even 1.0 (it goes up).
+std::vector<ExactBlock> exact_blocks(bool up) {
+  const uint16_t one = 0x3C00;
+  const ExactBlock first{one, 0x1p-13f, {64, 64}, {64, 64}};
+  if (!up) {
+    return {first,
+            {one, 0x1p-23f, {1}, {1}},
+            {one, 32769 * 0x1p-54f, {127, 127, 127, 1}, {127, 127, 4, 1}}};
+  }
+  ExactBlock last{one, 10496005 * 0x1p-66f, std::vector<int8_t>(25, 127),
+                  std::vector<int8_t>(25, 127)};
+  last.q.insert(last.q.end(), {127, 6});
+  last.a.insert(last.a.end(), {124, 8});
+  return {first, {one, 0.0f, {}, {}}, last};
+}
+
+// Every variant's fused step rounds once: lanes 0-3 take the blocks as
+// they are, lanes 4-7 with every weight scale negated.
+TEST(QuantGemmTest, FusedStepsRoundOnceOnEveryVariant) {
+  for (const bool up : {false, true}) {
+    const std::vector<ExactBlock> blocks = exact_blocks(up);
+    const int64_t cols = 32 * static_cast<int64_t>(blocks.size());
+    std::vector<uint8_t> bytes(8 * dtype_row_bytes(DType::kQ8_0, cols));
+    std::vector<quant::BlockQ8x32> act(blocks.size());
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      act[b] = {blocks[b].ad, 0, {}};
+      for (size_t i = 0; i < blocks[b].a.size(); ++i) {
+        act[b].qs[i] = blocks[b].a[i];
+        act[b].sum += blocks[b].a[i];
+      }
+      for (int r = 0; r < 8; ++r) {
+        quant::BlockQ8_0 w{static_cast<uint16_t>(blocks[b].ws | (r < 4 ? 0 : 0x8000)), {}};
+        std::copy(blocks[b].q.begin(), blocks[b].q.end(), w.qs);
+        std::memcpy(bytes.data() + (r * blocks.size() + b) * sizeof(w), &w, sizeof(w));
+      }
+    }
+    QuantMatrix w;
+    ASSERT_TRUE(QuantMatrix::pack(tensor_of(DType::kQ8_0, 8, cols, bytes), nullptr, &w).ok());
+    const float want = 1.0f + 0x1p-23f;  // both ways
+    ASSERT_EQ(quant::vec_dot(DType::kQ8_0, w.row(0), act.data(), cols), want);
+    ASSERT_EQ(quant::vec_dot(DType::kQ8_0, w.row(4), act.data(), cols), -want);
+    // The double rounding this guards against.
+    const double last_product = up ? 0x1p-24 + 0x1p-66 : 0x1p-24 - 0x1p-54;
+    ASSERT_NE(static_cast<float>(static_cast<double>(up ? 1.0f : 1.0f + 0x1p-23f) + last_product),
+              want);
+    for (const Variant& v : variants()) {
+      if (!v.runs_here || !v.table->quant_gemm_supports(DType::kQ8_0)) continue;
+      for (const QuantIntDot dot : {QuantIntDot::kBest, QuantIntDot::kNoVnni}) {
+        float y[8];
+        v.table->quant_gemm(nullptr, w, act.data(), sizeof(quant::BlockQ8x32) * act.size(), 1, y, 8,
+                            dot);
+        for (int r = 0; r < 8; ++r) {
+          EXPECT_EQ(bits(y[r]), bits(r < 4 ? want : -want))
+              << v.name << (up ? " up" : " stays") << " row " << r << ": " << y[r];
+        }
+      }
+    }
+  }
+}
+
+// The x86-64-v2, AVX2 and AVX-512 variants serve every quantized type; the
+// generic build leaves them to the reference. Plain types have no kernel.
 TEST(QuantGemmTest, VariantsClaimTheirTypes) {
   for (const Variant& v : variants()) {
-    const bool fast = std::string(v.name) == "avx2" || std::string(v.name) == "avx512";
+    const bool fast = std::string(v.name) != "generic";
     for (const DType type : kTypes) {
       EXPECT_EQ(v.table->quant_gemm_supports(type), fast) << v.name << " " << dtype_name(type);
     }
