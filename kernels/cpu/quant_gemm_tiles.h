@@ -77,6 +77,16 @@ inline F32x8 contract_step(F32x8 acc, F32x8 scale, float ad, I32x8 isum) {
   return fmadd(scale * splat(ad), to_float(isum), acc);
 }
 
+// The tile's NT activation rows, act_row bytes apart, as blocks of Block,
+// and its accumulators zeroed.
+template <int NT, class Block>
+inline void start_tile(const uint8_t* act, size_t act_row, const Block** a, F32x8* acc) {
+  for (int t = 0; t < NT; ++t) {
+    a[t] = reinterpret_cast<const Block*>(act + t * act_row);
+    acc[t] = zero_f32x8();
+  }
+}
+
 template <int NT>
 inline void store_tile(const F32x8* acc, float* y, int64_t ldy) {
   for (int t = 0; t < NT; ++t) store(y + t * ldy, acc[t]);
@@ -89,10 +99,8 @@ struct Q8_0Tile {
   static void run(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_row, float* y,
                   int64_t ldy) {
     const quant::BlockQ8x32* a[NT];
-    for (int t = 0; t < NT; ++t)
-      a[t] = reinterpret_cast<const quant::BlockQ8x32*>(act + t * act_row);
     F32x8 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = zero_f32x8();
+    start_tile<NT>(act, act_row, a, acc);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = grp + b * kBlock;
       I32x8 isum[NT];
@@ -128,10 +136,8 @@ struct SmallTile {
   static void run(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_row, float* y,
                   int64_t ldy) {
     const quant::BlockQ8x32* a[NT];
-    for (int t = 0; t < NT; ++t)
-      a[t] = reinterpret_cast<const quant::BlockQ8x32*>(act + t * act_row);
     F32x8 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = zero_f32x8();
+    start_tile<NT>(act, act_row, a, acc);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = grp + b * kBlock;
       I32x8 isum[NT];
@@ -180,10 +186,8 @@ struct IQ4_NLTile {
   static void run(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_row, float* y,
                   int64_t ldy) {
     const quant::BlockQ8x32* a[NT];
-    for (int t = 0; t < NT; ++t)
-      a[t] = reinterpret_cast<const quant::BlockQ8x32*>(act + t * act_row);
     F32x8 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = zero_f32x8();
+    start_tile<NT>(act, act_row, a, acc);
     const I32x8 table = iq4_table();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = grp + b * kBlock;
@@ -217,10 +221,8 @@ struct KMinTile {
   static void run(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_row, float* y,
                   int64_t ldy) {
     const quant::BlockQ8x256* a[NT];
-    for (int t = 0; t < NT; ++t)
-      a[t] = reinterpret_cast<const quant::BlockQ8x256*>(act + t * act_row);
     F32x8 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = zero_f32x8();
+    start_tile<NT>(act, act_row, a, acc);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = grp + b * kBlock;
       const uint8_t* sc = blk + 32;
@@ -303,11 +305,8 @@ struct TwoBitTile {
   static void run(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_row, float* y,
                   int64_t ldy) {
     const quant::BlockQ8x256* a[NT];
-    for (int t = 0; t < NT; ++t) {
-      a[t] = reinterpret_cast<const quant::BlockQ8x256*>(act + t * act_row);
-    }
     F32x8 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = zero_f32x8();
+    start_tile<NT>(act, act_row, a, acc);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = grp + b * kBlock;
       const uint8_t* sc = blk + kScales;
@@ -380,11 +379,8 @@ struct IQ4_XSTile {
   static void run(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_row, float* y,
                   int64_t ldy) {
     const quant::BlockQ8x256* a[NT];
-    for (int t = 0; t < NT; ++t) {
-      a[t] = reinterpret_cast<const quant::BlockQ8x256*>(act + t * act_row);
-    }
     F32x8 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = zero_f32x8();
+    start_tile<NT>(act, act_row, a, acc);
     const I32x8 table = iq4_table();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = grp + b * kBlock;
@@ -423,11 +419,8 @@ struct Q6_KTile {
   static void run(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_row, float* y,
                   int64_t ldy) {
     const quant::BlockQ8x256* a[NT];
-    for (int t = 0; t < NT; ++t) {
-      a[t] = reinterpret_cast<const quant::BlockQ8x256*>(act + t * act_row);
-    }
     F32x8 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = zero_f32x8();
+    start_tile<NT>(act, act_row, a, acc);
     const I32x8 bits45 = splat8(0x30);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = grp + b * kBlock;
