@@ -158,6 +158,23 @@ def workloads():
     ]
 
 
+def workload_args(kind, params, text_prompt=False):
+    """pvllm generate's prompts and --max-tokens for a workload: decode from
+    a 5-token prompt (or a text one), prefill of params["prompt"] ids with
+    one token out, or params["requests"] prompts at once."""
+    if kind == "decode":
+        prompt = (["--prompt", "Once upon a time"] if text_prompt
+                  else ["--prompt-ids", ",".join(map(str, prompt_ids(5, 0)))])
+        return prompt + ["--max-tokens", str(params["tokens"])]
+    if kind == "prefill":
+        return ["--prompt-ids", ",".join(map(str, prompt_ids(params["prompt"], 0))),
+                "--max-tokens", "1"]
+    args = []
+    for r in range(params["requests"]):
+        args += ["--prompt-ids", ",".join(map(str, prompt_ids(params["prompt"], r + 1)))]
+    return args + ["--max-tokens", str(params["tokens"])]
+
+
 SUMMARY = re.compile(
     r"generated tokens in ([0-9.]+) s: ([0-9.]+) generated tokens/s; ([0-9.]+) prompt tokens")
 
@@ -165,19 +182,7 @@ SUMMARY = re.compile(
 def pvllm_once(binary, model, kind, params, threads):
     cmd = [binary, "generate", "--model", model_path(model), "-t",
            str(params.get("temperature", 0)), "--seed", "1", "--ignore-eos", "--threads", str(threads)]
-    if kind == "decode":
-        if model == "260K":
-            cmd += ["--prompt", "Once upon a time"]
-        else:
-            cmd += ["--prompt-ids", ",".join(map(str, prompt_ids(5, 0)))]
-        cmd += ["--max-tokens", str(params["tokens"])]
-    elif kind == "prefill":
-        cmd += ["--prompt-ids", ",".join(map(str, prompt_ids(params["prompt"], 0))),
-                "--max-tokens", "1"]
-    else:
-        for r in range(params["requests"]):
-            cmd += ["--prompt-ids", ",".join(map(str, prompt_ids(params["prompt"], r + 1)))]
-        cmd += ["--max-tokens", str(params["tokens"])]
+    cmd += workload_args(kind, params, text_prompt=model == "260K")
     out = run(cmd)
     m = SUMMARY.search(out)
     if not m:

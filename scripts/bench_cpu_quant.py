@@ -117,35 +117,18 @@ def read_bytes_per_token(path):
     return sum(v for k, v in sizes.items() if k != "token_embd.weight" or tied)
 
 
-def prompt_ids(count, offset):
-    return [1] + [3 + (offset * 131 + i * 7) % 31000 for i in range(count - 1)]
-
-
 WORK = [
     ("single stream", "decode", {"tokens": 100}),
     ("prefill (512 tokens)", "prefill", {"prompt": 512}),
     ("64 concurrent", "batch", {"requests": 64, "prompt": 16, "tokens": 64}),
 ]
 
-SUMMARY = re.compile(
-    r"generated tokens in ([0-9.]+) s: ([0-9.]+) generated tokens/s; ([0-9.]+) prompt tokens")
-
-
 def pvllm_once(path, kind, params, threads):
     cmd = ["/usr/bin/time", "-f", "maxrss_kb %M", base.PVLLM, "generate", "--model", path, "-t",
            "0", "--ignore-eos", "--threads", str(threads)]
-    if kind == "decode":
-        cmd += ["--prompt-ids", ",".join(map(str, prompt_ids(5, 0))), "--max-tokens",
-                str(params["tokens"])]
-    elif kind == "prefill":
-        cmd += ["--prompt-ids", ",".join(map(str, prompt_ids(params["prompt"], 0))),
-                "--max-tokens", "1"]
-    else:
-        for r in range(params["requests"]):
-            cmd += ["--prompt-ids", ",".join(map(str, prompt_ids(params["prompt"], r + 1)))]
-        cmd += ["--max-tokens", str(params["tokens"])]
+    cmd += base.workload_args(kind, params)
     out = base.run(cmd)
-    m = SUMMARY.search(out)
+    m = base.SUMMARY.search(out)
     if not m:
         raise RuntimeError(f"no summary from pvllm generate: {out[-500:]}")
     seconds, gen_rate, prompt_tokens = float(m.group(1)), float(m.group(2)), float(m.group(3))

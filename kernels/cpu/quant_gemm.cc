@@ -167,26 +167,7 @@ using Ops = MaddubsOps;
 
 bool quant_gemm_supports(DType t) {
 #if PVLLM_QUANT_VEC_AVX2 || PVLLM_QUANT_VEC_SSE
-  switch (t) {
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kIQ4_NL:
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-    case DType::kIQ4_XS:
-      return true;
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-      return false;
-  }
-  return false;
+  return dtype_is_quantized(t);  // every quantized type has a tile
 #else
   (void)t;
   return false;
