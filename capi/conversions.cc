@@ -37,6 +37,12 @@ static_assert(static_cast<int>(pvllm::FinishReason::kStop) == PVLLM_FINISH_STOP)
 static_assert(static_cast<int>(pvllm::FinishReason::kLength) == PVLLM_FINISH_LENGTH);
 static_assert(static_cast<int>(pvllm::FinishReason::kAbort) == PVLLM_FINISH_ABORT);
 static_assert(static_cast<int>(pvllm::FinishReason::kError) == PVLLM_FINISH_ERROR);
+static_assert(static_cast<int>(pvllm::KvCacheDtype::kAuto) == PVLLM_KV_CACHE_DTYPE_AUTO);
+static_assert(static_cast<int>(pvllm::KvCacheDtype::kF16) == PVLLM_KV_CACHE_DTYPE_F16);
+static_assert(static_cast<int>(pvllm::KvCacheDtype::kBF16) == PVLLM_KV_CACHE_DTYPE_BF16);
+static_assert(static_cast<int>(pvllm::KvCacheDtype::kInt8) == PVLLM_KV_CACHE_DTYPE_INT8);
+static_assert(static_cast<int>(pvllm::KvCacheDtype::kFp8E4M3) == PVLLM_KV_CACHE_DTYPE_FP8_E4M3);
+static_assert(static_cast<int>(pvllm::KvCacheDtype::kF32) == PVLLM_KV_CACHE_DTYPE_F32);
 
 // pvllm_sampling_params' constraint fields (since 0.6) as a ConstraintSpec.
 Status to_constraint(const pvllm_sampling_params& in, pvllm::structured::ConstraintSpec* out) {
@@ -132,6 +138,7 @@ pvllm_engine_params default_engine_params() {
   p.preemption_mode = static_cast<int32_t>(d.preemption_mode);
   p.model_checksums = static_cast<int64_t>(d.model_checksums);
   p.quantize = nullptr;
+  p.kv_cache_dtype = static_cast<int32_t>(d.kv_cache_dtype);
   return p;
 }
 
@@ -247,6 +254,11 @@ Status to_engine_config(const pvllm_engine_params* in, pvllm::EngineConfig* conf
     }
     config->quantize = params.quantize;
   }
+  PVLLM_RETURN_IF_ERROR(check_enum(
+      "kv_cache_dtype", params.kv_cache_dtype,
+      {"PVLLM_KV_CACHE_DTYPE_AUTO", "PVLLM_KV_CACHE_DTYPE_F16", "PVLLM_KV_CACHE_DTYPE_BF16",
+       "PVLLM_KV_CACHE_DTYPE_INT8", "PVLLM_KV_CACHE_DTYPE_FP8_E4M3", "PVLLM_KV_CACHE_DTYPE_F32"}));
+  config->kv_cache_dtype = static_cast<pvllm::KvCacheDtype>(params.kv_cache_dtype);
   if (params.progress != nullptr) {
     config->progress = [fn = params.progress, user = params.progress_user_data](
                            float fraction, const char* stage) { fn(fraction, stage, user); };

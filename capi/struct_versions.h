@@ -57,6 +57,11 @@ inline constexpr size_t kV1Size<pvllm_memory_estimate> = offsetof(pvllm_memory_e
 static_assert(offsetof(pvllm_engine_params, quantize) ==
                   offsetof(pvllm_engine_params, model_checksums) + sizeof(int64_t),
               "pvllm_engine_params.quantize must start where the 0.7 struct ended");
+// pvllm_engine_params grew kv_cache_dtype in 0.11; the 0.10 struct ended
+// with quantize (a pointer: no tail padding).
+static_assert(offsetof(pvllm_engine_params, kv_cache_dtype) ==
+                  offsetof(pvllm_engine_params, quantize) + sizeof(const char*),
+              "pvllm_engine_params.kv_cache_dtype must start where the 0.10 struct ended");
 static_assert(offsetof(pvllm_model_config, rope_type) ==
                   offsetof(pvllm_model_config, eos_token_id) + sizeof(int32_t),
               "pvllm_model_config.rope_type must start where the 0.2 struct ended");
@@ -94,7 +99,8 @@ inline std::span<const AppendedField> appended_fields<pvllm_engine_params>() {
       PVLLM_APPENDED(pvllm_engine_params, swap_space_bytes),
       PVLLM_APPENDED(pvllm_engine_params, preemption_mode),
       PVLLM_APPENDED(pvllm_engine_params, model_checksums),
-      PVLLM_APPENDED(pvllm_engine_params, quantize)};
+      PVLLM_APPENDED(pvllm_engine_params, quantize),
+      PVLLM_APPENDED(pvllm_engine_params, kv_cache_dtype)};
   return kFields;
 }
 template <>

@@ -8,11 +8,11 @@
 
 namespace pvllm {
 
-size_t kv_bytes_per_block(const ModelConfig& config, int32_t block_size, size_t elem_bytes) {
-  // K and V, every layer, block_size tokens of num_kv_heads * head_dim elements.
-  return size_t{2} * static_cast<size_t>(config.num_layers) * static_cast<size_t>(block_size) *
-         static_cast<size_t>(config.num_kv_heads) * static_cast<size_t>(config.head_dim) *
-         elem_bytes;
+size_t kv_bytes_per_block(const ModelConfig& config, int32_t block_size, KvCacheDtype dtype) {
+  // K and V, every layer, every kv head.
+  return size_t{2} * static_cast<size_t>(config.num_layers) *
+         static_cast<size_t>(config.num_kv_heads) *
+         kv_head_block_bytes(dtype, block_size, config.head_dim);
 }
 
 int32_t kv_pool_blocks(int32_t num_blocks, double budget_bytes, size_t bytes_per_block,

@@ -11,6 +11,7 @@
 
 #include "core/base/status.h"
 #include "core/kv/block_copy.h"
+#include "core/kv/kv_cache_dtype.h"
 #include "core/sample/sampler.h"
 
 namespace pvllm {
@@ -89,12 +90,14 @@ struct BackendOptions {
   int32_t num_blocks = 0;
   int32_t block_size = 16;
   int32_t num_threads = 0;  // 0 = all cores
+  // What the KV pool stores; kAuto is the backend's default (fp32 on the
+  // CPU). A backend refuses a dtype it does not serve as UNSUPPORTED.
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
 };
 
-// Bytes of K and V one block holds across all layers with K/V elements of
-// `elem_bytes` bytes (4 for the CPU backend's fp32 cache, 2 for the CUDA
-// backend's bf16/fp16 one).
-size_t kv_bytes_per_block(const struct ModelConfig& config, int32_t block_size, size_t elem_bytes);
+// Bytes of K and V one block holds across all layers when stored as
+// `dtype` (resolved: not kAuto), by kv_head_block_bytes' rule.
+size_t kv_bytes_per_block(const struct ModelConfig& config, int32_t block_size, KvCacheDtype dtype);
 
 // The one KV sizing rule, for every backend and the memory estimate:
 // `num_blocks` > 0 asks for exactly that many blocks; otherwise the pool is

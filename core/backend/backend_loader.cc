@@ -48,6 +48,7 @@ Status open_host_backend(const Model& model, const OpenBackendOptions& options,
   PVLLM_RETURN_IF_ERROR(options.host_num_blocks(&bo.num_blocks));
   bo.block_size = options.block_size;
   bo.num_threads = options.num_threads;
+  bo.kv_cache_dtype = options.kv_cache_dtype;
   if (!options.factory) return create_backend("cpu", model, bo, out);
   PVLLM_RETURN_IF_ERROR(options.factory(model, bo, out));
   if (!*out) return Internal("the backend factory returned no backend");

@@ -75,6 +75,9 @@ Status select_device(const std::string& device, DeviceSpec* out);
 struct OpenBackendOptions {
   int32_t block_size = 16;  // tokens per KV block, on every backend
   int32_t num_threads = 0;  // host backends; 0 = all cores
+  // What a host backend's KV pool stores (the CUDA backend's comes in
+  // cuda.kv_cache_dtype).
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   // Host backends: the KV pool's block count, asked only when a host
   // backend is about to open (after "auto" fell back to the CPU, only
   // then): the caller's memory plan, whose failure open_backend returns.

@@ -24,6 +24,9 @@ struct CudaBackendOptions {
   int32_t num_blocks = 0;
   float gpu_memory_utilization = 0.90f;
   int32_t dtype = 0;  // 0 = auto (bf16 unless the checkpoint is f16), 1 = bf16, 2 = fp16, 3 = fp32
+  // A KvCacheDtype value: 0 = auto (the activation dtype), 3 = int8,
+  // 4 = fp8_e4m3, or the activation dtype's own (1 f16, 2 bf16, 5 f32).
+  int32_t kv_cache_dtype = 0;
   int32_t max_num_batched_tokens = 2048;  // activation buffers hold this many rows
   int32_t max_num_seqs = 256;             // logits rows per step, at most
   int32_t max_model_len = 0;              // block-table width of the decode graphs
@@ -45,7 +48,7 @@ constexpr size_t kCudaReservedBytes = size_t{256} << 20;
 // and sampler types its calls take), CudaBackendOptions and the functions
 // below. A module built from another version is refused at load (it would
 // call into a different vtable). Bump it with any change to them.
-constexpr int32_t kCudaModuleInterfaceVersion = 4;
+constexpr int32_t kCudaModuleInterfaceVersion = 5;
 
 // The module's exports, looked up by name with dlsym. Those returning int32_t
 // return a StatusCode value; on failure `err` (err_len bytes, may be 0) gets

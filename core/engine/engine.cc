@@ -158,6 +158,7 @@ OpenBackendOptions Engine::backend_options() {
   OpenBackendOptions o;
   o.block_size = config_.block_size;
   o.num_threads = config_.num_threads;
+  o.kv_cache_dtype = config_.kv_cache_dtype;
   o.host_num_blocks = [this](int32_t* num_blocks) {
     if (model_weight_bytes_ == 0) model_weight_bytes_ = model_->weight_bytes();
     MemoryPlan plan;
@@ -168,6 +169,7 @@ OpenBackendOptions Engine::backend_options() {
   o.cuda.num_blocks = config_.num_kv_blocks;
   o.cuda.gpu_memory_utilization = config_.gpu_memory_utilization;
   o.cuda.dtype = config_.dtype;
+  o.cuda.kv_cache_dtype = static_cast<int32_t>(config_.kv_cache_dtype);
   o.cuda.max_num_batched_tokens = config_.max_num_batched_tokens;
   o.cuda.max_num_seqs = config_.max_num_seqs;
   o.cuda.max_model_len = max_model_len_;

@@ -32,7 +32,11 @@ Status estimate_cuda_memory(const EngineConfig& config, const ModelSummary& summ
   }
   const size_t elem = config.dtype == 3 ? 4 : 2;
   out->weight_bytes = weight_elems > 0 ? weight_elems * elem : summary.weight_bytes;
-  out->kv_bytes_per_block = kv_bytes_per_block(mc, config.block_size, elem);
+  // The pool stores 8-bit codes when asked, else the activation dtype.
+  const KvCacheDtype kv_dtype = kv_cache_dtype_is_8bit(config.kv_cache_dtype)
+                                    ? config.kv_cache_dtype
+                                    : (elem == 4 ? KvCacheDtype::kF32 : KvCacheDtype::kBF16);
+  out->kv_bytes_per_block = kv_bytes_per_block(mc, config.block_size, kv_dtype);
   double budget = 0.0;
   if (config.num_kv_blocks == 0) {
     const CudaModule* module = nullptr;
@@ -111,13 +115,15 @@ Status EngineConfig::validate() const {
   if (num_threads < 0) {
     return InvalidArgument("num_threads must be >= 0, got " + std::to_string(num_threads));
   }
+  PVLLM_RETURN_IF_ERROR(check_kv_cache_dtype(static_cast<int32_t>(kv_cache_dtype)));
   return Status::Ok();
 }
 
 int32_t num_host_kv_blocks(const EngineConfig& config, const ModelConfig& model) {
+  KvCacheDtype dtype = KvCacheDtype::kF32;
+  if (!host_kv_cache_dtype(config.kv_cache_dtype, &dtype).ok()) dtype = KvCacheDtype::kF32;
   return kv_pool_blocks(config.num_kv_blocks, static_cast<double>(config.kv_cache_bytes),
-                        kv_bytes_per_block(model, config.block_size, sizeof(float)),
-                        config.block_size);
+                        kv_bytes_per_block(model, config.block_size, dtype), config.block_size);
 }
 
 Status device_for_quantize(const EngineConfig& config, DeviceSpec* device) {

@@ -59,6 +59,10 @@ struct EngineConfig {
   // > 0 still fixes the count; kv_cache_bytes is ignored on the GPU).
   float gpu_memory_utilization = 0.90f;
   int32_t dtype = 0;  // 0 = auto (bf16 unless the checkpoint is f16), 1 = bf16, 2 = fp16, 3 = fp32
+  // What the KV pool stores (core/kv/kv_cache_dtype.h): auto is fp32 on the
+  // CPU and the activation dtype on CUDA; the CPU serves f32, f16, bf16 and
+  // int8, CUDA int8, fp8_e4m3 and its activation dtype.
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   bool enable_cuda_graphs = true;  // replay captured graphs for pure-decode steps
   // C++ only: a backend made by the embedder instead of the device's (the
   // device string is then not resolved). Called once with the loaded model
@@ -90,8 +94,9 @@ Status estimate_memory(const EngineConfig& config, MemoryEstimate* out);
 Status device_for_quantize(const EngineConfig& config, struct DeviceSpec* device);
 
 // The KV pool of a host (CPU) backend: num_kv_blocks when set, otherwise
-// what kv_cache_bytes buys (kv_pool_blocks, fp32 K/V). What create
-// allocates and what the estimate reports.
+// what kv_cache_bytes buys (kv_pool_blocks, K/V as host_kv_cache_dtype
+// stores them; fp32 when that refuses). What create allocates and what the
+// estimate reports.
 int32_t num_host_kv_blocks(const EngineConfig& config, const struct ModelConfig& model);
 
 }  // namespace pvllm

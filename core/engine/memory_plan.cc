@@ -87,7 +87,8 @@ Status plan_host_memory(const EngineConfig& config, const ModelConfig& model, si
   MemoryPlan plan;
   PVLLM_RETURN_IF_ERROR(resolve_max_model_len(config, model, &plan.max_model_len));
   plan.weight_bytes = weight_bytes;
-  plan.kv_bytes_per_block = kv_bytes_per_block(model, config.block_size, sizeof(float));
+  PVLLM_RETURN_IF_ERROR(host_kv_cache_dtype(config.kv_cache_dtype, &plan.kv_cache_dtype));
+  plan.kv_bytes_per_block = kv_bytes_per_block(model, config.block_size, plan.kv_cache_dtype);
   plan.num_blocks = num_host_kv_blocks(config, model);
   plan.kv_bytes_total = mul_sat(plan.kv_bytes_per_block, static_cast<size_t>(plan.num_blocks));
   plan.max_tokens_in_cache = int64_t{plan.num_blocks} * config.block_size;

@@ -15,10 +15,11 @@
 namespace pvllm {
 
 struct MemoryPlan {
-  int32_t max_model_len = 0;      // the context one sequence may reach
-  size_t weight_bytes = 0;        // as stored (mapped from the file)
-  size_t kv_bytes_per_block = 0;  // K and V of every layer, one block, fp32
-  int32_t num_blocks = 0;         // the KV pool
+  int32_t max_model_len = 0;                         // the context one sequence may reach
+  size_t weight_bytes = 0;                           // as stored (mapped from the file)
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kF32;  // what the pool stores (resolved)
+  size_t kv_bytes_per_block = 0;                     // K and V of every layer, one block, as stored
+  int32_t num_blocks = 0;                            // the KV pool
   size_t kv_bytes_total = 0;
   int64_t max_tokens_in_cache = 0;  // num_blocks * block_size
   // The CPU backend's activation buffers at their largest: per batched

@@ -123,8 +123,9 @@ uint64_t physical_memory_bytes() {
   return std::numeric_limits<size_t>::max();
 }
 
-// A K or V pool of one layer as floats (allocate_host aligns it to 64).
-float* kv_floats(const cpu::HostBuffer& b) { return reinterpret_cast<float*>(b.get()); }
+// A K or V pool of one layer, or the swap space, as bytes (allocate_host
+// aligns it to 64).
+uint8_t* kv_bytes(const cpu::HostBuffer& b) { return reinterpret_cast<uint8_t*>(b.get()); }
 
 // The tensor's values as fp32; empty for an absent (optional) tensor.
 std::vector<float> to_floats(const Tensor& t) {
@@ -143,6 +144,7 @@ class CpuBackend final : public Backend {
         config_(model.config),
         num_blocks_(options.num_blocks),
         block_size_(options.block_size),
+        kv_dtype_(options.kv_cache_dtype),
         pool_(options.num_threads) {}
 
   // Allocates the K/V pool and converts the norm weights; OutOfMemory if
@@ -179,6 +181,7 @@ class CpuBackend final : public Backend {
   const ModelConfig& config_;
   int32_t num_blocks_;
   int32_t block_size_;
+  KvCacheDtype kv_dtype_;  // resolved by create_cpu_backend: kF32, kF16, kBF16 or kInt8
   cpu::ThreadPool pool_;
 
   std::vector<float> inv_freq_;                // [head_dim / 2]
@@ -203,11 +206,12 @@ class CpuBackend final : public Backend {
   std::vector<LayerMatrices> matrices_;  // [num_layers]
   cpu::Linear lm_head_;                  // from embed when tied and no lm_head is given
 
-  int64_t block_floats_ = 0;  // floats in one block of one layer's K (or V)
-  // Per layer: [num_blocks, num_kv_heads, block_size, head_dim] fp32.
+  size_t block_bytes_ = 0;  // bytes of one block of one layer's K (or V)
+  // Per layer: [num_blocks][block_bytes_] as paged_attention.h lays them out.
   std::vector<cpu::HostBuffer> k_cache_;
   std::vector<cpu::HostBuffer> v_cache_;
-  // The swap space: [num_swap_blocks][num_layers][K, V][block_floats_].
+  // The swap space: [num_swap_blocks][num_layers][K, V][block_bytes_], the
+  // blocks as stored.
   cpu::HostBuffer swap_;
   int32_t num_swap_blocks_ = 0;
 
@@ -253,18 +257,18 @@ Status CpuBackend::init() {
   final_norm_ = to_floats(model_.weights.final_norm);
   PVLLM_RETURN_IF_ERROR(pack_matrices());
 
-  block_floats_ = static_cast<int64_t>(c.num_kv_heads) * block_size_ * c.head_dim;
+  block_bytes_ =
+      static_cast<size_t>(c.num_kv_heads) * kv_head_block_bytes(kv_dtype_, block_size_, c.head_dim);
   // The whole pool is used sooner or later, so one larger than the host's
   // memory is refused now rather than left to overcommit and the OOM killer.
-  const uint64_t block_bytes = kv_bytes_per_block(c, block_size_, sizeof(float));
+  const uint64_t block_bytes = kv_bytes_per_block(c, block_size_, kv_dtype_);
   const uint64_t limit =
       std::min<uint64_t>(physical_memory_bytes(), std::numeric_limits<size_t>::max() / 2);
   if (static_cast<uint64_t>(num_blocks_) > limit / block_bytes) {
     return OutOfMemory("cpu backend: a K/V pool of " + std::to_string(num_blocks_) + " blocks (" +
                        std::to_string(block_bytes) + " bytes each) exceeds this host's memory");
   }
-  const size_t layer_bytes =
-      static_cast<size_t>(num_blocks_) * static_cast<size_t>(block_floats_) * sizeof(float);
+  const size_t layer_bytes = static_cast<size_t>(num_blocks_) * block_bytes_;
   // Reserved, not touched: attention only reads slots written before, so a
   // block's pages arrive when its first token is written (startup does not
   // pay for the whole pool).
@@ -277,10 +281,9 @@ Status CpuBackend::init() {
   if (!allocated) {
     k_cache_.clear();
     v_cache_.clear();
-    return OutOfMemory(
-        "cpu backend: cannot allocate the K/V pool (" +
-        std::to_string(kv_bytes_per_block(c, block_size_, sizeof(float)) * num_blocks_) +
-        " bytes for " + std::to_string(num_blocks_) + " blocks)");
+    return OutOfMemory("cpu backend: cannot allocate the K/V pool (" +
+                       std::to_string(kv_bytes_per_block(c, block_size_, kv_dtype_) * num_blocks_) +
+                       " bytes for " + std::to_string(num_blocks_) + " blocks)");
   }
   return Status::Ok();
 }
@@ -395,8 +398,9 @@ Status CpuBackend::run_layer(int32_t layer, const BatchMetadata& md) {
     w.k = k;
     w.v = v;
     w.slot_mapping = md.slot_mapping.data() + t0;
-    w.k_cache = kv_floats(k_cache_[layer]);
-    w.v_cache = kv_floats(v_cache_[layer]);
+    w.k_cache = kv_bytes(k_cache_[layer]);
+    w.v_cache = kv_bytes(v_cache_[layer]);
+    w.kv_dtype = kv_dtype_;
     w.num_tokens = static_cast<int32_t>(rows);
     w.num_kv_heads = c.num_kv_heads;
     w.head_dim = c.head_dim;
@@ -407,8 +411,9 @@ Status CpuBackend::run_layer(int32_t layer, const BatchMetadata& md) {
   cpu::PagedAttentionParams a;
   a.q = q_.data();
   a.out = att_.data();
-  a.k_cache = kv_floats(k_cache_[layer]);
-  a.v_cache = kv_floats(v_cache_[layer]);
+  a.k_cache = kv_bytes(k_cache_[layer]);
+  a.v_cache = kv_bytes(v_cache_[layer]);
+  a.kv_dtype = kv_dtype_;
   a.query_start = md.query_start.data();
   a.context_lens = md.context_lens.data();
   a.block_tables = md.block_tables.data();
@@ -560,7 +565,7 @@ Status CpuBackend::forward_sample(const BatchMetadata& md, std::span<const Sampl
 
 Status CpuBackend::reserve_swap_space(int64_t bytes, int32_t* out_blocks) {
   if (bytes < 0) return InvalidArgument("cpu backend: a negative swap space");
-  const size_t block_bytes = kv_bytes_per_block(config_, block_size_, sizeof(float));
+  const size_t block_bytes = kv_bytes_per_block(config_, block_size_, kv_dtype_);
   const int32_t num_blocks = swap_pool_blocks(bytes, block_bytes, num_blocks_, block_size_);
   if (static_cast<uint64_t>(num_blocks) > physical_memory_bytes() / block_bytes) {
     return OutOfMemory("cpu backend: a swap space of " + std::to_string(num_blocks) +
@@ -589,17 +594,17 @@ Status CpuBackend::swap_blocks(const std::vector<BlockCopy>& copies, SwapDirecti
                              std::to_string(num_swap_blocks_));
     }
   }
-  const size_t bytes = static_cast<size_t>(block_floats_) * sizeof(float);
-  float* swap_base = kv_floats(swap_);
+  const size_t bytes = block_bytes_;
+  uint8_t* swap_base = kv_bytes(swap_);
   for (const BlockCopy& cp : copies) {
-    const int32_t pool = out ? cp.src : cp.dst;
-    float* swapped = swap_base + static_cast<int64_t>(out ? cp.dst : cp.src) * 2 *
-                                     config_.num_layers * block_floats_;
+    const auto pool = static_cast<size_t>(out ? cp.src : cp.dst);
+    uint8_t* swapped = swap_base + static_cast<size_t>(out ? cp.dst : cp.src) * 2 *
+                                       static_cast<size_t>(config_.num_layers) * bytes;
     for (int32_t l = 0; l < config_.num_layers; ++l) {
-      float* k = kv_floats(k_cache_[l]) + pool * block_floats_;
-      float* v = kv_floats(v_cache_[l]) + pool * block_floats_;
-      float* sk = swapped + (2 * l) * block_floats_;
-      float* sv = sk + block_floats_;
+      uint8_t* k = kv_bytes(k_cache_[l]) + pool * bytes;
+      uint8_t* v = kv_bytes(v_cache_[l]) + pool * bytes;
+      uint8_t* sk = swapped + static_cast<size_t>(2 * l) * bytes;
+      uint8_t* sv = sk + bytes;
       std::memcpy(out ? sk : k, out ? k : sk, bytes);
       std::memcpy(out ? sv : v, out ? v : sv, bytes);
     }
@@ -612,7 +617,7 @@ Status CpuBackend::swap_blocks(const std::vector<BlockCopy>& copies, SwapDirecti
 PreemptionCosts CpuBackend::preemption_costs() const {
   const double flops_per_token = weight_flops_per_token(config_);
   const double block_bytes =
-      static_cast<double>(kv_bytes_per_block(config_, block_size_, sizeof(float)));
+      static_cast<double>(kv_bytes_per_block(config_, block_size_, kv_dtype_));
   return {flops_per_token / 50e9, 2.0 * block_bytes / 10e9, static_cast<size_t>(block_bytes)};
 }
 
@@ -624,14 +629,14 @@ Status CpuBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
                              std::to_string(num_blocks_));
     }
   }
-  const size_t bytes = static_cast<size_t>(block_floats_) * sizeof(float);
+  const size_t bytes = block_bytes_;
   for (const BlockCopy& cp : copies) {
     if (cp.src == cp.dst) continue;
+    const auto src = static_cast<size_t>(cp.src) * bytes;
+    const auto dst = static_cast<size_t>(cp.dst) * bytes;
     for (int32_t l = 0; l < config_.num_layers; ++l) {
-      std::memcpy(kv_floats(k_cache_[l]) + cp.dst * block_floats_,
-                  kv_floats(k_cache_[l]) + cp.src * block_floats_, bytes);
-      std::memcpy(kv_floats(v_cache_[l]) + cp.dst * block_floats_,
-                  kv_floats(v_cache_[l]) + cp.src * block_floats_, bytes);
+      std::memcpy(kv_bytes(k_cache_[l]) + dst, kv_bytes(k_cache_[l]) + src, bytes);
+      std::memcpy(kv_bytes(v_cache_[l]) + dst, kv_bytes(v_cache_[l]) + src, bytes);
     }
   }
   return Status::Ok();
@@ -651,9 +656,11 @@ Status create_cpu_backend(const Model& model, const BackendOptions& options,
   // variant, is refused here, before any kernel runs.
   PVLLM_RETURN_IF_ERROR(cpu::cpu_isa_status());
   PVLLM_RETURN_IF_ERROR(check_model(model));
+  BackendOptions resolved = options;
+  PVLLM_RETURN_IF_ERROR(host_kv_cache_dtype(options.kv_cache_dtype, &resolved.kv_cache_dtype));
   std::unique_ptr<CpuBackend> backend;
   try {
-    backend = std::make_unique<CpuBackend>(model, options);
+    backend = std::make_unique<CpuBackend>(model, resolved);
   } catch (const std::bad_alloc&) {
     return OutOfMemory("create_cpu_backend: out of memory");
   } catch (const std::exception& e) {

@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "core/base/tensor.h"
+#include "kernels/cpu/kv_encode.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
 
@@ -44,19 +48,164 @@ Scratch& scratch() {
 // its earlier rows' positions (later masked) stay a small share.
 int32_t rows_per_item(int32_t group) { return std::max(1, 8 / group); }
 
-// Calls fn(position, element offset of that position's K/V row, count) for
-// each run of positions [a, b] that lies in one block, in position order.
-template <typename Fn>
+// The rows of one (block, kv head) as attention reads them, one reader per
+// dtype the CPU stores: load() widens eight consecutive elements to fp32
+// (exactly), value() one; scaled rows carry one fp16 factor per row.
+struct F32Rows {
+  using Elem = float;
+  static constexpr bool kScaled = false;
+  static V8 load(const Elem* p) { return V8::load(p); }
+  static float value(const Elem* p) { return *p; }
+};
+struct F16Rows {
+  using Elem = uint16_t;
+  static constexpr bool kScaled = false;
+  static V8 load(const Elem* p) { return V8::load_f16(p); }
+  static float value(const Elem* p) { return fp16_to_float(*p); }
+};
+struct BF16Rows {
+  using Elem = uint16_t;
+  static constexpr bool kScaled = false;
+  static V8 load(const Elem* p) { return V8::load_bf16(p); }
+  static float value(const Elem* p) { return bf16_to_float(*p); }
+};
+struct Int8Rows {
+  using Elem = int8_t;
+  static constexpr bool kScaled = true;
+  static V8 load(const Elem* p) { return V8::load_i8(p); }
+  static float value(const Elem* p) { return static_cast<float>(*p); }
+};
+
+// Elements [i, i + 8) of a row, those at or past n zero.
+template <class R>
+inline V8 load_row_padded(const typename R::Elem* row, int64_t i, int64_t n) {
+  if (i + 8 <= n) return R::load(row + i);
+  float tmp[8] = {};
+  for (int64_t k = i; k < n; ++k) tmp[k - i] = R::value(row + k);
+  return V8::load(tmp);
+}
+
+// A run of consecutive positions inside one block of one kv head.
+template <class R>
+struct Run {
+  const typename R::Elem* k;  // the run's first K row
+  const typename R::Elem* v;  // the run's first V row
+  const uint16_t* k_scale;    // the run's first K scale (scaled rows only)
+  const uint16_t* v_scale;
+};
+
+// Calls fn(position, run, count) for each run of positions [a, b] that lies
+// in one block, in position order.
+template <class R, typename Fn>
 void for_each_run(const PagedAttentionParams& p, const int32_t* table, int32_t kv_head, int32_t a,
                   int32_t b, Fn&& fn) {
+  using Elem = typename R::Elem;
   const int64_t head_dim = p.head_dim;
-  const int64_t block_stride = static_cast<int64_t>(p.num_kv_heads) * p.block_size * head_dim;
-  const int64_t head_offset = static_cast<int64_t>(kv_head) * p.block_size * head_dim;
+  const auto head_bytes =
+      static_cast<int64_t>(kv_head_block_bytes(p.kv_dtype, p.block_size, p.head_dim));
+  const int64_t block_bytes = head_bytes * p.num_kv_heads;
+  const int64_t scales_at = static_cast<int64_t>(p.block_size) * head_dim;  // bytes, int8
+  const auto* k_base = static_cast<const uint8_t*>(p.k_cache) + kv_head * head_bytes;
+  const auto* v_base = static_cast<const uint8_t*>(p.v_cache) + kv_head * head_bytes;
   for (int32_t j = a; j <= b;) {
     const int32_t in_block = j % p.block_size;
     const int32_t n = std::min(b + 1 - j, p.block_size - in_block);
-    fn(j, table[j / p.block_size] * block_stride + head_offset + in_block * head_dim, n);
+    const int64_t at = table[j / p.block_size] * block_bytes;
+    Run<R> run;
+    run.k = reinterpret_cast<const Elem*>(k_base + at) + in_block * head_dim;
+    run.v = reinterpret_cast<const Elem*>(v_base + at) + in_block * head_dim;
+    run.k_scale = reinterpret_cast<const uint16_t*>(k_base + at + scales_at) + in_block;
+    run.v_scale = reinterpret_cast<const uint16_t*>(v_base + at + scales_at) + in_block;
+    fn(j, run, n);
     j += n;
+  }
+}
+
+// out[t * out_stride + r] = score of query t against row r, for t < num_q
+// and r < num_rows: fp32 rows through dot_grid, the others eight rows at a
+// time widened in registers, each lane a fused multiply-add chain as
+// dot_many's, times the row's scale for int8.
+template <class R>
+void dot_rows(const float* q, int64_t num_q, const typename R::Elem* rows, const uint16_t* scales,
+              int64_t num_rows, int64_t n, float* out, int64_t out_stride) {
+  if constexpr (std::is_same_v<R, F32Rows>) {
+    dot_grid(q, num_q, rows, num_rows, n, out, out_stride);
+  } else {
+    for (int64_t t = 0; t < num_q; ++t) {
+      const float* a = q + t * n;
+      for (int64_t r = 0; r < num_rows; r += 8) {
+        const int64_t here = std::min<int64_t>(8, num_rows - r);
+        const typename R::Elem* block = rows + r * n;
+        V8 acc[8];
+        for (V8& x : acc) x = V8::zero();
+        for (int64_t i = 0; i < n; i += 8) {
+          const V8 x = i + 8 <= n ? V8::load(a + i) : load_row_padded<F32Rows>(a, i, n);
+          if (here == 8 && i + 8 <= n) {
+            for (int k = 0; k < 8; ++k) acc[k] = V8::fma(x, R::load(block + k * n + i), acc[k]);
+          } else {
+            for (int64_t k = 0; k < here; ++k) {
+              acc[k] = V8::fma(x, load_row_padded<R>(block + k * n, i, n), acc[k]);
+            }
+          }
+        }
+        float sums[8];
+        V8::hsum8(acc).store(sums);
+        for (int64_t k = 0; k < here; ++k) {
+          out[t * out_stride + r + k] =
+              R::kScaled ? sums[k] * fp16_to_float(scales[r + k]) : sums[k];
+        }
+      }
+    }
+  }
+}
+
+// Lanes [i, i + 8 * C) of y += sum over rows of alpha[t] * row t.
+template <class R, int C>
+inline void axpy_rows_chunks(const float* alpha, const typename R::Elem* rows, int64_t num_rows,
+                             int64_t n, int64_t i, float* y) {
+  V8 acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = V8::load(y + i + 8 * c);
+  for (int64_t t = 0; t < num_rows; ++t) {
+    const V8 a = V8::broadcast(alpha[t]);
+    for (int c = 0; c < C; ++c) acc[c] = V8::fma(a, R::load(rows + t * n + i + 8 * c), acc[c]);
+  }
+  for (int c = 0; c < C; ++c) acc[c].store(y + i + 8 * c);
+}
+
+template <class R, int... Cs>
+void axpy_rows_remainder(int chunks, const float* alpha, const typename R::Elem* rows,
+                         int64_t num_rows, int64_t n, int64_t i, float* y,
+                         std::integer_sequence<int, Cs...> /*counts*/) {
+  ((chunks == Cs + 1 ? axpy_rows_chunks<R, Cs + 1>(alpha, rows, num_rows, n, i, y) : void()), ...);
+}
+
+// y += sum over rows of weight[t] * row t (times the row's scale for int8):
+// fp32 rows through axpy_many, the others with axpy_many's lane order.
+template <class R>
+void axpy_rows(const float* weight, const typename R::Elem* rows, const uint16_t* scales,
+               int64_t num_rows, int64_t n, float* y) {
+  if constexpr (std::is_same_v<R, F32Rows>) {
+    axpy_many(weight, rows, num_rows, n, y);
+  } else {
+    const float* alpha = weight;
+    float scaled[256];  // a run lies in one block: at most block_size (256) rows
+    if constexpr (R::kScaled) {
+      for (int64_t t = 0; t < num_rows; ++t) scaled[t] = weight[t] * fp16_to_float(scales[t]);
+      alpha = scaled;
+    }
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) axpy_rows_chunks<R, 8>(alpha, rows, num_rows, n, i, y);
+    if (const auto chunks = static_cast<int>((n - i) / 8); chunks > 0) {
+      axpy_rows_remainder<R>(chunks, alpha, rows, num_rows, n, i, y,
+                             std::make_integer_sequence<int, 7>{});
+      i += 8 * chunks;
+    }
+    for (; i < n; ++i) {
+      float acc = y[i];
+      for (int64_t t = 0; t < num_rows; ++t)
+        acc = std::fma(alpha[t], R::value(rows + t * n + i), acc);
+      y[i] = acc;
+    }
   }
 }
 
@@ -89,6 +238,7 @@ float softmax_in_place(float* s, int32_t n, float scale) {
   return 1.0f / sum.hsum();
 }
 
+template <class R>
 void attend(const PagedAttentionParams& p, const Item& it) {
   Scratch& s = scratch();
   const int32_t group = p.num_heads / p.num_kv_heads;
@@ -114,10 +264,11 @@ void attend(const PagedAttentionParams& p, const Item& it) {
   // Every query vector against every key of the range, one block's K rows
   // (in cache) at a time; a row ignores the keys past its own position.
   s.scores.resize(static_cast<size_t>(num_q) * num_keys);
-  for_each_run(p, table, it.kv_head, key_lo, key_hi, [&](int32_t j, int64_t base, int32_t n) {
-    dot_grid(s.q.data(), num_q, p.k_cache + base, n, head_dim, s.scores.data() + (j - key_lo),
-             num_keys);
-  });
+  for_each_run<R>(p, table, it.kv_head, key_lo, key_hi,
+                  [&](int32_t j, const Run<R>& run, int32_t n) {
+                    dot_rows<R>(s.q.data(), num_q, run.k, run.k_scale, n, head_dim,
+                                s.scores.data() + (j - key_lo), num_keys);
+                  });
   for (int32_t r = 0; r < it.num_rows; ++r) {
     const int32_t pos = pos0 + r;
     const int32_t first = first_key(pos);
@@ -129,9 +280,10 @@ void attend(const PagedAttentionParams& p, const Item& it) {
           p.out +
           (static_cast<int64_t>(it.row0 + r) * p.num_heads + it.kv_head * group + g) * head_dim;
       std::fill(out, out + head_dim, 0.0f);
-      for_each_run(p, table, it.kv_head, first, pos, [&](int32_t j, int64_t base, int32_t n) {
-        axpy_many(sc + (j - first), p.v_cache + base, n, head_dim, out);
-      });
+      for_each_run<R>(p, table, it.kv_head, first, pos,
+                      [&](int32_t j, const Run<R>& run, int32_t n) {
+                        axpy_rows<R>(sc + (j - first), run.v, run.v_scale, n, head_dim, out);
+                      });
       for (int64_t d = 0; d < head_dim; ++d) out[d] *= inv_sum;
     }
   }
@@ -161,8 +313,13 @@ void paged_attention(const PagedAttentionParams& p, ThreadPool* pool) {
   // The workers see this thread's list through the pointer (each thread
   // has its own `items`).
   const Item* list = items.data();
-  auto run = [&p, list](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) attend(p, list[i]);
+  using AttendFn = void (*)(const PagedAttentionParams&, const Item&);
+  AttendFn attend_one = &attend<F32Rows>;
+  if (p.kv_dtype == KvCacheDtype::kF16) attend_one = &attend<F16Rows>;
+  if (p.kv_dtype == KvCacheDtype::kBF16) attend_one = &attend<BF16Rows>;
+  if (p.kv_dtype == KvCacheDtype::kInt8) attend_one = &attend<Int8Rows>;
+  auto run = [&p, list, attend_one](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) attend_one(p, list[i]);
   };
   if (pool == nullptr || macs < kMinParallelMacs) {
     run(0, static_cast<int64_t>(items.size()));
@@ -174,15 +331,26 @@ void paged_attention(const PagedAttentionParams& p, ThreadPool* pool) {
 
 void write_kv(const WriteKvParams& p) {
   const int64_t row_floats = static_cast<int64_t>(p.num_kv_heads) * p.head_dim;
-  const int64_t head_bytes = static_cast<int64_t>(p.head_dim) * sizeof(float);
+  const auto head_bytes =
+      static_cast<int64_t>(kv_head_block_bytes(p.kv_dtype, p.block_size, p.head_dim));
+  const int64_t elem_bytes =
+      p.kv_dtype == KvCacheDtype::kInt8 ? 1 : (p.kv_dtype == KvCacheDtype::kF32 ? 4 : 2);
+  const int64_t row_bytes = elem_bytes * p.head_dim;
+  const int64_t scales_at = static_cast<int64_t>(p.block_size) * p.head_dim;  // int8 only
+  auto* k_cache = static_cast<uint8_t*>(p.k_cache);
+  auto* v_cache = static_cast<uint8_t*>(p.v_cache);
   for (int32_t t = 0; t < p.num_tokens; ++t) {
     const int64_t block = p.slot_mapping[t] / p.block_size;
     const int64_t offset = p.slot_mapping[t] % p.block_size;
     for (int32_t kvh = 0; kvh < p.num_kv_heads; ++kvh) {
-      const int64_t dst = ((block * p.num_kv_heads + kvh) * p.block_size + offset) * p.head_dim;
+      const int64_t head = (block * p.num_kv_heads + kvh) * head_bytes;
+      const int64_t dst = head + offset * row_bytes;
+      const int64_t scale = head + scales_at + offset * 2;
       const int64_t src = t * row_floats + static_cast<int64_t>(kvh) * p.head_dim;
-      std::memcpy(p.k_cache + dst, p.k + src, head_bytes);
-      std::memcpy(p.v_cache + dst, p.v + src, head_bytes);
+      encode_kv_row(p.kv_dtype, p.k + src, p.head_dim, k_cache + dst,
+                    reinterpret_cast<uint16_t*>(k_cache + scale));
+      encode_kv_row(p.kv_dtype, p.v + src, p.head_dim, v_cache + dst,
+                    reinterpret_cast<uint16_t*>(v_cache + scale));
     }
   }
 }

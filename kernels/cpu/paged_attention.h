@@ -1,26 +1,30 @@
 // Attention over a paged K/V cache, and the write that fills it.
 //
-// Cache layout, per layer, for K and for V alike:
-//   [num_blocks, num_kv_heads, block_size, head_dim] fp32, row-major.
-// Token slot s lives in block s / block_size at offset s % block_size; for a
-// given block and kv head the block's tokens are contiguous, so a sequence's
-// keys are walked in position order one block at a time.
+// Cache layout, per layer, for K and for V alike: [num_blocks, num_kv_heads]
+// runs of kv_head_block_bytes(kv_dtype, block_size, head_dim) bytes, each
+// block_size rows of head_dim elements (fp32, f16, bf16 or int8 codes,
+// kv_encode.h's values) and, for int8, then block_size fp16 scales, one per
+// row. Token slot s lives in block s / block_size at row s % block_size; for
+// a given block and kv head the block's tokens are contiguous, so a
+// sequence's keys are walked in position order one block at a time.
 #pragma once
 
 #include <cstdint>
 
+#include "core/kv/kv_cache_dtype.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace pvllm::cpu {
 
 struct PagedAttentionParams {
-  const float* q = nullptr;               // [num_tokens, num_heads, head_dim]
-  float* out = nullptr;                   // [num_tokens, num_heads, head_dim]
-  const float* k_cache = nullptr;         // [num_blocks, num_kv_heads, block_size, head_dim]
-  const float* v_cache = nullptr;         // [num_blocks, num_kv_heads, block_size, head_dim]
-  const int32_t* query_start = nullptr;   // [num_seqs + 1]; seq i owns q rows [qs[i], qs[i+1])
-  const int32_t* context_lens = nullptr;  // [num_seqs] tokens in context, this step's included
-  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  const float* q = nullptr;                    // [num_tokens, num_heads, head_dim]
+  float* out = nullptr;                        // [num_tokens, num_heads, head_dim]
+  const void* k_cache = nullptr;               // the layout above
+  const void* v_cache = nullptr;               // the layout above
+  KvCacheDtype kv_dtype = KvCacheDtype::kF32;  // kF32, kF16, kBF16 or kInt8
+  const int32_t* query_start = nullptr;        // [num_seqs + 1]; seq i owns q rows [qs[i], qs[i+1])
+  const int32_t* context_lens = nullptr;       // [num_seqs] tokens in context, this step's included
+  const int32_t* block_tables = nullptr;       // [num_seqs, max_blocks_per_seq]
   int32_t num_tokens = 0;
   int32_t num_seqs = 0;
   int32_t num_heads = 0;
@@ -45,23 +49,25 @@ struct PagedAttentionParams {
 // Each (token, head) is one task: scores over keys in position order, the
 // max, exp and sum in that order, then the weighted sum of V in that order —
 // the same procedure for every query, so results do not depend on batching
-// or chunking.
+// or chunking. K and V are read as stored and widened to fp32 in registers;
+// an int8 row's scale multiplies its score (K) or its softmax weight (V).
 void paged_attention(const PagedAttentionParams& p, ThreadPool* pool);
 
 struct WriteKvParams {
-  const float* k = nullptr;               // [num_tokens, num_kv_heads, head_dim]
-  const float* v = nullptr;               // [num_tokens, num_kv_heads, head_dim]
-  const int64_t* slot_mapping = nullptr;  // [num_tokens] slot = block * block_size + offset
-  float* k_cache = nullptr;               // [num_blocks, num_kv_heads, block_size, head_dim]
-  float* v_cache = nullptr;               // [num_blocks, num_kv_heads, block_size, head_dim]
+  const float* k = nullptr;                    // [num_tokens, num_kv_heads, head_dim]
+  const float* v = nullptr;                    // [num_tokens, num_kv_heads, head_dim]
+  const int64_t* slot_mapping = nullptr;       // [num_tokens] slot = block * block_size + offset
+  void* k_cache = nullptr;                     // the layout above
+  void* v_cache = nullptr;                     // the layout above
+  KvCacheDtype kv_dtype = KvCacheDtype::kF32;  // kF32, kF16, kBF16 or kInt8
   int32_t num_tokens = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   int32_t block_size = 0;
 };
 
-// Copies each row's K and V into its slot. Slots must be in range (the
-// caller validates).
+// Stores each row's K and V in its slot as kv_dtype (kv_encode.h). Slots
+// must be in range (the caller validates).
 void write_kv(const WriteKvParams& p);
 
 }  // namespace pvllm::cpu

@@ -54,6 +54,16 @@ struct V8 {
     return {_mm256_castsi256_ps(high ? _mm256_and_si256(w, _mm256_set1_epi32(-65536))
                                      : _mm256_slli_epi32(w, 16))};
   }
+  // Eight consecutive bf16 values at p, widened (exactly).
+  static V8 load_bf16(const void* p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(w, 16))};
+  }
+  // Eight int8 values at p as floats (exactly).
+  static V8 load_i8(const void* p) {
+    return {
+        _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(static_cast<const __m128i*>(p))))};
+  }
   static V8 broadcast(float x) { return {_mm256_set1_ps(x)}; }
   void store(float* p) const { _mm256_storeu_ps(p, v); }
   static V8 fma(V8 a, V8 b, V8 c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
@@ -110,6 +120,16 @@ struct V8 {
   static V8 load_bf16_pairs(const void* p, bool high) {
     V8 r;
     for (int i = 0; i < 8; ++i) r.v[i] = load_as_float(DType::kBF16, p, 2 * i + (high ? 1 : 0));
+    return r;
+  }
+  static V8 load_bf16(const void* p) {
+    V8 r;
+    for (int i = 0; i < 8; ++i) r.v[i] = load_as_float(DType::kBF16, p, i);
+    return r;
+  }
+  static V8 load_i8(const void* p) {
+    V8 r;
+    for (int i = 0; i < 8; ++i) r.v[i] = static_cast<const int8_t*>(p)[i];
     return r;
   }
   static V8 broadcast(float x) {

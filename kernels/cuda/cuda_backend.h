@@ -165,6 +165,12 @@ class CudaBackend final : public Backend {
 
  private:
   size_t elem() const { return dtype_ == DType::kF32 ? 4 : 2; }
+  // What the KV pool stores: the activation dtype.
+  KvCacheDtype kv_dtype() const {
+    return dtype_ == DType::kF32   ? KvCacheDtype::kF32
+           : dtype_ == DType::kF16 ? KvCacheDtype::kF16
+                                   : KvCacheDtype::kBF16;
+  }
   Status check_shapes() const;
   Status check_features() const;
   Status upload(const Tensor& t, void* dst, size_t numel, const char* what);

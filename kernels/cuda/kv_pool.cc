@@ -19,7 +19,7 @@
 namespace pvllm::cuda {
 
 Status CudaBackend::allocate_kv() {
-  const size_t per_block = kv_bytes_per_block(cfg_, opt_.block_size, elem());
+  const size_t per_block = kv_bytes_per_block(cfg_, opt_.block_size, kv_dtype());
   size_t free_bytes = 0, total_bytes = 0;
   PVLLM_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
   num_blocks_ = kv_pool_blocks(
@@ -77,7 +77,7 @@ Status CudaBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
 
 Status CudaBackend::reserve_swap_space(int64_t bytes, int32_t* out_blocks) {
   if (bytes < 0) return InvalidArgument("cuda backend: a negative swap space");
-  const size_t per_block = kv_bytes_per_block(cfg_, opt_.block_size, elem());
+  const size_t per_block = kv_bytes_per_block(cfg_, opt_.block_size, kv_dtype());
   const int32_t num_blocks = swap_pool_blocks(bytes, per_block, num_blocks_, opt_.block_size);
   PVLLM_RETURN_IF_ERROR(
       swap_.allocate(static_cast<size_t>(num_blocks) * per_block, "the swap space (pinned)"));
@@ -125,7 +125,7 @@ Status CudaBackend::swap_blocks(const std::vector<BlockCopy>& copies, SwapDirect
 // FLOPs per weight per token) and 20 GB/s each way over PCIe.
 PreemptionCosts CudaBackend::preemption_costs() const {
   const double flops_per_token = weight_flops_per_token(cfg_);
-  const size_t block = kv_bytes_per_block(cfg_, opt_.block_size, elem());
+  const size_t block = kv_bytes_per_block(cfg_, opt_.block_size, kv_dtype());
   return {flops_per_token / 300e12, 2.0 * static_cast<double>(block) / 20e9, block};
 }
 

@@ -143,6 +143,17 @@ Status CudaBackend::check_shapes() const {
                          std::string(dtype_name(dtype)) + " at head_dim " + std::to_string(d));
     }
   }
+  // The pool stores the activation dtype (auto, or that dtype named).
+  const auto kv = static_cast<KvCacheDtype>(opt_.kv_cache_dtype);
+  PVLLM_RETURN_IF_ERROR(check_kv_cache_dtype(opt_.kv_cache_dtype));
+  const KvCacheDtype own = dtype == DType::kF32   ? KvCacheDtype::kF32
+                           : dtype == DType::kF16 ? KvCacheDtype::kF16
+                                                  : KvCacheDtype::kBF16;
+  if (kv != KvCacheDtype::kAuto && kv != own) {
+    return Unsupported(std::string("kv_cache_dtype ") + kv_cache_dtype_name(kv) +
+                       ": the CUDA backend stores the activation dtype (" +
+                       kv_cache_dtype_name(own) + ", or auto)");
+  }
   if (!(opt_.gpu_memory_utilization > 0.0f && opt_.gpu_memory_utilization <= 1.0f)) {
     return InvalidArgument("gpu_memory_utilization must be in (0, 1], got " +
                            std::to_string(opt_.gpu_memory_utilization));

@@ -93,8 +93,9 @@ TEST_F(SwapPreemptionTest, SwappedRequestsEndAsInACalmRun) {
   EXPECT_EQ(s.num_preemptions_by_swap, s.num_preemptions) << "the swap space had room for all";
   EXPECT_EQ(s.num_blocks_swapped_in, s.num_blocks_swapped_out);
   const ModelConfig& mc = engine->model().config;
-  EXPECT_EQ(s.num_swap_bytes, (s.num_blocks_swapped_out + s.num_blocks_swapped_in) *
-                                  static_cast<int64_t>(kv_bytes_per_block(mc, 8, sizeof(float))));
+  EXPECT_EQ(s.num_swap_bytes,
+            (s.num_blocks_swapped_out + s.num_blocks_swapped_in) *
+                static_cast<int64_t>(kv_bytes_per_block(mc, 8, KvCacheDtype::kF32)));
   EXPECT_EQ(s.num_blocks_used, 0);
 }
 
@@ -110,7 +111,7 @@ TEST_F(SwapPreemptionTest, AutoAndASmallSwapSpaceStillGiveTheSameTokens) {
   // Room for one block: most victims do not fit and are recomputed.
   EngineConfig c = config(PreemptionMode::kSwap, 14);
   c.swap_space_bytes =
-      static_cast<int64_t>(kv_bytes_per_block(calm->model().config, 8, sizeof(float)));
+      static_cast<int64_t>(kv_bytes_per_block(calm->model().config, 8, KvCacheDtype::kF32));
   auto small = make_engine(c);
   expect_same(run(small.get(), &ids), ids, calm_out, calm_ids);
   const EngineStats s = small->stats();

@@ -779,7 +779,7 @@ TEST(CpuBackend, RejectsWeightsThatDoNotMatchTheConfig) {
 
 TEST(CpuBackend, KvBytesPerBlockCountsKAndVOfEveryLayer) {
   const ModelConfig c = tiny_config(RopeStyle::kRotateHalf);
-  EXPECT_EQ(kv_bytes_per_block(c, 16, sizeof(float)), size_t{2} * 2 * 16 * 2 * 8 * 4);
+  EXPECT_EQ(kv_bytes_per_block(c, 16, KvCacheDtype::kF32), size_t{2} * 2 * 16 * 2 * 8 * 4);
 }
 
 // ---------------------------------------------------------------- real model

@@ -132,7 +132,7 @@ extern "C" {
  * ------------------------------------------------------------------------ */
 
 #define PVLLM_VERSION_MAJOR 0
-#define PVLLM_VERSION_MINOR 10
+#define PVLLM_VERSION_MINOR 11
 #define PVLLM_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define PVLLM_VERSION_NUMBER \
@@ -294,6 +294,17 @@ typedef struct pvllm_engine_params {
    * UNSUPPORTED naming the tensor. A library older than 0.10 ignores the
    * field: check pvllm_version_number() >= 1000. */
   const char* quantize;
+  /* Since 0.11. What the KV cache stores, a pvllm_kv_cache_dtype; default
+   * AUTO (fp32 on the CPU; the dtype above on CUDA). The CPU serves AUTO,
+   * F32, F16, BF16 and INT8; CUDA serves AUTO, INT8, FP8_E4M3 and the one
+   * of F16, BF16 and F32 that equals its activation dtype. Any other pairing
+   * is UNSUPPORTED at create (and from pvllm_estimate_memory), naming the
+   * dtypes that device serves; a value outside the enum is INVALID_ARGUMENT.
+   * The block size in bytes (pvllm_memory_estimate.kv_bytes_per_block), and
+   * with it the blocks kv_cache_bytes buys, follow the dtype. A library
+   * older than 0.11 ignores the field: check pvllm_version_number() >=
+   * 1100. */
+  int32_t kv_cache_dtype;
 } pvllm_engine_params;
 
 /* Values of pvllm_engine_params.model_checksums (since 0.7). The file's
@@ -337,6 +348,20 @@ typedef enum pvllm_dtype {
    * PVLLM_STATUS_INVALID_ARGUMENT. */
   PVLLM_DTYPE_FP32 = 3
 } pvllm_dtype;
+
+/* Values of pvllm_engine_params.kv_cache_dtype (since 0.11). Rounding is
+ * to nearest even; the 8-bit types keep one fp16 scale per (block, kv head,
+ * token), the largest magnitude of that token's head over 127 (INT8) or
+ * 448 (FP8_E4M3), which costs 2 bytes per head_dim codes (see
+ * docs/memory.md for the accuracy each dtype costs). */
+typedef enum pvllm_kv_cache_dtype {
+  PVLLM_KV_CACHE_DTYPE_AUTO = 0,
+  PVLLM_KV_CACHE_DTYPE_F16 = 1,
+  PVLLM_KV_CACHE_DTYPE_BF16 = 2,
+  PVLLM_KV_CACHE_DTYPE_INT8 = 3,
+  PVLLM_KV_CACHE_DTYPE_FP8_E4M3 = 4, /* CUDA only */
+  PVLLM_KV_CACHE_DTYPE_F32 = 5
+} pvllm_kv_cache_dtype;
 
 /* Values of pvllm_engine_params.kv_allocator. */
 typedef enum pvllm_kv_allocator {
