@@ -18,20 +18,25 @@ void encode_int8(const float* x, int32_t n, int8_t* codes, uint16_t* scale) {
     const float a = std::fabs(x[i]);
     if (a > amax) amax = a;  // NaN compares false: it never becomes the max
   }
-  uint16_t h = float_to_fp16(amax / 127.0f);
-  if ((h & 0x7fff) > kMaxFiniteF16) h = kMaxFiniteF16;  // +inf: saturate
-  const float d = fp16_to_float(h);
-  const float inverse = d > 0.0f ? 1.0f / d : 0.0f;
-  for (int32_t i = 0; i < n; ++i) {
-    const float v = x[i] * inverse;
-    // nearbyint rounds half to even in the default rounding mode; NaN -> 0.
-    const float r = std::isnan(v) ? 0.0f : std::clamp(std::nearbyint(v), -127.0f, 127.0f);
-    codes[i] = static_cast<int8_t>(r);
-  }
-  *scale = h;
+  const float inverse = int8_row_scale(amax, scale);
+  for (int32_t i = 0; i < n; ++i) codes[i] = int8_code(x[i], inverse);
 }
 
 }  // namespace
+
+float int8_row_scale(float absmax, uint16_t* scale) {
+  uint16_t h = float_to_fp16(absmax / 127.0f);
+  if ((h & 0x7fff) > kMaxFiniteF16) h = kMaxFiniteF16;  // +inf: saturate
+  const float d = fp16_to_float(h);
+  *scale = h;
+  return d > 0.0f ? 1.0f / d : 0.0f;
+}
+
+int8_t int8_code(float x, float inverse) {
+  const float v = x * inverse;
+  // nearbyint rounds half to even in the default rounding mode.
+  return static_cast<int8_t>(std::isnan(v) ? 0.0f : std::clamp(std::nearbyint(v), -127.0f, 127.0f));
+}
 
 void encode_kv_row(KvCacheDtype dtype, const float* x, int32_t n, void* dst, uint16_t* scale) {
   switch (dtype) {

@@ -19,6 +19,15 @@
 
 namespace pvllm::cpu {
 
+// The int8 row scale for a row whose largest magnitude is `absmax`: *scale
+// gets its fp16 bits, and the factor codes are computed with (1 / scale, or
+// 0 for a zero scale) is returned. Shared by every encoder of int8 rows.
+float int8_row_scale(float absmax, uint16_t* scale);
+
+// The int8 code of x * inverse: rounded half to even, clamped to
+// [-127, 127], NaN -> 0.
+int8_t int8_code(float x, float inverse);
+
 // Writes row x[0, n) as `dtype` (kF32, kF16, kBF16 or kInt8) at `dst` (n
 // elements); for kInt8 also its scale at *scale (fp16 bits).
 void encode_kv_row(KvCacheDtype dtype, const float* x, int32_t n, void* dst, uint16_t* scale);

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "core/base/tensor.h"
-#include "kernels/cpu/kv_encode.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
 
@@ -326,32 +325,6 @@ void paged_attention(const PagedAttentionParams& p, ThreadPool* pool) {
   } else {
     // Items cost unequal amounts (causal prefill rows): claimed one by one.
     pool->parallel_for_dynamic(static_cast<int64_t>(items.size()), run, 1);
-  }
-}
-
-void write_kv(const WriteKvParams& p) {
-  const int64_t row_floats = static_cast<int64_t>(p.num_kv_heads) * p.head_dim;
-  const auto head_bytes =
-      static_cast<int64_t>(kv_head_block_bytes(p.kv_dtype, p.block_size, p.head_dim));
-  const int64_t elem_bytes =
-      p.kv_dtype == KvCacheDtype::kInt8 ? 1 : (p.kv_dtype == KvCacheDtype::kF32 ? 4 : 2);
-  const int64_t row_bytes = elem_bytes * p.head_dim;
-  const int64_t scales_at = static_cast<int64_t>(p.block_size) * p.head_dim;  // int8 only
-  auto* k_cache = static_cast<uint8_t*>(p.k_cache);
-  auto* v_cache = static_cast<uint8_t*>(p.v_cache);
-  for (int32_t t = 0; t < p.num_tokens; ++t) {
-    const int64_t block = p.slot_mapping[t] / p.block_size;
-    const int64_t offset = p.slot_mapping[t] % p.block_size;
-    for (int32_t kvh = 0; kvh < p.num_kv_heads; ++kvh) {
-      const int64_t head = (block * p.num_kv_heads + kvh) * head_bytes;
-      const int64_t dst = head + offset * row_bytes;
-      const int64_t scale = head + scales_at + offset * 2;
-      const int64_t src = t * row_floats + static_cast<int64_t>(kvh) * p.head_dim;
-      encode_kv_row(p.kv_dtype, p.k + src, p.head_dim, k_cache + dst,
-                    reinterpret_cast<uint16_t*>(k_cache + scale));
-      encode_kv_row(p.kv_dtype, p.v + src, p.head_dim, v_cache + dst,
-                    reinterpret_cast<uint16_t*>(v_cache + scale));
-    }
   }
 }
 

@@ -101,6 +101,74 @@ TEST(KvEncode, Int8EdgeRowsStayFinite) {
   EXPECT_EQ(decode_kv_value(KvCacheDtype::kInt8, h.bytes.data(), 5, h.scale), 0.0f);
 }
 
+// Every variant's write_kv stores the bytes of the scalar encoders, edge
+// values included (ties, subnormals, infinities, NaN, -0), for head dims
+// with and without a tail past the last eight lanes.
+TEST(KvEncode, EveryVariantWritesTheScalarEncodersBytes) {
+  for (int32_t head_dim : {8, 20, 64}) {
+    const int32_t num_kv_heads = 2, block_size = 8, tokens = 5;
+    std::vector<float> k = random_row(tokens * num_kv_heads * head_dim, 3.0f, head_dim);
+    std::vector<float> v = random_row(tokens * num_kv_heads * head_dim, 1e-6f, head_dim + 1);
+    const float edge[] = {0.5f,
+                          -0.0f,
+                          1.0f + 0x1p-11f,  // an f16 tie
+                          1.0f + 0x1p-8f,   // a bf16 tie
+                          0x1p-20f,         // f16 subnormal
+                          6e-8f,
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN(),
+                          65519.0f,
+                          3e38f};
+    for (size_t i = 0; i < std::size(edge); ++i) k[(i * 7) % k.size()] = edge[i];
+    k[head_dim + 3] = 127.5f;  // a row whose codes tie
+    const std::vector<int64_t> slots = {9, 0, 15, 3, 8};
+    for (KvCacheDtype dtype :
+         {KvCacheDtype::kF32, KvCacheDtype::kF16, KvCacheDtype::kBF16, KvCacheDtype::kInt8}) {
+      const size_t head_bytes = kv_head_block_bytes(dtype, block_size, head_dim);
+      const size_t pool = 2 * num_kv_heads * head_bytes;
+      // The reference: encode_kv_row into each slot by the layout.
+      std::vector<uint8_t> want_k(pool, 0xab), want_v(pool, 0xab);
+      const size_t elem = dtype == KvCacheDtype::kInt8 ? 1 : (dtype == KvCacheDtype::kF32 ? 4 : 2);
+      for (int32_t t = 0; t < tokens; ++t) {
+        for (int32_t h = 0; h < num_kv_heads; ++h) {
+          const size_t head = (slots[t] / block_size * num_kv_heads + h) * head_bytes;
+          const size_t row = slots[t] % block_size;
+          const size_t scale = head + size_t{block_size} * head_dim + 2 * row;
+          const size_t src = (t * num_kv_heads + h) * head_dim;
+          uint16_t sk = 0, sv = 0;
+          encode_kv_row(dtype, &k[src], head_dim, &want_k[head + row * head_dim * elem], &sk);
+          encode_kv_row(dtype, &v[src], head_dim, &want_v[head + row * head_dim * elem], &sv);
+          if (dtype == KvCacheDtype::kInt8) {
+            std::memcpy(&want_k[scale], &sk, 2);
+            std::memcpy(&want_v[scale], &sv, 2);
+          }
+        }
+      }
+      for (const testing::Variant& var : testing::variants()) {
+        if (!var.runs_here) continue;
+        std::vector<uint8_t> got_k(pool, 0xab), got_v(pool, 0xab);
+        WriteKvParams w;
+        w.k = k.data();
+        w.v = v.data();
+        w.slot_mapping = slots.data();
+        w.k_cache = got_k.data();
+        w.v_cache = got_v.data();
+        w.kv_dtype = dtype;
+        w.num_tokens = tokens;
+        w.num_kv_heads = num_kv_heads;
+        w.head_dim = head_dim;
+        w.block_size = block_size;
+        var.table->write_kv(w);
+        EXPECT_EQ(got_k, want_k) << var.name << " " << kv_cache_dtype_name(dtype) << " K, head_dim "
+                                 << head_dim;
+        EXPECT_EQ(got_v, want_v) << var.name << " " << kv_cache_dtype_name(dtype) << " V, head_dim "
+                                 << head_dim;
+      }
+    }
+  }
+}
+
 struct SeqSpec {
   int32_t context_len;
   int32_t q_len;
