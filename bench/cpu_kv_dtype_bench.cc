@@ -12,7 +12,8 @@
 // Usage: cpu_kv_dtype_bench --model PATH [--dtypes f32,f16,bf16,int8]
 //          [--context 4096] [--seqs 8] [--steps 16] [--requests 64]
 //          [--prompt 16] [--tokens 128] [--repeats 3] [--threads 2]
-//          [--skip-long] [--skip-short] [--json OUT]
+//          [--short-dtypes LIST (default: --dtypes)] [--skip-long]
+//          [--skip-short] [--json OUT]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -188,7 +189,7 @@ double max_of(const std::vector<double>& v) { return *std::max_element(v.begin()
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_path, json_path, dtype_list = "f32,f16,bf16,int8";
+  std::string model_path, json_path, dtype_list = "f32,f16,bf16,int8", short_list;
   int32_t context = 4096, seqs = 8, steps = 16, requests = 64, prompt = 16, tokens = 128;
   int32_t repeats = 3, threads = 2;
   bool skip_long = false, skip_short = false;
@@ -200,6 +201,8 @@ int main(int argc, char** argv) {
       model_path = argv[++i];
     } else if (a == "--dtypes" && has) {
       dtype_list = argv[++i];
+    } else if (a == "--short-dtypes" && has) {
+      short_list = argv[++i];
     } else if (a == "--context" && has) {
       context = num();
     } else if (a == "--seqs" && has) {
@@ -226,16 +229,24 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: cpu_kv_dtype_bench --model PATH [--dtypes f32,f16,bf16,int8] "
                    "[--context N] [--seqs N] [--steps N] [--requests N] [--prompt N] "
-                   "[--tokens N] [--repeats N] [--threads N] [--skip-long] [--skip-short] "
+                   "[--tokens N] [--repeats N] [--threads N] [--short-dtypes LIST] [--skip-long] "
+                   "[--skip-short] "
                    "[--json OUT]\n");
       return 2;
     }
   }
-  std::vector<KvCacheDtype> dtypes;
-  for (const std::string& name : split_list(dtype_list)) {
-    KvCacheDtype d;
-    if (!check(pvllm::parse_kv_cache_dtype(name, &d), "--dtypes")) return 2;
-    dtypes.push_back(d == KvCacheDtype::kAuto ? KvCacheDtype::kF32 : d);
+  auto parse_list = [](const std::string& list, std::vector<KvCacheDtype>* out) {
+    for (const std::string& name : split_list(list)) {
+      KvCacheDtype d;
+      if (!check(pvllm::parse_kv_cache_dtype(name, &d), "--dtypes")) return false;
+      out->push_back(d == KvCacheDtype::kAuto ? KvCacheDtype::kF32 : d);
+    }
+    return true;
+  };
+  std::vector<KvCacheDtype> dtypes, short_dtypes;
+  if (!parse_list(dtype_list, &dtypes) ||
+      !parse_list(short_list.empty() ? dtype_list : short_list, &short_dtypes)) {
+    return 2;
   }
   std::unique_ptr<pvllm::Model> model;
   if (!check(pvllm::load_model(model_path, &model), model_path)) return 1;
@@ -297,11 +308,11 @@ int main(int argc, char** argv) {
   }
 
   if (!skip_short) {
-    std::vector<std::vector<double>> rates(dtypes.size());
+    std::vector<std::vector<double>> rates(short_dtypes.size());
     for (int32_t r = 0; r < repeats; ++r) {
-      for (size_t d = 0; d < dtypes.size(); ++d) {
+      for (size_t d = 0; d < short_dtypes.size(); ++d) {
         double rate = 0;
-        if (!check(time_short(model_path, dtypes[d], requests, prompt, tokens, threads,
+        if (!check(time_short(model_path, short_dtypes[d], requests, prompt, tokens, threads,
                               mc.vocab_size, &rate),
                    "short")) {
           return 1;
@@ -317,16 +328,16 @@ int main(int argc, char** argv) {
     short_json["requests"] = requests;
     short_json["prompt"] = prompt;
     short_json["tokens"] = tokens;
-    for (size_t d = 0; d < dtypes.size(); ++d) {
+    for (size_t d = 0; d < short_dtypes.size(); ++d) {
       std::vector<double> ratios;
       for (int32_t r = 0; r < repeats; ++r) ratios.push_back(rates[d][r] / rates[0][r]);
-      std::printf("  %-5s %14.1f (%.1f-%.1f) %12.2f-%.2fx\n", pvllm::kv_cache_dtype_name(dtypes[d]),
+      std::printf("  %-5s %14.1f (%.1f-%.1f) %12.2f-%.2fx\n", pvllm::kv_cache_dtype_name(short_dtypes[d]),
                   (min_of(rates[d]) + max_of(rates[d])) / 2, min_of(rates[d]), max_of(rates[d]),
                   min_of(ratios), max_of(ratios));
       ordered_json j;
       j["generated_tokens_per_s"] = rates[d];
       j["ratio_vs_first"] = ratios;
-      short_json["dtypes"][pvllm::kv_cache_dtype_name(dtypes[d])] = j;
+      short_json["short_dtypes"][pvllm::kv_cache_dtype_name(short_dtypes[d])] = j;
     }
     out["short_contexts"] = short_json;
   }

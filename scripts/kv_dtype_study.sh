@@ -55,5 +55,6 @@ fi
 if [ "$part" != accuracy ]; then
   "$build/bench/cpu_kv_dtype_bench" --model "$models/random110M.bin" --threads "$threads" \
     --dtypes f32,f16,bf16,int8 --context 4096 --seqs 8 --steps 16 --repeats 3 \
-    --requests 64 --prompt 16 --tokens 128 --json "$out/kv-dtype-speed.json"
+    --short-dtypes f32,int8 --requests 64 --prompt 16 --tokens 128 \
+    --json "$out/kv-dtype-speed.json"
 fi
