@@ -42,6 +42,7 @@ pub struct EngineConfig {
     swap_space_bytes: Option<u64>,
     model_checksums: Option<ModelChecksums>,
     quantize: Option<String>,
+    kv_cache_dtype: Option<KvCacheDtype>,
 }
 
 /// When a `.pvllm` model file's tensor checksums are checked
@@ -87,6 +88,87 @@ pub enum Dtype {
     Fp32,
 }
 
+/// What the KV cache stores (`pvllm_kv_cache_dtype`, libpvllm 0.11). The
+/// 8-bit types keep one fp16 scale per (block, kv head, token), so a block
+/// costs `head_dim + 2` bytes per row of K or V instead of `4 * head_dim`
+/// in f32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KvCacheDtype {
+    /// The backend's own (the default): f32 on the CPU, the activation
+    /// dtype ([`Dtype`]) on CUDA.
+    Auto,
+    /// IEEE fp32.
+    F32,
+    /// IEEE half, rounded to nearest even.
+    F16,
+    /// bfloat16, rounded to nearest even.
+    Bf16,
+    /// 8-bit integer codes, one fp16 scale (absmax / 127) per token and kv
+    /// head.
+    Int8,
+    /// fp8 e4m3 codes, one fp16 scale (absmax / 448) per token and kv head;
+    /// CUDA only ([`Status::Unsupported`] on the CPU).
+    Fp8E4m3,
+}
+
+impl KvCacheDtype {
+    /// The name the CLI and pvllm-server take: `"auto"`, `"f32"`, `"f16"`,
+    /// `"bf16"`, `"int8"` or `"fp8_e4m3"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KvCacheDtype::Auto => "auto",
+            KvCacheDtype::F32 => "f32",
+            KvCacheDtype::F16 => "f16",
+            KvCacheDtype::Bf16 => "bf16",
+            KvCacheDtype::Int8 => "int8",
+            KvCacheDtype::Fp8E4m3 => "fp8_e4m3",
+        }
+    }
+
+    /// The `pvllm_kv_cache_dtype` value.
+    pub(crate) fn to_raw(self) -> i32 {
+        (match self {
+            KvCacheDtype::Auto => sys::pvllm_kv_cache_dtype_PVLLM_KV_CACHE_DTYPE_AUTO,
+            KvCacheDtype::F32 => sys::pvllm_kv_cache_dtype_PVLLM_KV_CACHE_DTYPE_F32,
+            KvCacheDtype::F16 => sys::pvllm_kv_cache_dtype_PVLLM_KV_CACHE_DTYPE_F16,
+            KvCacheDtype::Bf16 => sys::pvllm_kv_cache_dtype_PVLLM_KV_CACHE_DTYPE_BF16,
+            KvCacheDtype::Int8 => sys::pvllm_kv_cache_dtype_PVLLM_KV_CACHE_DTYPE_INT8,
+            KvCacheDtype::Fp8E4m3 => sys::pvllm_kv_cache_dtype_PVLLM_KV_CACHE_DTYPE_FP8_E4M3,
+        }) as i32
+    }
+}
+
+impl std::fmt::Display for KvCacheDtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for KvCacheDtype {
+    type Err = Error;
+
+    /// A name as [`KvCacheDtype::name`] gives it, case-insensitive, or one
+    /// of the aliases `fp32`, `fp16` and `fp8`; anything else is
+    /// [`Status::InvalidArgument`] listing the names.
+    fn from_str(name: &str) -> Result<KvCacheDtype> {
+        match name.to_ascii_lowercase().as_str() {
+            "auto" => Ok(KvCacheDtype::Auto),
+            "f32" | "fp32" => Ok(KvCacheDtype::F32),
+            "f16" | "fp16" => Ok(KvCacheDtype::F16),
+            "bf16" => Ok(KvCacheDtype::Bf16),
+            "int8" => Ok(KvCacheDtype::Int8),
+            "fp8_e4m3" | "fp8" => Ok(KvCacheDtype::Fp8E4m3),
+            _ => Err(Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "unknown KV cache dtype {:?} (auto, f32, f16, bf16, int8, fp8_e4m3)",
+                    name
+                ),
+            )),
+        }
+    }
+}
+
 /// How sequences reserve KV slots (`pvllm_kv_allocator`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KvAllocator {
@@ -123,6 +205,7 @@ impl EngineConfig {
             swap_space_bytes: None,
             model_checksums: None,
             quantize: None,
+            kv_cache_dtype: None,
         }
     }
 
@@ -265,6 +348,20 @@ impl EngineConfig {
         self
     }
 
+    /// What the KV cache stores (`pvllm_engine_params.kv_cache_dtype`,
+    /// libpvllm 0.11; default [`KvCacheDtype::Auto`]). The CPU serves
+    /// `Auto`, `F32`, `F16`, `Bf16` and `Int8`; CUDA serves `Auto`, `Int8`,
+    /// `Fp8E4m3` and the one of `F16`, `Bf16` and `F32` that equals its
+    /// activation dtype. Any other pairing is [`Status::Unsupported`] from
+    /// [`Engine::new`](crate::Engine::new) and [`estimate_memory`], naming
+    /// the dtypes that device serves. The bytes of a block
+    /// ([`MemoryEstimate::kv_bytes_per_block`]), and so the blocks
+    /// [`kv_cache_bytes`](Self::kv_cache_bytes) buys, follow the dtype.
+    pub fn kv_cache_dtype(mut self, dtype: KvCacheDtype) -> Self {
+        self.kv_cache_dtype = Some(dtype);
+        self
+    }
+
     /// The C parameter struct, with the strings it points into.
     pub(crate) fn to_raw(&self) -> Result<RawEngineParams> {
         let model_path = path_to_cstring(&self.model_path)?;
@@ -355,6 +452,9 @@ impl EngineConfig {
         if let Some(q) = &quantize {
             raw.quantize = q.as_ptr();
         }
+        if let Some(dtype) = self.kv_cache_dtype {
+            raw.kv_cache_dtype = dtype.to_raw();
+        }
         if let Some(mode) = self.model_checksums {
             raw.model_checksums = match mode {
                 ModelChecksums::Full => sys::pvllm_model_checksums_PVLLM_MODEL_CHECKSUMS_FULL,
@@ -388,7 +488,8 @@ pub(crate) struct RawEngineParams {
 pub struct MemoryEstimate {
     /// Weights as stored, or as quantized with [`EngineConfig::quantize`].
     pub weight_bytes: u64,
-    /// K and V of all layers for one block.
+    /// K and V of all layers for one block, in the
+    /// [`EngineConfig::kv_cache_dtype`] chosen.
     pub kv_bytes_per_block: u64,
     /// Blocks the config's KV budget buys.
     pub num_blocks: i32,
@@ -459,4 +560,60 @@ pub(crate) fn path_to_cstring(path: &Path) -> Result<CString> {
         )
     })?;
     CString::new(text).map_err(|_| nul_error("model path"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// models/stories260K/stories260K.bin of this checkout.
+    fn stories260k() -> PathBuf {
+        let model = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../models/stories260K/stories260K.bin");
+        assert!(model.exists(), "{} is missing", model.display());
+        model
+    }
+
+    #[test]
+    fn kv_cache_dtype_reaches_the_params() {
+        let config = EngineConfig::new(stories260k());
+        let auto = config.to_raw().unwrap();
+        assert_eq!(
+            auto.raw.kv_cache_dtype,
+            sys::pvllm_kv_cache_dtype_PVLLM_KV_CACHE_DTYPE_AUTO as i32
+        );
+        let int8 = config.kv_cache_dtype(KvCacheDtype::Int8).to_raw().unwrap();
+        assert_eq!(int8.raw.kv_cache_dtype, 3);
+    }
+
+    /// A value outside pvllm_kv_cache_dtype, which KvCacheDtype cannot
+    /// express, is the library's InvalidArgument.
+    #[test]
+    fn an_out_of_range_kv_cache_dtype_is_an_invalid_argument() {
+        let mut params = EngineConfig::new(stories260k())
+            .device("cpu")
+            .kv_cache_bytes(8 << 20)
+            .to_raw()
+            .unwrap();
+        params.raw.kv_cache_dtype = 6;
+        let mut estimate = unsafe {
+            let mut raw = std::mem::MaybeUninit::<sys::pvllm_memory_estimate>::zeroed();
+            sys::pvllm_memory_estimate_init(
+                raw.as_mut_ptr(),
+                std::mem::size_of::<sys::pvllm_memory_estimate>(),
+            );
+            raw.assume_init()
+        };
+        // SAFETY: both structs are initialised and outlive the call.
+        let err =
+            check(|err| unsafe { sys::pvllm_estimate_memory(&params.raw, &mut estimate, err) })
+                .unwrap_err();
+        assert_eq!(err.status(), Status::InvalidArgument, "{:?}", err);
+        let mut engine: *mut sys::pvllm_engine = std::ptr::null_mut();
+        // SAFETY: params is initialised; engine is null on failure.
+        let err = check(|err| unsafe { sys::pvllm_engine_create(&params.raw, &mut engine, err) })
+            .unwrap_err();
+        assert_eq!(err.status(), Status::InvalidArgument, "{:?}", err);
+        assert!(engine.is_null());
+    }
 }

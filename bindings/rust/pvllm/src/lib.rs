@@ -87,8 +87,8 @@ mod tokenizer;
 pub use async_stream::{AsyncOutputStream, Next};
 pub use chat::ChatTemplateOptions;
 pub use config::{
-    estimate_memory, Dtype, EngineConfig, KvAllocator, MemoryEstimate, ModelChecksums,
-    PreemptionMode,
+    estimate_memory, Dtype, EngineConfig, KvAllocator, KvCacheDtype, MemoryEstimate,
+    ModelChecksums, PreemptionMode,
 };
 pub use engine::{abi_version, version, version_number, Engine, Stats};
 pub use error::{Error, Result, Status};
