@@ -1,5 +1,7 @@
 // `pvllm bench`: runs a seeded workload through the engine once per KV
-// allocator (paged, contiguous, or both on the same budget) and reports
+// allocator (paged, contiguous, or both on the same budget) and per KV cache
+// dtype (--kv-cache-dtype f32,f16,int8: what the same budget holds in each,
+// side by side) and reports
 // throughput and what the KV cache did: concurrency, queueing for memory,
 // utilization (tokens stored / slots reserved), waste, preemptions, prefix
 // cache savings and blocks per sequence, preemptions by mode and swap
@@ -29,8 +31,9 @@ struct BenchOptions {
   std::string model;
   std::string random_weights;  // a shape name: random bf16 weights instead of --model
   std::string device = "auto";
-  std::string dtype = "auto";  // --dtype
-  std::string quantize;        // --quantize: a scheme, "" for none
+  std::string dtype = "auto";                        // --dtype
+  std::string quantize;                              // --quantize: a scheme, "" for none
+  std::vector<std::string> kv_cache_dtypes{"auto"};  // --kv-cache-dtype: one run each
   WorkloadOptions workload;
   std::string allocator = "both";
   int32_t block_size = 16;
@@ -65,6 +68,10 @@ struct StepSample {
 
 struct RunResult {
   std::string allocator;
+  std::string kv_cache_dtype;       // its canonical name
+  std::string label;                // the run's column: allocator, dtype or both
+  uint64_t kv_bytes_per_block = 0;  // the estimate's, in this dtype
+  int32_t kv_num_blocks = 0;        // blocks the budget buys in this dtype
   bool ok = false;
   std::string error;
   double wall_s = 0.0;
@@ -143,15 +150,17 @@ bool record(const pvllm::cxx::OutputBatch& batch,
 }
 
 RunResult run_workload(const BenchOptions& o, const std::string& allocator,
-                       const std::vector<BenchRequest>& reqs) {
+                       const std::string& kv_cache_dtype, const std::vector<BenchRequest>& reqs) {
   RunResult r;
   r.allocator = allocator;
+  r.kv_cache_dtype = kv_cache_dtype_label(kv_cache_dtype);
   pvllm_engine_params params = pvllm::cxx::defaults<pvllm_engine_params>();
   params.model_path = o.model.empty() ? nullptr : o.model.c_str();
   params.random_weights = o.random_weights.empty() ? nullptr : o.random_weights.c_str();
   params.device = o.device.c_str();
   params.dtype = dtype_value(o.dtype);
   params.quantize = quantize_value(o.quantize);
+  params.kv_cache_dtype = kv_cache_dtype_value(kv_cache_dtype);
   params.block_size = o.block_size;
   params.kv_cache_bytes = o.kv_cache_mb << 20;
   params.max_model_len = o.max_model_len;
@@ -168,6 +177,8 @@ RunResult run_workload(const BenchOptions& o, const std::string& allocator,
     const pvllm_memory_estimate e = pvllm::cxx::estimate_memory(params);
     r.weight_bytes = static_cast<double>(e.weight_bytes);
     r.kv_bytes_per_token = static_cast<double>(e.kv_bytes_per_block) / o.block_size;
+    r.kv_bytes_per_block = e.kv_bytes_per_block;
+    r.kv_num_blocks = e.num_blocks;
     engine = pvllm::cxx::Engine(params);
   } catch (const pvllm::cxx::Error& e) {
     r.error = std::string("engine: ") + e.what();
@@ -247,7 +258,17 @@ double percentile_ms(std::vector<double> v, double q) {
   return 1000.0 * v[std::min(v.size() - 1, rank > 0 ? rank - 1 : 0)];
 }
 
-std::vector<Figure> figures(const RunResult& r, int32_t block_size, int32_t n) {
+// Blocks one sequence of `seq_tokens` tokens holds.
+int64_t blocks_per_seq(int64_t seq_tokens, int32_t block_size) {
+  return std::max<int64_t>(1, (seq_tokens + block_size - 1) / block_size);
+}
+
+// Sequences of `seq_tokens` tokens the run's pool holds at once.
+double seqs_that_fit(const RunResult& r, int64_t seq_tokens, int32_t block_size) {
+  return static_cast<double>(r.kv_num_blocks / blocks_per_seq(seq_tokens, block_size));
+}
+
+std::vector<Figure> figures(const RunResult& r, int32_t block_size, int32_t n, int64_t seq_tokens) {
   double sum_running = 0, sum_stored = 0, sum_reserved = 0, sum_blocks = 0;
   double sum_blocks_running = 0, sum_running_with_seqs = 0;
   int32_t peak_running = 0, peak_blocks = 0;
@@ -351,6 +372,10 @@ std::vector<Figure> figures(const RunResult& r, int32_t block_size, int32_t n) {
       {"output_tokens", "output tokens", static_cast<double>(r.num_output_tokens), 0},
       {"block_size", "block size (tokens)", static_cast<double>(block_size), 0},
       {"num_blocks_total", "KV blocks in the pool", static_cast<double>(f.num_blocks_total), 0},
+      {"kv_bytes_per_block", "KV bytes per block (all layers, K and V)",
+       static_cast<double>(r.kv_bytes_per_block), 0},
+      {"seqs_that_fit", "sequences that fit (mean prompt + output)",
+       seqs_that_fit(r, seq_tokens, block_size), 0},
   };
 }
 
@@ -360,14 +385,17 @@ std::string format_value(double v, int decimals) {
   return buf;
 }
 
-// Ratios worth reading when both allocators ran: paged / contiguous.
+// Ratios worth reading when both allocators ran (paged / contiguous) or
+// several KV cache dtypes (each / the first).
 const char* const kRatioKeys[] = {"output_tokens_per_s",
                                   "total_tokens_per_s",
                                   "output_tokens_per_step",
                                   "peak_running",
                                   "mean_running",
                                   "kv_util_mean",
-                                  "steps"};
+                                  "steps",
+                                  "num_blocks_total",
+                                  "seqs_that_fit"};
 
 bool is_ratio_key(const std::string& key) {
   return std::find(std::begin(kRatioKeys), std::end(kRatioKeys), key) != std::end(kRatioKeys);
@@ -375,8 +403,35 @@ bool is_ratio_key(const std::string& key) {
 
 double ratio(double a, double b) { return b != 0 ? a / b : 0.0; }
 
+// A ratio column of the tables: run `num` over run `den`.
+struct RatioColumn {
+  size_t num;
+  size_t den;
+  std::string header;
+};
+
+// Runs are ordered dtype by dtype, each with every allocator. Both
+// allocators of one dtype: paged / contiguous. Several dtypes: each dtype's
+// run over the first dtype's run of the same allocator.
+std::vector<RatioColumn> ratio_columns(size_t num_dtypes, size_t num_allocators,
+                                       const std::vector<RunResult>& runs) {
+  std::vector<RatioColumn> cols;
+  if (num_dtypes == 1) {
+    if (num_allocators == 2) cols.push_back({0, 1, "paged/contig"});
+    return cols;
+  }
+  for (size_t i = num_allocators; i < runs.size(); ++i) {
+    const size_t den = i % num_allocators;
+    std::string header = runs[i].kv_cache_dtype + "/" + runs[den].kv_cache_dtype;
+    if (num_allocators > 1) header = runs[i].allocator + " " + header;
+    cols.push_back({i, den, header});
+  }
+  return cols;
+}
+
 std::string markdown_table(const std::vector<RunResult>& runs,
-                           const std::vector<std::vector<Figure>>& figs) {
+                           const std::vector<std::vector<Figure>>& figs,
+                           const std::vector<RatioColumn>& ratios) {
   std::string md = "| metric |";
   // Appends piece by piece: GCC 12 warns (-Wrestrict, a false positive)
   // on `"literal" + std::string&&` here.
@@ -385,19 +440,19 @@ std::string markdown_table(const std::vector<RunResult>& runs,
     md += text;
     md += " |";
   };
-  for (const RunResult& r : runs) cell(r.allocator);
-  const bool both = runs.size() == 2;
-  if (both) md += " paged / contiguous |";
+  for (const RunResult& r : runs) cell(r.label);
+  for (const RatioColumn& c : ratios)
+    cell(c.header == "paged/contig" ? "paged / contiguous" : c.header);
   md += "\n| --- |";
-  for (size_t i = 0; i < runs.size() + (both ? 1 : 0); ++i) md += " ---: |";
+  for (size_t i = 0; i < runs.size() + ratios.size(); ++i) md += " ---: |";
   md += "\n";
   for (size_t k = 0; k < figs[0].size(); ++k) {
     md += '|';
     cell(figs[0][k].label);
     for (const auto& f : figs) cell(format_value(f[k].value, f[k].decimals));
-    if (both) {
+    for (const RatioColumn& c : ratios) {
       cell(is_ratio_key(figs[0][k].key)
-               ? format_value(ratio(figs[0][k].value, figs[1][k].value), 2) + "x"
+               ? format_value(ratio(figs[c.num][k].value, figs[c.den][k].value), 2) + "x"
                : std::string());
     }
     md += "\n";
@@ -405,20 +460,81 @@ std::string markdown_table(const std::vector<RunResult>& runs,
   return md;
 }
 
-void print_table(const std::vector<RunResult>& runs, const std::vector<std::vector<Figure>>& figs) {
+void print_table(const std::vector<RunResult>& runs, const std::vector<std::vector<Figure>>& figs,
+                 const std::vector<RatioColumn>& ratios) {
   std::printf("%-44s", "");
-  for (const RunResult& r : runs) std::printf(" %14s", r.allocator.c_str());
-  if (runs.size() == 2) std::printf(" %14s", "paged/contig");
+  for (const RunResult& r : runs) std::printf(" %14s", r.label.c_str());
+  for (const RatioColumn& c : ratios) std::printf(" %14s", c.header.c_str());
   std::printf("\n");
   for (size_t k = 0; k < figs[0].size(); ++k) {
     std::printf("%-44s", figs[0][k].label);
     for (const auto& f : figs)
       std::printf(" %14s", format_value(f[k].value, f[k].decimals).c_str());
-    if (runs.size() == 2 && is_ratio_key(figs[0][k].key)) {
-      std::printf(" %13.2fx", ratio(figs[0][k].value, figs[1][k].value));
+    if (is_ratio_key(figs[0][k].key)) {
+      for (const RatioColumn& c : ratios) {
+        std::printf(" %13.2fx", ratio(figs[c.num][k].value, figs[c.den][k].value));
+      }
     }
     std::printf("\n");
   }
+}
+
+// What one budget holds in each KV cache dtype (--kv-cache-dtype with
+// several), one row per dtype from its first allocator's run. "vs" is the
+// ratio of the unrounded fits (the budget over a sequence's bytes in each
+// dtype), so block and sequence rounding on a small budget does not hide it;
+// on the 110M shape (head_dim 64) int8 holds 4 * 64 / 66 = 3.88x the f32
+// sequences.
+struct DtypeRow {
+  std::string dtype;
+  uint64_t kv_bytes_per_block = 0;
+  int32_t num_blocks = 0;
+  double seqs = 0;
+  double seqs_ratio = 0;  // over the first dtype's
+  double output_tokens_per_s = 0;
+  double total_tokens_per_s = 0;
+};
+
+std::vector<DtypeRow> dtype_rows(const std::vector<RunResult>& runs,
+                                 const std::vector<std::vector<Figure>>& figs,
+                                 size_t num_allocators, int64_t seq_tokens, int32_t block_size) {
+  auto figure = [&figs](size_t run, const std::string& key) {
+    for (const Figure& f : figs[run]) {
+      if (key == f.key) return f.value;
+    }
+    return 0.0;
+  };
+  std::vector<DtypeRow> rows;
+  for (size_t i = 0; i < runs.size(); i += num_allocators) {
+    const RunResult& r = runs[i];
+    DtypeRow row;
+    row.dtype = r.kv_cache_dtype;
+    row.kv_bytes_per_block = r.kv_bytes_per_block;
+    row.num_blocks = r.kv_num_blocks;
+    row.seqs = seqs_that_fit(r, seq_tokens, block_size);
+    row.seqs_ratio = ratio(static_cast<double>(runs[0].kv_bytes_per_block),
+                           static_cast<double>(r.kv_bytes_per_block));
+    row.output_tokens_per_s = figure(i, "output_tokens_per_s");
+    row.total_tokens_per_s = figure(i, "total_tokens_per_s");
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+void print_dtype_table(const std::vector<DtypeRow>& rows, int64_t seq_tokens) {
+  char vs[32];
+  std::snprintf(vs, sizeof(vs), "seqs vs %s", rows[0].dtype.c_str());
+  std::printf(
+      "KV cache dtypes on one budget (sequences of %lld tokens, the mean prompt + output)\n",
+      static_cast<long long>(seq_tokens));
+  std::printf("%-10s %16s %10s %10s %14s %16s %16s\n", "dtype", "KV bytes/block", "blocks",
+              "sequences", vs, "output tok/s", "total tok/s");
+  for (const DtypeRow& r : rows) {
+    std::printf("%-10s %16llu %10d %10.0f %13.2fx %16.1f %16.1f\n", r.dtype.c_str(),
+                static_cast<unsigned long long>(r.kv_bytes_per_block), r.num_blocks, r.seqs,
+                r.seqs_ratio, r.output_tokens_per_s, r.total_tokens_per_s);
+  }
+  std::printf("\n");
 }
 
 bool write_file(const std::string& path, const std::string& text) {
@@ -474,6 +590,14 @@ int run_bench(BenchOptions& o) {
   }
   const int32_t n = reqs.empty() ? 1 : reqs[0].n;
   if (!o.quiet) std::fprintf(stderr, "pvllm bench: %s\n", description.c_str());
+  // One sequence of the workload's mean prompt + output length, rounded up:
+  // the unit of "sequences that fit".
+  int64_t sum_tokens = 0;
+  for (const BenchRequest& q : reqs) {
+    sum_tokens += static_cast<int64_t>(q.prompt.size()) + q.max_tokens;
+  }
+  const int64_t num_reqs = std::max<int64_t>(1, static_cast<int64_t>(reqs.size()));
+  const int64_t seq_tokens = std::max<int64_t>(1, (sum_tokens + num_reqs - 1) / num_reqs);
 
   std::vector<std::string> allocators;
   if (o.allocator == "both") {
@@ -481,25 +605,40 @@ int run_bench(BenchOptions& o) {
   } else {
     allocators = {o.allocator};
   }
+  const size_t num_dtypes = o.kv_cache_dtypes.size();
   std::vector<RunResult> runs;
   std::vector<std::vector<Figure>> figs;
-  for (const std::string& a : allocators) {
-    if (!o.quiet) std::fprintf(stderr, "pvllm bench: running %s ...\n", a.c_str());
-    runs.push_back(run_workload(o, a, reqs));
-    if (!runs.back().ok) {
-      std::fprintf(stderr, "pvllm bench: %s run failed: %s\n", a.c_str(),
-                   runs.back().error.c_str());
-      return 1;
+  for (const std::string& d : o.kv_cache_dtypes) {
+    for (const std::string& a : allocators) {
+      std::string label = a;
+      if (num_dtypes > 1) {
+        label = allocators.size() > 1 ? a + " " + kv_cache_dtype_label(d) : kv_cache_dtype_label(d);
+      }
+      if (!o.quiet) std::fprintf(stderr, "pvllm bench: running %s ...\n", label.c_str());
+      runs.push_back(run_workload(o, a, d, reqs));
+      runs.back().label = label;
+      if (!runs.back().ok) {
+        std::fprintf(stderr, "pvllm bench: %s run failed: %s\n", label.c_str(),
+                     runs.back().error.c_str());
+        return 1;
+      }
+      figs.push_back(figures(runs.back(), o.block_size, n, seq_tokens));
     }
-    figs.push_back(figures(runs.back(), o.block_size, n));
   }
+  const std::vector<RatioColumn> ratios = ratio_columns(num_dtypes, allocators.size(), runs);
+  const std::vector<DtypeRow> dtypes =
+      dtype_rows(runs, figs, allocators.size(), seq_tokens, o.block_size);
 
+  std::string dtype_list;
+  for (const DtypeRow& d : dtypes) dtype_list += (dtype_list.empty() ? "" : ",") + d.dtype;
   std::printf(
-      "workload  %s\nmodel     %s (context %d)\nKV budget %lld MiB, block size %d\n"
+      "workload  %s\nmodel     %s (context %d)\nKV budget %lld MiB, block size %d, KV cache %s\n"
       "preempt   by %s\n\n",
       description.c_str(), model_name.c_str(), o.workload.context,
-      static_cast<long long>(o.kv_cache_mb), o.block_size, o.preemption_mode.c_str());
-  print_table(runs, figs);
+      static_cast<long long>(o.kv_cache_mb), o.block_size, dtype_list.c_str(),
+      o.preemption_mode.c_str());
+  if (num_dtypes > 1) print_dtype_table(dtypes, seq_tokens);
+  print_table(runs, figs, ratios);
 
   if (!o.json_path.empty()) {
     nlohmann::ordered_json j;
@@ -507,6 +646,8 @@ int run_bench(BenchOptions& o) {
     j["device"] = o.device;
     j["dtype"] = o.dtype;
     if (!o.quantize.empty()) j["quantize"] = o.quantize;
+    j["kv_cache_dtypes"] = nlohmann::ordered_json::array();
+    for (const DtypeRow& d : dtypes) j["kv_cache_dtypes"].push_back(d.dtype);
     j["preemption_mode"] = o.preemption_mode;
     j["workload"] = o.workload.name;
     j["description"] = description;
@@ -518,28 +659,45 @@ int run_bench(BenchOptions& o) {
     j["kv_cache_mb"] = o.kv_cache_mb;
     j["prefix_caching"] = !o.no_prefix_caching;
     j["cuda_graphs"] = !o.no_cuda_graphs;
+    j["seq_tokens"] = seq_tokens;
     j["runs"] = nlohmann::ordered_json::array();
     for (size_t i = 0; i < runs.size(); ++i) {
       nlohmann::ordered_json run;
       run["allocator"] = runs[i].allocator;
+      run["kv_cache_dtype"] = runs[i].kv_cache_dtype;
       for (const Figure& f : figs[i]) run[f.key] = f.value;
       j["runs"].push_back(run);
     }
-    if (runs.size() == 2) {
-      nlohmann::ordered_json ratios;
+    if (num_dtypes == 1 && runs.size() == 2) {
+      nlohmann::ordered_json paged_over_contiguous;
       for (size_t k = 0; k < figs[0].size(); ++k) {
         if (is_ratio_key(figs[0][k].key)) {
-          ratios[figs[0][k].key] = ratio(figs[0][k].value, figs[1][k].value);
+          paged_over_contiguous[figs[0][k].key] = ratio(figs[0][k].value, figs[1][k].value);
         }
       }
-      j["paged_over_contiguous"] = ratios;
+      j["paged_over_contiguous"] = paged_over_contiguous;
+    }
+    if (num_dtypes > 1) {
+      // Per dtype (its first allocator's run): what the one budget holds,
+      // and the ratio of the unrounded fits over the first dtype's.
+      j["kv_cache_dtype_table"] = nlohmann::ordered_json::array();
+      for (const DtypeRow& d : dtypes) {
+        j["kv_cache_dtype_table"].push_back({{"kv_cache_dtype", d.dtype},
+                                             {"kv_bytes_per_block", d.kv_bytes_per_block},
+                                             {"num_blocks", d.num_blocks},
+                                             {"seqs_that_fit", d.seqs},
+                                             {"seqs_over_first", d.seqs_ratio},
+                                             {"output_tokens_per_s", d.output_tokens_per_s},
+                                             {"total_tokens_per_s", d.total_tokens_per_s}});
+      }
     }
     if (!write_file(o.json_path, j.dump(2) + "\n")) return 1;
   }
   if (!o.markdown_path.empty()) {
     const std::string md = "Workload: " + description + "; KV budget " +
                            std::to_string(o.kv_cache_mb) + " MiB, block size " +
-                           std::to_string(o.block_size) + ".\n\n" + markdown_table(runs, figs);
+                           std::to_string(o.block_size) + ".\n\n" +
+                           markdown_table(runs, figs, ratios);
     if (!write_file(o.markdown_path, md)) return 1;
   }
   if (!o.summary_path.empty()) {
@@ -548,14 +706,14 @@ int run_bench(BenchOptions& o) {
     std::string rows;
     std::ifstream existing(o.summary_path);
     if (!existing.good() || existing.peek() == std::ifstream::traits_type::eof()) {
-      rows += "label\tworkload\tallocator\tn\tprefix_caching";
+      rows += "label\tworkload\tallocator\tn\tprefix_caching\tkv_cache_dtype";
       for (const Figure& f : figs[0]) rows += std::string("\t") + f.key;
       rows += "\n";
     }
     for (size_t i = 0; i < runs.size(); ++i) {
       rows += (o.label.empty() ? o.workload.name : o.label) + "\t" + o.workload.name + "\t" +
               runs[i].allocator + "\t" + std::to_string(n) + "\t" +
-              (o.no_prefix_caching ? "0" : "1");
+              (o.no_prefix_caching ? "0" : "1") + "\t" + runs[i].kv_cache_dtype;
       for (const Figure& f : figs[i]) rows += "\t" + format_value(f.value, f.decimals);
       rows += "\n";
     }
@@ -574,7 +732,7 @@ int run_bench(BenchOptions& o) {
       for (const StepSample& s : r.timeline) {
         char line[256];
         std::snprintf(line, sizeof(line), "%s\t%lld\t%.4f\t%d\t%d\t%d\t%lld\t%lld\t%.4f\n",
-                      r.allocator.c_str(), static_cast<long long>(s.step), s.time_s, s.num_running,
+                      r.label.c_str(), static_cast<long long>(s.step), s.time_s, s.num_running,
                       s.num_waiting, s.num_blocks_used, static_cast<long long>(s.num_tokens_stored),
                       static_cast<long long>(s.num_slots_reserved),
                       s.num_slots_reserved > 0 ? static_cast<double>(s.num_tokens_stored) /
@@ -582,7 +740,7 @@ int run_bench(BenchOptions& o) {
                                                : 0.0);
         tsv += line;
       }
-      tsv += "\n\n";  // gnuplot: one data block per allocator (index 0, 1)
+      tsv += "\n\n";  // gnuplot: one data block per run (index 0, 1, ...)
     }
     if (!write_file(o.timeline_path, tsv)) return 1;
   }
@@ -604,6 +762,14 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--device", o->device, kDeviceOption)->capture_default_str();
   add_dtype_option(cmd, &o->dtype);
   add_quantize_option(cmd, &o->quantize);
+  cmd->add_option("--kv-cache-dtype", o->kv_cache_dtypes,
+                  std::string(kKvCacheDtypeOption) +
+                      "; a comma list (f32,f16,int8) runs the workload once per dtype on the one "
+                      "KV budget and prints what each holds side by side")
+      ->delimiter(',')
+      ->check(kv_cache_dtype_validator())
+      ->type_name("DTYPE[,DTYPE...]")
+      ->capture_default_str();
   cmd->add_option("-w,--workload", o->workload.name,
                   "chat (log-normal lengths, Poisson arrivals), nano (256 x uniform "
                   "[100, 1024]), shared-prefix (long system prompt + questions), parallel "
@@ -656,7 +822,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--json", o->json_path, "Write the figures as JSON to FILE");
   cmd->add_option("--markdown", o->markdown_path, "Write the figures as a markdown table");
   cmd->add_option("--timeline", o->timeline_path,
-                  "Write per-step samples (TSV, one block per allocator) for plots");
+                  "Write per-step samples (TSV, one block per run) for plots");
   cmd->add_option("--summary", o->summary_path,
                   "Append one TSV row per run to FILE (header when new), for scripts");
   cmd->add_option("--dump-workload", o->dump_workload_path,
@@ -674,7 +840,9 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       "  pvllm bench --model models/stories260K --workload chat --num-requests 16 "
       "--kv-allocator both --kv-cache-mb 4\n"
       "  pvllm bench --random-weights tinyllama-1.1b --device cuda --workload nano "
-      "--kv-allocator paged --kv-cache-mb 16384   # nano-vllm's benchmark on a GPU");
+      "--kv-allocator paged --kv-cache-mb 16384   # nano-vllm's benchmark on a GPU\n"
+      "  pvllm bench --model models/stories260K --workload fixed --kv-allocator paged "
+      "--kv-cache-dtype f32,f16,int8   # what one KV budget holds in each dtype");
   cmd->callback([o, exit_code]() { *exit_code = run_bench(*o); });
 }
 

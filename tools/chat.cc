@@ -30,7 +30,8 @@ struct ChatOptions {
   std::string device = "auto";
   int32_t num_threads = 0;
   int32_t max_model_len = 0;
-  std::string quantize;  // --quantize: a scheme, "" for none
+  std::string quantize;                 // --quantize: a scheme, "" for none
+  std::string kv_cache_dtype = "auto";  // --kv-cache-dtype
   bool print_prompt = false;
   bool quiet = false;
 };
@@ -48,6 +49,7 @@ class ChatSession {
     params.num_threads = o_.num_threads;
     params.max_model_len = o_.max_model_len;
     params.quantize = quantize_value(o_.quantize);
+    params.kv_cache_dtype = kv_cache_dtype_value(o_.kv_cache_dtype);
     LoadProgress progress;
     if (!o_.quiet) show_load_progress(&params, &progress);
     try {
@@ -200,6 +202,7 @@ void add_chat_command(CLI::App& app, int* exit_code) {
   sub->add_option("--max-model-len", o->max_model_len, "Context length; 0 = the model's")
       ->group(engine);
   add_quantize_option(sub, &o->quantize, engine);
+  add_kv_cache_dtype_option(sub, &o->kv_cache_dtype, engine);
   sub->callback([o, exit_code] { *exit_code = ChatSession(*o).run(); });
 }
 

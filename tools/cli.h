@@ -66,6 +66,23 @@ inline const char* quantize_value(const std::string& scheme) {
   return scheme.empty() ? nullptr : scheme.c_str();
 }
 
+// --kv-cache-dtype: adds the option (what the KV cache stores: auto, f32,
+// f16, bf16, int8 or fp8_e4m3, case-insensitive, with the aliases fp32, fp16
+// and fp8 of core/kv/kv_cache_dtype.h) to `cmd` in `group`, storing the name
+// in *name; an unknown name is a usage error listing the names. Whether the
+// device serves it is the engine's to say. kv_cache_dtype_value turns a name
+// it accepted into a pvllm_kv_cache_dtype; kv_cache_dtype_label is its
+// canonical name ("f16" for "FP16").
+void add_kv_cache_dtype_option(CLI::App* cmd, std::string* name, const char* group = nullptr);
+int32_t kv_cache_dtype_value(const std::string& name);
+// The check of one name, for options that take a list.
+CLI::Validator kv_cache_dtype_validator();
+std::string kv_cache_dtype_label(const std::string& name);
+// The help of --kv-cache-dtype.
+inline constexpr const char* kKvCacheDtypeOption =
+    "What the KV cache stores: auto (f32 on the CPU, --dtype on CUDA), f32, f16, bf16, int8 "
+    "(one fp16 scale per token and kv head) or fp8_e4m3 (CUDA only)";
+
 // Load progress on stderr (tools/progress.cc): on a terminal one line that
 // redraws itself; otherwise one line per stage. `state` must outlive the
 // engine's creation.

@@ -49,6 +49,7 @@ struct GenerateOptions {
   std::string model_checksums = "full";  // a .pvllm file's: full, lazy or none
   std::string dtype = "auto";            // --dtype
   std::string quantize;                  // --quantize: a scheme, "" for none
+  std::string kv_cache_dtype = "auto";   // --kv-cache-dtype
   int64_t kv_cache_mb = 0;
   bool no_prefix_caching = false;
   bool json = false;
@@ -191,6 +192,7 @@ class Generator {
     params.enable_prefix_caching = o_.no_prefix_caching ? 0 : 1;
     params.dtype = dtype_value(o_.dtype);
     params.quantize = quantize_value(o_.quantize);
+    params.kv_cache_dtype = kv_cache_dtype_value(o_.kv_cache_dtype);
     params.model_checksums = o_.model_checksums == "lazy"   ? PVLLM_MODEL_CHECKSUMS_LAZY
                              : o_.model_checksums == "none" ? PVLLM_MODEL_CHECKSUMS_NONE
                                                             : PVLLM_MODEL_CHECKSUMS_FULL;
@@ -608,6 +610,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       ->group(engine_group);
   add_dtype_option(sub, &o->dtype, engine_group);
   add_quantize_option(sub, &o->quantize, engine_group);
+  add_kv_cache_dtype_option(sub, &o->kv_cache_dtype, engine_group);
 
   const char* output_group = "Output";
   sub->add_flag("--json", o->json,

@@ -18,7 +18,8 @@ struct InspectOptions {
   std::string random_weights;  // a shape name instead of a model
   pvllm_engine_params engine;
   int64_t kv_cache_mb = 0;
-  std::string quantize;  // --quantize: the estimate counts the weights quantized
+  std::string quantize;                 // --quantize: the estimate counts the weights quantized
+  std::string kv_cache_dtype = "auto";  // --kv-cache-dtype: the estimate counts its blocks
 };
 
 std::string human_bytes(uint64_t bytes) {
@@ -184,12 +185,14 @@ void print_estimate(const InspectOptions& o) {
   params.random_weights = o.random_weights.empty() ? nullptr : o.random_weights.c_str();
   params.kv_cache_bytes = o.kv_cache_mb * (int64_t{1} << 20);
   params.quantize = quantize_value(o.quantize);
+  params.kv_cache_dtype = kv_cache_dtype_value(o.kv_cache_dtype);
   const pvllm_memory_estimate e = pvllm::cxx::estimate_memory(params);
   std::printf("\nmemory (block size %d, KV budget %s)\n", params.block_size,
               human_bytes(static_cast<uint64_t>(params.kv_cache_bytes)).c_str());
   std::printf("  weights                  %s (%" PRIu64 " bytes)%s\n",
               human_bytes(e.weight_bytes).c_str(), e.weight_bytes,
               o.quantize.empty() ? "" : (" quantized by " + o.quantize).c_str());
+  std::printf("  KV cache dtype           %s\n", kv_cache_dtype_label(o.kv_cache_dtype).c_str());
   std::printf("  KV per block             %s (%" PRIu64 " bytes)\n",
               human_bytes(e.kv_bytes_per_block).c_str(), e.kv_bytes_per_block);
   std::printf("  KV blocks                %d\n", e.num_blocks);
@@ -246,6 +249,7 @@ void add_inspect_command(CLI::App& app, int* exit_code) {
       "  pvllm inspect Llama-3.2-1B-Instruct-Q4_K_M.gguf\n"
       "  pvllm inspect TinyLlama-1.1B --kv-cache-mb 1024 --block-size 32\n"
       "  pvllm inspect TinyLlama-1.1B --quantize q4_k_m\n"
+      "  pvllm inspect TinyLlama-1.1B --kv-cache-dtype int8   # the blocks an int8 cache buys\n"
       "  pvllm inspect --random-weights llama-3-8b");
   sub->add_option("model", o->model,
                   "A Hugging Face folder, a llama2.c .bin (with tokenizer.model beside it), a "
@@ -260,6 +264,7 @@ void add_inspect_command(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(int64_t{1}, INT64_MAX >> 20))
       ->capture_default_str();
   add_quantize_option(sub, &o->quantize);
+  add_kv_cache_dtype_option(sub, &o->kv_cache_dtype);
   sub->callback([o, exit_code] { *exit_code = run_inspect(*o); });
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli.h"
+#include "core/kv/kv_cache_dtype.h"
 
 namespace pvllm_cli {
 
@@ -33,6 +34,34 @@ int32_t dtype_value(const std::string& name) {
   if (name == "fp16") return PVLLM_DTYPE_FP16;
   if (name == "fp32") return PVLLM_DTYPE_FP32;
   return PVLLM_DTYPE_AUTO;
+}
+
+void add_kv_cache_dtype_option(CLI::App* cmd, std::string* name, const char* group) {
+  CLI::Option* opt = cmd->add_option("--kv-cache-dtype", *name, kKvCacheDtypeOption)
+                         ->check(kv_cache_dtype_validator())
+                         ->capture_default_str();
+  opt->type_name("DTYPE");
+  if (group != nullptr) opt->group(group);
+}
+
+int32_t kv_cache_dtype_value(const std::string& name) {
+  pvllm::KvCacheDtype dtype = pvllm::KvCacheDtype::kAuto;
+  (void)pvllm::parse_kv_cache_dtype(name, &dtype);  // checked by the option
+  return static_cast<int32_t>(dtype);
+}
+
+std::string kv_cache_dtype_label(const std::string& name) {
+  return pvllm::kv_cache_dtype_name(static_cast<pvllm::KvCacheDtype>(kv_cache_dtype_value(name)));
+}
+
+CLI::Validator kv_cache_dtype_validator() {
+  return CLI::Validator(
+      [](std::string& name) {
+        pvllm::KvCacheDtype dtype;
+        const pvllm::Status status = pvllm::parse_kv_cache_dtype(name, &dtype);
+        return status.ok() ? std::string() : status.message();
+      },
+      "DTYPE");
 }
 
 int report_error(const std::string& what, const pvllm::cxx::Error& error) {
