@@ -195,6 +195,7 @@ func cEngineParams(cfg *Config, p *C.pvllm_engine_params) (free func()) {
 	if cfg.Quantize != "" {
 		p.quantize = cstr(cfg.Quantize)
 	}
+	p.kv_cache_dtype = C.int32_t(cfg.KVCacheDtype)
 	return func() {
 		for _, s := range strs {
 			C.free(unsafe.Pointer(s))
@@ -208,6 +209,11 @@ func checkConfigVersion(cfg *Config) error {
 	if cfg.Quantize != "" && VersionNumber() < versionQuantize {
 		return &Error{Status: StatusUnsupported, Message: "config: Quantize: libpvllm " +
 			Version() + " is older than 0.10"}
+	}
+	// An older library would ignore kv_cache_dtype and store the backend's own.
+	if cfg.KVCacheDtype != KVCacheDtypeAuto && VersionNumber() < versionKVCacheDtype {
+		return &Error{Status: StatusUnsupported, Message: "config: KVCacheDtype: libpvllm " +
+			Version() + " is older than 0.11"}
 	}
 	return nil
 }
@@ -348,6 +354,7 @@ const (
 	versionChatTemplateText = 900  // pvllm_chat_template_params.chat_template
 	versionTokenizers       = 900  // pvllm_tokenizer_*
 	versionQuantize         = 1000 // pvllm_engine_params.quantize
+	versionKVCacheDtype     = 1100 // pvllm_engine_params.kv_cache_dtype
 )
 
 // submit queues req. With a non-zero handle (a cgo.Handle of the request's

@@ -1,5 +1,10 @@
 package pvllm
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Config describes an engine. Zero fields keep the library's defaults
 // (pvllm_engine_params_init); only ModelPath is required.
 type Config struct {
@@ -48,6 +53,17 @@ type Config struct {
 	// already quantized (a quantized GGUF file) is StatusUnsupported; a
 	// library older than 0.10 is StatusUnsupported.
 	Quantize string
+
+	// KVCacheDtype (libpvllm 0.11) is what the KV cache stores (default
+	// KVCacheDtypeAuto: fp32 on the CPU, the activation dtype on CUDA).
+	// The CPU serves Auto, F32, F16, BF16 and Int8; CUDA serves Auto,
+	// Int8, FP8E4M3 and the one of F16, BF16 and F32 that equals its
+	// activation dtype. Any other pairing is StatusUnsupported from New
+	// and EstimateMemory, naming the dtypes that device serves; a value
+	// outside the constants is StatusInvalidArgument. EstimateMemory's
+	// KVBytesPerBlock, and so the blocks KVCacheBytes buys, follow it. A
+	// library older than 0.11, which would ignore it, is StatusUnsupported.
+	KVCacheDtype KVCacheDtype
 
 	// Progress, when set, is called while New loads the model, on the
 	// goroutine that called New. fraction is in [0, 1].
@@ -103,6 +119,63 @@ const (
 	// throughout, no TF32, matching the CPU engine token for token.
 	DTypeFP32 DType = 3
 )
+
+// KVCacheDtype mirrors pvllm_kv_cache_dtype (libpvllm 0.11): what the KV
+// cache stores. The 8-bit types keep one fp16 scale per (block, kv head,
+// token): a row of K or V costs head_dim + 2 bytes instead of 4 * head_dim
+// in f32.
+type KVCacheDtype int32
+
+const (
+	KVCacheDtypeAuto    KVCacheDtype = 0 // the backend's own: f32 on the CPU, the activation dtype on CUDA
+	KVCacheDtypeF16     KVCacheDtype = 1 // IEEE half, rounded to nearest even
+	KVCacheDtypeBF16    KVCacheDtype = 2 // bfloat16, rounded to nearest even
+	KVCacheDtypeInt8    KVCacheDtype = 3 // int8 codes, one fp16 scale (absmax / 127) per token and kv head
+	KVCacheDtypeFP8E4M3 KVCacheDtype = 4 // fp8 e4m3 codes, one fp16 scale (absmax / 448); CUDA only
+	KVCacheDtypeF32     KVCacheDtype = 5 // IEEE fp32
+)
+
+// String is the dtype's name as ParseKVCacheDtype takes it ("auto",
+// "f32", "f16", "bf16", "int8", "fp8_e4m3"), or "KVCacheDtype(N)".
+func (d KVCacheDtype) String() string {
+	switch d {
+	case KVCacheDtypeAuto:
+		return "auto"
+	case KVCacheDtypeF16:
+		return "f16"
+	case KVCacheDtypeBF16:
+		return "bf16"
+	case KVCacheDtypeInt8:
+		return "int8"
+	case KVCacheDtypeFP8E4M3:
+		return "fp8_e4m3"
+	case KVCacheDtypeF32:
+		return "f32"
+	}
+	return fmt.Sprintf("KVCacheDtype(%d)", int32(d))
+}
+
+// ParseKVCacheDtype reads a name, case-insensitive: auto, f32 (fp32), f16
+// (fp16), bf16, int8 or fp8_e4m3 (fp8), as the CLI's --kv-cache-dtype.
+// Anything else is StatusInvalidArgument listing the names.
+func ParseKVCacheDtype(name string) (KVCacheDtype, error) {
+	switch strings.ToLower(name) {
+	case "auto":
+		return KVCacheDtypeAuto, nil
+	case "f32", "fp32":
+		return KVCacheDtypeF32, nil
+	case "f16", "fp16":
+		return KVCacheDtypeF16, nil
+	case "bf16":
+		return KVCacheDtypeBF16, nil
+	case "int8":
+		return KVCacheDtypeInt8, nil
+	case "fp8_e4m3", "fp8":
+		return KVCacheDtypeFP8E4M3, nil
+	}
+	return KVCacheDtypeAuto, &Error{Status: StatusInvalidArgument,
+		Message: fmt.Sprintf("unknown KV cache dtype %q (auto, f32, f16, bf16, int8, fp8_e4m3)", name)}
+}
 
 // SamplingParams mirrors pvllm_sampling_params. Start from
 // DefaultSamplingParams(): the zero value is not valid (MaxTokens, TopP and
