@@ -440,3 +440,62 @@ func TestQuantizeFlag(t *testing.T) {
 		t.Errorf("--quantize q9_9: %v, want InvalidArgument listing the schemes", err)
 	}
 }
+
+// --kv-cache-dtype reaches the engine: int8 serves stories260K and the
+// startup line names it; fp8_e4m3, which the CPU does not serve, stops the
+// server at startup with the library's message; an unknown name is a usage
+// error.
+func TestKVCacheDtypeFlag(t *testing.T) {
+	path := filepath.Join("..", "..", "..", "..", "models", "stories260K", "stories260K.bin")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the repository's stories260K is missing: %v", err)
+	}
+	f := newFixtureFor(t, path, "stories260K", "--kv-cache-dtype", "int8")
+	if got := f.srv.opts.engineConfig().KVCacheDtype; got != pvllm.KVCacheDtypeInt8 {
+		t.Errorf("--kv-cache-dtype int8 gives %v", got)
+	}
+	c := f.complete(t, `{"model":"stories260K","prompt":"Once upon a time","max_tokens":8,"temperature":0,"ignore_eos":true}`)
+	if c.Usage == nil || c.Usage.CompletionTokens != 8 || c.Choices[0].Text == "" {
+		t.Errorf("choices %+v, usage %+v: want 8 tokens of text", c.Choices, c.Usage)
+	}
+
+	served := &syncBuffer{}
+	stop := make(chan struct{})
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run([]string{"--model", path, "--device", "cpu", "--threads", "1", "--port", "0",
+			"--kv-cache-mb", "8", "--kv-cache-dtype", "INT8"}, io.Discard, served, stop)
+	}()
+	logAddress(t, served)
+	close(stop)
+	if code := <-exit; code != 0 || !strings.Contains(served.String(), `"kv_cache_dtype":"int8"`) {
+		t.Errorf("--kv-cache-dtype INT8: exit %d, log %q; want the serving line to name int8",
+			code, served.String())
+	}
+
+	// A server that does start anyway is stopped after a while, so that the
+	// test fails rather than hangs.
+	logs := &syncBuffer{}
+	refused := make(chan struct{})
+	stopLate := make(chan struct{})
+	go func() {
+		select {
+		case <-refused:
+		case <-time.After(20 * time.Second):
+			close(stopLate)
+		}
+	}()
+	code := run([]string{"--model", path, "--device", "cpu", "--threads", "1", "--port", "0",
+		"--kv-cache-mb", "8", "--kv-cache-dtype", "fp8_e4m3"}, io.Discard, logs, stopLate)
+	close(refused)
+	if code != 1 || !strings.Contains(logs.String(), "the engine cannot start") ||
+		!strings.Contains(logs.String(), "fp8_e4m3") || !strings.Contains(logs.String(), "int8") {
+		t.Errorf("--kv-cache-dtype fp8_e4m3 on the CPU: exit %d, log %q", code, logs.String())
+	}
+
+	var errOut strings.Builder
+	if code := run([]string{"--model", path, "--kv-cache-dtype", "int4"}, io.Discard, &errOut, nil); code != 2 ||
+		!strings.Contains(errOut.String(), `--kv-cache-dtype must be auto, f32, f16, bf16, int8 or fp8_e4m3, got "int4"`) {
+		t.Errorf("--kv-cache-dtype int4: exit %d, stderr %q", code, errOut.String())
+	}
+}

@@ -90,6 +90,7 @@ func TestBadOptions(t *testing.T) {
 		{"--model", "m", "--max-concurrency", "0"},
 		{"--model", "m", "--max-queue", "-1"},
 		{"--model", "m", "--dtype", "fp8"},
+		{"--model", "m", "--kv-cache-dtype", "int4"},
 		{"--model", "m", "--port", "70000"},
 		{"--model", "m", "--read-timeout", "-1s"},
 		{"--model", "m", "stray"},

@@ -87,8 +87,8 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan struct{}) int {
 	log.info("serving", map[string]interface{}{
 		"address": ln.Addr().String(), "model": s.model, "model_path": opts.model,
 		"version": pvllm.Version(), "max_model_len": info.maxModelLen, "device": opts.device,
-		"api_key": opts.apiKey != "", "chat_template": opts.chatTemplateFile,
-		"load_seconds": time.Since(start).Seconds(),
+		"kv_cache_dtype": opts.engineConfig().KVCacheDtype.String(), "api_key": opts.apiKey != "",
+		"chat_template": opts.chatTemplateFile, "load_seconds": time.Since(start).Seconds(),
 	})
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()

@@ -55,6 +55,7 @@ type options struct {
 	gpuMemoryUtilization float64
 	noCUDAGraphs         bool
 	quantize             string // a scheme the weights are quantized by while loading; "" = none
+	kvCacheDtype         string // what the KV cache stores (pvllm.ParseKVCacheDtype's names)
 }
 
 // apiKeyEnv names the environment variable that holds the API key, so that
@@ -120,6 +121,9 @@ func parseOptions(args []string, errOut io.Writer) (*options, error) {
 		"Quantize the weight matrices while loading, as llama-quantize would: q8_0, q4_0, q4_1, "+
 			"q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs, q4_k_m or q5_k_m "+
 			"(quantized weights run on the CPU); empty = as stored")
+	fs.StringVar(&o.kvCacheDtype, "kv-cache-dtype", "auto",
+		"What the KV cache stores: auto (f32 on the CPU, --dtype on CUDA), f32, f16, bf16, "+
+			"int8 or fp8_e4m3 (CUDA only); the 8-bit types keep one fp16 scale per token and kv head")
 
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -199,7 +203,21 @@ func (o *options) validate() error {
 	if _, err := o.dtypeValue(); err != nil {
 		return err
 	}
+	if _, err := o.kvCacheDtypeValue(); err != nil {
+		return err
+	}
 	return nil
+}
+
+// kvCacheDtypeValue is --kv-cache-dtype read by the SDK's parser. Whether
+// the device serves it is the engine's to say, at startup.
+func (o *options) kvCacheDtypeValue() (pvllm.KVCacheDtype, error) {
+	d, err := pvllm.ParseKVCacheDtype(o.kvCacheDtype)
+	if err != nil {
+		return 0, fmt.Errorf("--kv-cache-dtype must be auto, f32, f16, bf16, int8 or fp8_e4m3, got %q",
+			o.kvCacheDtype)
+	}
+	return d, nil
 }
 
 func (o *options) dtypeValue() (pvllm.DType, error) {
@@ -219,6 +237,7 @@ func (o *options) dtypeValue() (pvllm.DType, error) {
 // engineConfig is the engine the options describe.
 func (o *options) engineConfig() pvllm.Config {
 	dtype, _ := o.dtypeValue()
+	kvCacheDtype, _ := o.kvCacheDtypeValue()
 	return pvllm.Config{
 		ModelPath:            o.model,
 		Device:               o.device,
@@ -233,6 +252,7 @@ func (o *options) engineConfig() pvllm.Config {
 		GPUMemoryUtilization: float32(o.gpuMemoryUtilization),
 		DisableCUDAGraphs:    o.noCUDAGraphs,
 		Quantize:             o.quantize,
+		KVCacheDtype:         kvCacheDtype,
 	}
 }
 
