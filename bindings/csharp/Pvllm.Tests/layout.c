@@ -32,6 +32,7 @@ int main(void) {
   FIELD(pvllm_engine_params, preemption_mode);
   FIELD(pvllm_engine_params, model_checksums);
   FIELD(pvllm_engine_params, quantize);
+  FIELD(pvllm_engine_params, kv_cache_dtype);
 
   SIZE(pvllm_sampling_params);
   FIELD(pvllm_sampling_params, struct_size);

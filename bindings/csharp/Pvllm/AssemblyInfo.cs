@@ -3,7 +3,7 @@ using System.Runtime.CompilerServices;
 
 [assembly: AssemblyTitle("Pvllm")]
 [assembly: AssemblyDescription("C# SDK for pvllm, an embeddable LLM inference engine")]
-[assembly: AssemblyVersion("0.10.0.0")]
-[assembly: AssemblyInformationalVersion("0.10.0")]
+[assembly: AssemblyVersion("0.11.0.0")]
+[assembly: AssemblyInformationalVersion("0.11.0")]
 // The tests check NativeMethods' struct layouts against the C header.
 [assembly: InternalsVisibleTo("Pvllm.Tests")]

@@ -26,6 +26,27 @@ namespace Pvllm
     }
 
     /// <summary>
+    /// pvllm_kv_cache_dtype: what the KV cache stores. The 8-bit types keep one fp16
+    /// scale per (block, kv head, token), so a row of K or V costs head_dim + 2 bytes
+    /// instead of 4 * head_dim in F32. Since 0.11.
+    /// </summary>
+    public enum KvCacheDtype
+    {
+        /// <summary>The backend's own: F32 on the CPU, the activation dtype on CUDA.</summary>
+        Auto = 0,
+        /// <summary>IEEE half, rounded to nearest even.</summary>
+        F16 = 1,
+        /// <summary>bfloat16, rounded to nearest even.</summary>
+        Bf16 = 2,
+        /// <summary>int8 codes, one fp16 scale (absmax / 127) per token and kv head.</summary>
+        Int8 = 3,
+        /// <summary>fp8 e4m3 codes, one fp16 scale (absmax / 448) per token and kv head; CUDA only.</summary>
+        Fp8E4M3 = 4,
+        /// <summary>IEEE fp32.</summary>
+        F32 = 5,
+    }
+
+    /// <summary>
     /// pvllm_preemption_mode: how a running sequence makes room when the KV pool
     /// runs dry. Every mode gives the same tokens. Since 0.5.
     /// </summary>
@@ -85,6 +106,7 @@ namespace Pvllm
             PreemptionMode = (PreemptionMode)p.preemption_mode;
             ModelChecksums = (ModelChecksums)p.model_checksums;
             Quantize = null;
+            KvCacheDtype = (KvCacheDtype)p.kv_cache_dtype;
         }
 
         /// <summary>A Hugging Face folder, a llama2.c .bin with a tokenizer.model beside it, or a .pvllm file.</summary>
@@ -138,6 +160,16 @@ namespace Pvllm
         /// </summary>
         public string Quantize { get; set; }
         /// <summary>
+        /// What the KV cache stores; default Auto (F32 on the CPU, the activation dtype on
+        /// CUDA). The CPU serves Auto, F32, F16, Bf16 and Int8; CUDA serves Auto, Int8,
+        /// Fp8E4M3 and the one of F16, Bf16 and F32 that equals its activation dtype. Any
+        /// other pairing is Unsupported from Engine.Create and Engine.EstimateMemory, naming
+        /// the dtypes that device serves; a value outside the enum is InvalidArgument.
+        /// MemoryEstimate.KvBytesPerBlock, and so the blocks KvCacheBytes buys, follow it.
+        /// Needs libpvllm 0.11 (Unsupported before, for anything but Auto). Since 0.11.
+        /// </summary>
+        public KvCacheDtype KvCacheDtype { get; set; }
+        /// <summary>
         /// Called while the engine loads, on the thread inside Engine.Create, with
         /// a fraction in [0, 1] and a short stage description. An exception it
         /// throws is rethrown by Engine.Create once the library returns.
@@ -170,6 +202,11 @@ namespace Pvllm
             {
                 Library.Require(NativeMethods.VersionNumber010, "EngineOptions.Quantize");
                 p.quantize = scope.NulFreeUtf8String(Quantize, "EngineOptions.Quantize");
+            }
+            if (KvCacheDtype != KvCacheDtype.Auto)
+            {
+                Library.Require(NativeMethods.VersionNumber011, "EngineOptions.KvCacheDtype");
+                p.kv_cache_dtype = (int)KvCacheDtype;
             }
             return p;
         }

@@ -41,6 +41,10 @@ namespace Pvllm
         // older library would ignore the field and serve unquantized weights.
         internal const uint VersionNumber010 = 1000;
 
+        // What 0.11.0 appended (pvllm_engine_params.kv_cache_dtype) likewise: an
+        // older library would ignore the field and store the backend's own dtype.
+        internal const uint VersionNumber011 = 1100;
+
         // ---- Versions -----------------------------------------------------
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
@@ -111,6 +115,7 @@ namespace Pvllm
             public int preemption_mode;           // pvllm_preemption_mode (since 0.5)
             public long model_checksums;          // pvllm_model_checksums, int64_t (since 0.7)
             public IntPtr quantize;               // const char* (NUL-terminated UTF-8), or NULL (since 0.10)
+            public int kv_cache_dtype;            // pvllm_kv_cache_dtype, int32_t (since 0.11)
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
