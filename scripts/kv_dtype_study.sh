@@ -5,7 +5,8 @@
 # the run.c goldens per dtype, the int8 scale's width) and speed
 # (bench/cpu_kv_dtype_bench.cc: decode of 8 sequences at a 4096-token
 # context on the 110M shape, and 64 concurrent short requests, the dtypes
-# side by side). Builds what it needs into build/ (Release), writes the
+# side by side) and capacity (`pvllm bench --kv-cache-dtype`: the blocks
+# and sequences one 256 MiB budget holds per dtype). Builds what it needs into build/ (Release), writes the
 # random-weight checkpoints once into build/kv-models and the JSON into
 # OUT_DIR (default build/kv-study). A benchmark, not a test: about 15
 # minutes on 2 cores. Needs $PVLLM_SHARED_DIR (or ../shared) for the
@@ -27,7 +28,8 @@ done
 shared="${PVLLM_SHARED_DIR:-../shared}"
 threads="${PVLLM_BENCH_THREADS:-2}"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPVLLM_BUILD_BENCH=ON >/dev/null
-cmake --build "$build" --target kv_dtype_accuracy cpu_kv_dtype_bench cpu_make_llama2c_model >/dev/null
+cmake --build "$build" --target kv_dtype_accuracy cpu_kv_dtype_bench cpu_make_llama2c_model \
+  pvllm_cli >/dev/null
 models="$build/kv-models"
 mkdir -p "$models" "$out"
 # The shapes of scripts/bench_cpu.py with longer contexts: 15M (dim 288,
@@ -57,4 +59,11 @@ if [ "$part" != accuracy ]; then
     --dtypes f32,f16,bf16,int8 --context 4096 --seqs 8 --steps 16 --repeats 3 \
     --short-dtypes f32,int8 --requests 64 --prompt 16 --tokens 128 \
     --json "$out/kv-dtype-speed.json"
+fi
+if [ "$part" != accuracy ]; then
+  # What one budget holds: 16 requests of 512 + 16 tokens on the 110M shape.
+  "$build/tools/pvllm" bench -q --model "$models/random110M.bin" --max-model-len 2048 \
+    --workload fixed --input-len 512 --output-len 16 --num-requests 16 --kv-allocator paged \
+    --kv-cache-mb 256 --seed 1 --kv-cache-dtype f32,f16,bf16,int8 \
+    --json "$out/kv-dtype-fit.json" | tee "$out/kv-dtype-fit.txt"
 fi
