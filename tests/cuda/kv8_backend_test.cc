@@ -18,6 +18,7 @@
 #include "core/backend/backend.h"
 #include "core/backend/backend_loader.h"
 #include "core/backend/cuda_module_interface.h"
+#include "core/engine/engine_config.h"
 #include "core/kv/kv_cache_dtype.h"
 #include "core/model/model.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -54,16 +55,18 @@ class Kv8BackendTest : public ::testing::Test {
     spec.max_position_embeddings = kMaxModelLen;
     spec.dtype = DType::kBF16;
     spec.tie_word_embeddings = false;
-    const std::string dir =
-        testing::write_tiny_hf_model(testing::make_temp_dir("pvllm_cuda_kv8_test"), spec);
+    dir_ = new std::string(
+        testing::write_tiny_hf_model(testing::make_temp_dir("pvllm_cuda_kv8_test"), spec));
     std::unique_ptr<Model> model;
-    const Status s = load_model(dir, &model);
+    const Status s = load_model(*dir_, &model);
     ASSERT_TRUE(s.ok()) << s.message();
     model_ = model.release();
   }
   static void TearDownTestSuite() {
     delete model_;
     model_ = nullptr;
+    delete dir_;
+    dir_ = nullptr;
   }
 
   // The module's create with `kv` (and dtype 1, bf16) over a small pool.
@@ -106,10 +109,12 @@ class Kv8BackendTest : public ::testing::Test {
   }
 
   static Model* model_;
+  static std::string* dir_;  // the model's folder, for the memory estimate
   int32_t next_block_ = 0;
 };
 
 Model* Kv8BackendTest::model_ = nullptr;
+std::string* Kv8BackendTest::dir_ = nullptr;
 
 // check_shapes resolves kv_cache_dtype before touching a device, so these
 // run on any machine: a refusal names the kv_cache_dtype; a dtype the
@@ -204,7 +209,8 @@ TEST_F(Kv8BackendTest, LogitsFollowTheCpuBackend) {
 }
 
 // What the pool allocates per block (the bytes a block moves when swapped)
-// is what pvllm_estimate_memory reports for device "cuda".
+// is what pvllm_estimate_memory reports for device "cuda", and the pool has
+// the blocks the estimate counts when their number is fixed.
 TEST_F(Kv8BackendTest, ThePoolsBlockIsTheEstimatesBlock) {
   PVLLM_CUDA_DEVICE_OR_SKIP();
   ASSERT_NE(model_, nullptr);
@@ -212,6 +218,18 @@ TEST_F(Kv8BackendTest, ThePoolsBlockIsTheEstimatesBlock) {
   for (KvCacheDtype kv : {KvCacheDtype::kAuto, KvCacheDtype::kInt8, KvCacheDtype::kFp8E4M3}) {
     auto gpu = make_cuda(kv, /*graphs=*/false);
     ASSERT_TRUE(gpu);
+    EngineConfig config;
+    config.model_path = *dir_;
+    config.device = "cuda";
+    config.dtype = 1;
+    config.block_size = kBlockSize;
+    config.num_kv_blocks = kNumBlocks;
+    config.kv_cache_dtype = kv;
+    MemoryEstimate e;
+    const Status st = estimate_memory(config, &e);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(gpu->preemption_costs().block_bytes, e.kv_bytes_per_block) << kv_cache_dtype_name(kv);
+    EXPECT_EQ(gpu->num_blocks(), e.num_blocks);
     KvCacheDtype resolved = KvCacheDtype::kAuto;
     ASSERT_TRUE(cuda_kv_cache_dtype(kv, DType::kBF16, &resolved).ok());
     const size_t want = kv_bytes_per_block(m, kBlockSize, resolved);
