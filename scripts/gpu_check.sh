@@ -116,11 +116,12 @@ EOF
 calls() { printf '%s\n' "0 1 2" "0 4 8 9" "0 3 7" "0 5" "0 6" "0 10 11" "0 12"; }
 budget() { plan | awk -v n="$1" '$2 == n { print $3 }'; }
 # The kernel tests compute-sanitizer runs (memcheck, racecheck): every
-# kernel family at its smallest shapes, no whole-model backend tests.
+# kernel family at its smallest shapes (the 8-bit KV cache's write and
+# attention among them: Kv8/*), no whole-model backend tests.
 # Step 12's tests: the quantized matmuls' CPU layout checks and GPU runs
 # (step 1 runs them too, among everything else).
 QUANT_FILTER='*QuantLayout*:*QuantMatmul*'
-SANITIZER_FILTER='AllSupported/*bf16_d64_b16_g*:Generic/*bf16_d8_b8_g4*:AllSupported/*fp16_d128_b32_g4*:Shapes/*:Sizes/*:Hidden/*:CudaRmsNorm.*:CudaSampling.*-*LongContext*:*BenchmarkPromptLengths*'
+SANITIZER_FILTER='AllSupported/*bf16_d64_b16_g*:Generic/*bf16_d8_b8_g4*:AllSupported/*fp16_d128_b32_g4*:Shapes/*:Sizes/*:Hidden/*:CudaRmsNorm.*:CudaSampling.*:Kv8/*int8_bf16_d64*:Kv8/*fp8_f16_d8*-*LongContext*:*BenchmarkPromptLengths*'
 
 # transformers' nano measurement: the first HF_SUBSET requests at one batch
 # size, no new group after HF_MAX_SECONDS (inside bench_hf's budget).

@@ -15,6 +15,13 @@ size_t kv_bytes_per_block(const ModelConfig& config, int32_t block_size, KvCache
          kv_head_block_bytes(dtype, block_size, config.head_dim);
 }
 
+DType cuda_activation_dtype(int32_t option, DType checkpoint) {
+  if (option == 1) return DType::kBF16;
+  if (option == 2) return DType::kF16;
+  if (option == 3) return DType::kF32;
+  return checkpoint == DType::kF16 ? DType::kF16 : DType::kBF16;
+}
+
 int32_t kv_pool_blocks(int32_t num_blocks, double budget_bytes, size_t bytes_per_block,
                        int32_t block_size) {
   const int32_t cap = INT32_MAX / std::max(block_size, 1);

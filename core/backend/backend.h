@@ -99,6 +99,11 @@ struct BackendOptions {
 // `dtype` (resolved: not kAuto), by kv_head_block_bytes' rule.
 size_t kv_bytes_per_block(const struct ModelConfig& config, int32_t block_size, KvCacheDtype dtype);
 
+// The dtype the CUDA backend runs in for its `dtype` option (1 bf16, 2 fp16,
+// 3 fp32; 0 auto: bf16, or fp16 when the checkpoint's embedding is fp16).
+// The backend at create and the estimate for device "cuda" both ask here.
+DType cuda_activation_dtype(int32_t option, DType checkpoint);
+
 // The one KV sizing rule, for every backend and the memory estimate:
 // `num_blocks` > 0 asks for exactly that many blocks; otherwise the pool is
 // the whole blocks of `bytes_per_block` that `budget_bytes` buys (a budget

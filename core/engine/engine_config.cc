@@ -17,6 +17,16 @@ namespace {
 
 bool is_power_of_two(int32_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
+// The checkpoint's dtype as the CUDA backend's auto dtype reads it: that of
+// the token embedding (the first tensor when none is named so).
+DType checkpoint_dtype(const ModelSummary& summary) {
+  for (const auto& t : summary.tensors) {
+    if (t.name.find("embed") != std::string::npos || t.name.find("token_embd") != std::string::npos)
+      return t.dtype;
+  }
+  return summary.tensors.empty() ? DType::kBF16 : summary.tensors.front().dtype;
+}
+
 // The GPU estimate: weights in 2-byte elements (4 in fp32), then the KV pool the CUDA
 // backend would size from the device's free memory now (it measures again
 // after allocating, so the engine's count may differ by the activation
@@ -30,12 +40,13 @@ Status estimate_cuda_memory(const EngineConfig& config, const ModelSummary& summ
     for (int64_t d : t.shape) n *= static_cast<size_t>(d);
     weight_elems += n;
   }
-  const size_t elem = config.dtype == 3 ? 4 : 2;
+  const DType activation = cuda_activation_dtype(config.dtype, checkpoint_dtype(summary));
+  const size_t elem = activation == DType::kF32 ? 4 : 2;
   out->weight_bytes = weight_elems > 0 ? weight_elems * elem : summary.weight_bytes;
-  // The pool stores 8-bit codes when asked, else the activation dtype.
-  const KvCacheDtype kv_dtype = kv_cache_dtype_is_8bit(config.kv_cache_dtype)
-                                    ? config.kv_cache_dtype
-                                    : (elem == 4 ? KvCacheDtype::kF32 : KvCacheDtype::kBF16);
+  // The pool as the CUDA backend allocates it: the same resolution and the
+  // same bytes per block (kernels/cuda/kv_pool.cc).
+  KvCacheDtype kv_dtype = KvCacheDtype::kAuto;
+  PVLLM_RETURN_IF_ERROR(cuda_kv_cache_dtype(config.kv_cache_dtype, activation, &kv_dtype));
   out->kv_bytes_per_block = kv_bytes_per_block(mc, config.block_size, kv_dtype);
   double budget = 0.0;
   if (config.num_kv_blocks == 0) {

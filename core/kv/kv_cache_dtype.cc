@@ -85,6 +85,37 @@ Status host_kv_cache_dtype(KvCacheDtype requested, KvCacheDtype* out) {
   return Status::Ok();
 }
 
+Status cuda_kv_cache_dtype(KvCacheDtype requested, DType activation, KvCacheDtype* out) {
+  PVLLM_RETURN_IF_ERROR(check_kv_cache_dtype(static_cast<int32_t>(requested)));
+  KvCacheDtype own = KvCacheDtype::kAuto;
+  switch (activation) {
+    case DType::kBF16:
+      own = KvCacheDtype::kBF16;
+      break;
+    case DType::kF16:
+      own = KvCacheDtype::kF16;
+      break;
+    case DType::kF32:
+      own = KvCacheDtype::kF32;
+      break;
+    default:
+      return InvalidArgument(std::string("the CUDA backend runs in bf16, f16 or f32, not ") +
+                             dtype_name(activation));
+  }
+  if (requested == KvCacheDtype::kAuto) {
+    *out = own;
+    return Status::Ok();
+  }
+  if (kv_cache_dtype_is_8bit(requested) || requested == own) {
+    *out = requested;
+    return Status::Ok();
+  }
+  return Unsupported(std::string("kv_cache_dtype ") + kv_cache_dtype_name(requested) +
+                     ": the CUDA backend running in " + kv_cache_dtype_name(own) +
+                     " stores auto (" + kv_cache_dtype_name(own) + "), " +
+                     kv_cache_dtype_name(own) + ", int8 or fp8_e4m3");
+}
+
 size_t kv_head_block_bytes(KvCacheDtype dtype, int32_t block_size, int32_t head_dim) {
   const size_t rows = static_cast<size_t>(block_size);
   const size_t values = rows * static_cast<size_t>(head_dim);

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/base/status.h"
+#include "core/base/tensor.h"
 
 namespace pvllm {
 
@@ -42,6 +43,15 @@ Status check_kv_cache_dtype(int32_t value);
 // kF32; kFp8E4M3 (CUDA only) is UNSUPPORTED, naming the dtypes the CPU
 // serves; a value outside the enum is INVALID_ARGUMENT.
 Status host_kv_cache_dtype(KvCacheDtype requested, KvCacheDtype* out);
+
+// What the CUDA backend's KV pool stores for `requested` when it runs in
+// `activation` (kBF16, kF16 or kF32): kAuto is the activation dtype, kInt8
+// and kFp8E4M3 are 8-bit codes with their scales, and kF16 / kBF16 / kF32
+// only when they equal the activation dtype (otherwise UNSUPPORTED, naming
+// what it serves); a value outside the enum, or an activation dtype the
+// backend does not run in, is INVALID_ARGUMENT. The backend at create, the
+// memory estimate for device "cuda" and the pool's size all resolve here.
+Status cuda_kv_cache_dtype(KvCacheDtype requested, DType activation, KvCacheDtype* out);
 
 bool kv_cache_dtype_is_8bit(KvCacheDtype dtype);
 

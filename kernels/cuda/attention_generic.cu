@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/attention_generic.h"
 #include "kernels/cuda/common/dispatch.cuh"
+#include "kernels/cuda/common/kv_quant.cuh"
 #include "kernels/cuda/common/prefill_tile.cuh"
 #include "kernels/cuda/common/vec.cuh"
 
@@ -13,6 +14,7 @@ namespace pvllm::generic_attention {
 namespace {
 
 using cuda_ops::from_float;
+using cuda_ops::KvCode;
 using cuda_ops::to_float;
 using cuda_ops::warp_max;
 using cuda_ops::warp_sum;
@@ -21,24 +23,63 @@ constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kColumnsPerLane = kMaxHeadDim / 32;
 
+// How a cache's rows are read: kPlain rows of T, or 8-bit codes with one
+// fp16 scale per row (common/paged_kv.h). `chunk` is block * num_kv_heads +
+// kv head, `offset` the token's row in the block.
+enum class Rows : int { kPlain, kInt8, kFp8E4M3 };
+
+template <typename T, Rows R>
+struct RowReader {
+  int32_t block_size;
+  int32_t head_dim;
+
+  __device__ const unsigned char* row(const void* cache, int64_t chunk, int offset) const {
+    const auto* base = static_cast<const unsigned char*>(cache);
+    if constexpr (R == Rows::kPlain) {
+      return base + ((chunk * block_size + offset) * head_dim) * static_cast<int64_t>(sizeof(T));
+    } else {
+      return base + kv8_code_offset(chunk, offset, block_size, head_dim);
+    }
+  }
+  // The row's scale: 1 for plain rows.
+  __device__ float scale(const void* cache, int64_t chunk, int offset) const {
+    if constexpr (R == Rows::kPlain) {
+      return 1.0f;
+    } else {
+      const auto* base = static_cast<const unsigned char*>(cache);
+      return cuda_ops::kv_scale_value(base + kv8_scale_offset(chunk, offset, block_size, head_dim));
+    }
+  }
+  // Element d of a row, before its scale.
+  __device__ float value(const unsigned char* row, int d) const {
+    if constexpr (R == Rows::kPlain) {
+      return to_float(reinterpret_cast<const T*>(row)[d]);
+    } else if constexpr (R == Rows::kInt8) {
+      return cuda_ops::kv_decode<KvCode::kInt8>(row[d]);
+    } else {
+      return cuda_ops::kv_decode<KvCode::kFp8E4M3>(row[d]);
+    }
+  }
+};
+
 // One warp: the attention of one query row of one head over the keys
 // [first_key, last_key] of its sequence (none when first_key > last_key:
 // the row is zeros). q_scaled is the warp's shared scratch of head_dim
 // floats. Lane j scores key k0 + j of each run of 32; the output column d
-// belongs to lane d % 32.
-template <typename T>
+// belongs to lane d % 32. An 8-bit row's scale multiplies K's dot product
+// (the score) and V's softmax weight, as the CPU's paged attention does.
+template <typename T, Rows R>
 __device__ void attend_row(const T* __restrict__ q_row, T* __restrict__ out_row, const PagedKv& kv,
                            const int32_t* __restrict__ table, int kv_head, int first_key,
                            int last_key, float scale, float* q_scaled) {
   const int lane = threadIdx.x % 32;
   const int head_dim = kv.head_dim;
-  const T* __restrict__ k_cache = static_cast<const T*>(kv.k_cache);
-  const T* __restrict__ v_cache = static_cast<const T*>(kv.v_cache);
+  const RowReader<T, R> rows{kv.block_size, head_dim};
   for (int d = lane; d < head_dim; d += 32) q_scaled[d] = to_float(q_row[d]) * scale;
   __syncwarp();
-  auto row_of = [&](int key) {  // the element offset of key's K / V row
+  auto chunk_of = [&](int key) {  // block * num_kv_heads + kv_head of key's row
     const int64_t block = table[key / kv.block_size];
-    return ((block * kv.num_kv_heads + kv_head) * kv.block_size + key % kv.block_size) * head_dim;
+    return block * kv.num_kv_heads + kv_head;
   };
 
   float acc[kColumnsPerLane];
@@ -51,10 +92,12 @@ __device__ void attend_row(const T* __restrict__ q_row, T* __restrict__ out_row,
     const bool valid = key <= last_key;
     float s = -INFINITY;
     if (valid) {
-      const T* k_row = k_cache + row_of(key);
+      const int64_t chunk = chunk_of(key);
+      const int offset = key % kv.block_size;
+      const unsigned char* k_row = rows.row(kv.k_cache, chunk, offset);
       float dot = 0.0f;
-      for (int d = 0; d < head_dim; ++d) dot += q_scaled[d] * to_float(k_row[d]);
-      s = dot;
+      for (int d = 0; d < head_dim; ++d) dot += q_scaled[d] * rows.value(k_row, d);
+      s = dot * rows.scale(kv.k_cache, chunk, offset);
     }
     // Key k0 is valid, so the run's maximum is finite.
     const float new_max = fmaxf(row_max, warp_max(s));
@@ -66,12 +109,14 @@ __device__ void attend_row(const T* __restrict__ q_row, T* __restrict__ out_row,
     for (int i = 0; i < kColumnsPerLane; ++i) acc[i] *= alpha;
     const int run = min(32, last_key - k0 + 1);
     for (int j = 0; j < run; ++j) {
-      const float pj = __shfl_sync(0xffffffffu, prob, j);
-      const T* v_row = v_cache + row_of(k0 + j);
+      const int64_t chunk = chunk_of(k0 + j);
+      const int offset = (k0 + j) % kv.block_size;
+      const float pj = __shfl_sync(0xffffffffu, prob, j) * rows.scale(kv.v_cache, chunk, offset);
+      const unsigned char* v_row = rows.row(kv.v_cache, chunk, offset);
 #pragma unroll
       for (int i = 0; i < kColumnsPerLane; ++i) {
         const int d = lane + 32 * i;
-        if (d < head_dim) acc[i] += pj * to_float(v_row[d]);
+        if (d < head_dim) acc[i] += pj * rows.value(v_row, d);
       }
     }
   }
@@ -87,7 +132,7 @@ __device__ void attend_row(const T* __restrict__ q_row, T* __restrict__ out_row,
 // grid: (num_seqs, ceil(num_heads / kWarps)); warp w takes head
 // blockIdx.y * kWarps + w of sequence blockIdx.x, whose query sits at
 // position context_len - 1.
-template <typename T>
+template <typename T, Rows R>
 __global__ void __launch_bounds__(kThreads) decode_kernel(const DecodeAttentionParams p) {
   __shared__ float q_scaled[kWarps][kMaxHeadDim];
   const int warp = threadIdx.x / 32;
@@ -102,13 +147,13 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const DecodeAttentionP
   T* out_row = static_cast<T*>(p.out) + (static_cast<int64_t>(seq) * p.num_heads + head) * d;
   const int32_t* table =
       p.paged_kv.block_tables + static_cast<int64_t>(seq) * p.paged_kv.max_blocks_per_seq;
-  attend_row(q_row, out_row, p.paged_kv, table, head / group, first_key, context_len - 1, p.scale,
-             q_scaled[warp]);
+  attend_row<T, R>(q_row, out_row, p.paged_kv, table, head / group, first_key, context_len - 1,
+                   p.scale, q_scaled[warp]);
 }
 
 // grid: (num_work_items, num_heads): one query tile of the plan (see
 // prefill_tile.cuh) for one head; warp w takes its rows w, w + kWarps, ...
-template <typename T>
+template <typename T, Rows R>
 __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillAttentionParams p) {
   __shared__ float q_scaled[kWarps][kMaxHeadDim];
   const int warp = threadIdx.x / 32;
@@ -120,9 +165,28 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillAttentio
     const int first_key = p.sliding_window > 0 ? max(0, pos - p.sliding_window + 1) : 0;
     const T* q_row = static_cast<const T*>(p.q) + token * p.q_token_stride + tile.head * d;
     T* out_row = static_cast<T*>(p.out) + (token * p.num_heads + tile.head) * d;
-    attend_row(q_row, out_row, p.paged_kv, tile.table, tile.kv_head, first_key, pos, p.scale,
-               q_scaled[warp]);
+    attend_row<T, R>(q_row, out_row, p.paged_kv, tile.table, tile.kv_head, first_key, pos, p.scale,
+                     q_scaled[warp]);
   }
+}
+
+// Launches kernel<T, R> for the params' dtype and the cache's rows.
+template <Rows R>
+int launch_decode(const DecodeAttentionParams& kp, dim3 grid, cudaStream_t s) {
+  PVLLM_DISPATCH_DTYPE(kp.dtype, T, { decode_kernel<T, R><<<grid, kThreads, 0, s>>>(kp); });
+  return cudaGetLastError();
+}
+
+template <Rows R>
+int launch_prefill(const PrefillAttentionParams& kp, dim3 grid, cudaStream_t s) {
+  PVLLM_DISPATCH_DTYPE(kp.dtype, T, { prefill_kernel<T, R><<<grid, kThreads, 0, s>>>(kp); });
+  return cudaGetLastError();
+}
+
+Rows rows_of(const PagedKv& kv) {
+  if (kv.cache_dtype == KvCacheDtype::kInt8) return Rows::kInt8;
+  if (kv.cache_dtype == KvCacheDtype::kFp8E4M3) return Rows::kFp8E4M3;
+  return Rows::kPlain;
 }
 
 bool valid_kv(const PagedKv& kv, int32_t num_heads) {
@@ -139,9 +203,10 @@ bool valid_stride(int64_t stride, int32_t num_heads, int32_t head_dim) {
 
 int decode(const DecodeAttentionParams& p, void* stream) {
   const PagedKv& kv = p.paged_kv;
-  const bool sizes_ok = cuda_ops::is_kernel_dtype(p.dtype) && valid_kv(kv, p.num_heads) &&
-                        p.num_seqs >= 0 && p.max_context_len >= 0 && p.sliding_window >= 0 &&
-                        p.num_splits_override >= 0 && p.num_heads <= 65535 * kWarps &&
+  const bool sizes_ok = cuda_ops::is_kernel_dtype(p.dtype) && paged_kv_dtype_ok(kv, p.dtype) &&
+                        valid_kv(kv, p.num_heads) && p.num_seqs >= 0 && p.max_context_len >= 0 &&
+                        p.sliding_window >= 0 && p.num_splits_override >= 0 &&
+                        p.num_heads <= 65535 * kWarps &&
                         valid_stride(p.q_token_stride, p.num_heads, kv.head_dim);
   if (!sizes_ok) return cudaErrorInvalidValue;
   if (p.num_seqs == 0) return cudaSuccess;
@@ -154,15 +219,22 @@ int decode(const DecodeAttentionParams& p, void* stream) {
   const dim3 grid(static_cast<unsigned>(p.num_seqs),
                   static_cast<unsigned>((p.num_heads + kWarps - 1) / kWarps));
   const auto s = static_cast<cudaStream_t>(stream);
-  PVLLM_DISPATCH_DTYPE(p.dtype, T, { decode_kernel<T><<<grid, kThreads, 0, s>>>(kp); });
-  return cudaGetLastError();
+  switch (rows_of(kv)) {
+    case Rows::kInt8:
+      return launch_decode<Rows::kInt8>(kp, grid, s);
+    case Rows::kFp8E4M3:
+      return launch_decode<Rows::kFp8E4M3>(kp, grid, s);
+    case Rows::kPlain:
+      break;
+  }
+  return launch_decode<Rows::kPlain>(kp, grid, s);
 }
 
 int prefill(const PrefillAttentionParams& p, void* stream) {
   const PagedKv& kv = p.paged_kv;
-  const bool sizes_ok = cuda_ops::is_kernel_dtype(p.dtype) && valid_kv(kv, p.num_heads) &&
-                        p.num_work_items >= 0 && p.num_seqs >= 0 && p.num_heads <= 65535 &&
-                        p.sliding_window >= 0 &&
+  const bool sizes_ok = cuda_ops::is_kernel_dtype(p.dtype) && paged_kv_dtype_ok(kv, p.dtype) &&
+                        valid_kv(kv, p.num_heads) && p.num_work_items >= 0 && p.num_seqs >= 0 &&
+                        p.num_heads <= 65535 && p.sliding_window >= 0 &&
                         valid_stride(p.q_token_stride, p.num_heads, kv.head_dim);
   if (!sizes_ok) return cudaErrorInvalidValue;
   if (p.num_work_items == 0) return cudaSuccess;
@@ -175,8 +247,15 @@ int prefill(const PrefillAttentionParams& p, void* stream) {
   if (kp.q_token_stride == 0) kp.q_token_stride = static_cast<int64_t>(p.num_heads) * kv.head_dim;
   const dim3 grid(static_cast<unsigned>(p.num_work_items), static_cast<unsigned>(p.num_heads));
   const auto s = static_cast<cudaStream_t>(stream);
-  PVLLM_DISPATCH_DTYPE(p.dtype, T, { prefill_kernel<T><<<grid, kThreads, 0, s>>>(kp); });
-  return cudaGetLastError();
+  switch (rows_of(kv)) {
+    case Rows::kInt8:
+      return launch_prefill<Rows::kInt8>(kp, grid, s);
+    case Rows::kFp8E4M3:
+      return launch_prefill<Rows::kFp8E4M3>(kp, grid, s);
+    case Rows::kPlain:
+      break;
+  }
+  return launch_prefill<Rows::kPlain>(kp, grid, s);
 }
 
 }  // namespace pvllm::generic_attention

@@ -165,12 +165,9 @@ class CudaBackend final : public Backend {
 
  private:
   size_t elem() const { return dtype_ == DType::kF32 ? 4 : 2; }
-  // What the KV pool stores: the activation dtype.
-  KvCacheDtype kv_dtype() const {
-    return dtype_ == DType::kF32   ? KvCacheDtype::kF32
-           : dtype_ == DType::kF16 ? KvCacheDtype::kF16
-                                   : KvCacheDtype::kBF16;
-  }
+  // What the KV pool stores (cuda_kv_cache_dtype: the activation dtype,
+  // int8 or fp8 e4m3), resolved at create.
+  KvCacheDtype kv_dtype() const { return kv_dtype_; }
   Status check_shapes() const;
   Status check_features() const;
   Status upload(const Tensor& t, void* dst, size_t numel, const char* what);
@@ -213,6 +210,7 @@ class CudaBackend final : public Backend {
   const ModelConfig& cfg_;
   CudaBackendOptions opt_;
   DType dtype_ = DType::kBF16;
+  KvCacheDtype kv_dtype_ = KvCacheDtype::kBF16;  // what the KV pool stores
   // The prefill attention kernel: kMma unless PVLLM_CUDA_PREFILL_KERNEL=wmma
   // names the first one (kept until a GPU has measured both; a GPU run can
   // then check the engine on each without a rebuild).

@@ -417,7 +417,7 @@ int sm_count() {
 }  // namespace
 
 int32_t pvllm_cuda_decode_attention_num_splits(const DecodeAttentionParams& p) {
-  if (generic_attention::serves(p.dtype, p.paged_kv.head_dim)) return 1;  // never splits
+  if (generic_attention::serves(p.dtype, p.paged_kv)) return 1;  // never splits
   if (p.num_splits_override > 0) return std::min(p.num_splits_override, kDecodeMaxSplits);
   // Enough CUDA blocks to keep every SM streaming: a block has 16 KiB of
   // loads in flight and about four fit on an SM, so aim for four per SM.
@@ -443,9 +443,10 @@ size_t pvllm_cuda_decode_attention_workspace_bytes(const DecodeAttentionParams& 
 }
 
 int pvllm_cuda_decode_attention(const DecodeAttentionParams& p, void* stream) {
-  if (generic_attention::serves(p.dtype, p.paged_kv.head_dim)) {
+  if (generic_attention::serves(p.dtype, p.paged_kv)) {
     return generic_attention::decode(p, stream);
   }
+  if (!paged_kv_dtype_ok(p.paged_kv, p.dtype)) return cudaErrorInvalidValue;
   // Every shape check precedes the first CUDA call. The one dispatch: the
   // supported dtypes, head dims and block sizes become compile-time
   // constants of the kernel; anything else returns cudaErrorInvalidValue.

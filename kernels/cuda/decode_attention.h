@@ -41,10 +41,11 @@ struct DecodeAttentionParams {
   // The layer's cache, read; row s of its block tables is sequence s's.
   // Served by the fast kernel (fp16 / bf16): head_dim 64 or 128;
   // block_size 16, 32 or 256; num_kv_heads divides num_heads, num_heads /
-  // num_kv_heads <= kDecodeMaxGroupSize; max_blocks_per_seq > 0. fp32, or
-  // another head_dim (1 to 256), goes to the generic kernel
-  // (attention_generic.h): any block size and group, never split, no
-  // alignment asked of q, out or the cache.
+  // num_kv_heads <= kDecodeMaxGroupSize; max_blocks_per_seq > 0. fp32,
+  // another head_dim (1 to 256), or an 8-bit cache (cache_dtype kInt8 /
+  // kFp8E4M3) goes to the generic kernel (attention_generic.h): any block
+  // size and group, never split, no alignment asked of q, out or the cache.
+  // A cache_dtype naming another 16/32-bit dtype than `dtype` is refused.
   PagedKv paged_kv;
   const int32_t* context_lens = nullptr;  // [num_seqs] tokens in context, this step's included
   // Split-KV scratch of pvllm_cuda_decode_attention_workspace_bytes(params)

@@ -1,9 +1,14 @@
 // The KV pool and what moves blocks in and out of it: allocate_kv sizes
 // the pool from free memory after the weights and buffers (K and V each
-// [num_layers, num_blocks, num_kv_heads, block_size, head_dim], zeroed),
-// copy_blocks copies blocks inside it on the device, and the page-locked
-// swap space takes blocks out and back (swap_blocks); preemption_costs
-// prices swapping against recomputing.
+// [num_layers, num_blocks, num_kv_heads, head_bytes], zeroed, head_bytes =
+// kv_head_block_bytes of the resolved kv_dtype(): block_size rows of
+// head_dim elements, or for int8 / fp8 e4m3 the one-byte codes then
+// block_size fp16 scales; common/paged_kv.h), copy_blocks copies blocks
+// inside it on the device, and the page-locked swap space takes blocks out
+// and back (swap_blocks); both move blocks as raw bytes, whatever they
+// store. preemption_costs prices swapping against recomputing. Every size
+// here is kv_bytes_per_block's, the same figure pvllm_estimate_memory
+// reports for device "cuda".
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -17,16 +17,19 @@ struct KvWriteParams {
   const void* k = nullptr;
   const void* v = nullptr;
   // The layer's cache, written. block_tables and max_blocks_per_seq are not
-  // read (slots address the cache); num_kv_heads > 0; head_dim a multiple
-  // of 8 (fp16 / bf16) or 4 (fp32): a row is a whole number of 16-byte
-  // vectors; block_size any
-  // positive size (the slot arithmetic does not care).
+  // read (slots address the cache); num_kv_heads > 0; block_size any
+  // positive size (the slot arithmetic does not care). A cache in the rows'
+  // dtype asks head_dim a multiple of 8 (fp16 / bf16) or 4 (fp32): a row is
+  // a whole number of 16-byte vectors, copied bit for bit. An 8-bit cache
+  // (cache_dtype kInt8 / kFp8E4M3) takes any head_dim: each row is encoded
+  // against its own fp16 scale (common/kv_quant.cuh, the CPU's int8 rule).
   PagedKv paged_kv;
   const int64_t* slot_mapping = nullptr;  // [num_tokens] block * block_size + offset; < 0 skips
-  DType dtype = DType::kBF16;             // kF16, kBF16 or kF32, for rows and cache alike
+  DType dtype = DType::kBF16;             // kF16, kBF16 or kF32: the rows (and a non-8-bit cache)
   int32_t num_tokens = 0;
   // Elements between two tokens' rows: 0 = packed (num_kv_heads * head_dim);
-  // else at least that and a multiple of 8 (fp32: 4), 16-byte rows.
+  // else at least that and, unless the cache is 8-bit, a multiple of 8
+  // (fp32: 4), 16-byte rows.
   int64_t k_token_stride = 0;
   int64_t v_token_stride = 0;
 };

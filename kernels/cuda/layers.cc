@@ -102,6 +102,7 @@ PagedKv CudaBackend::paged_kv(int32_t layer, const StepArgs& a) const {
   kv.block_size = opt_.block_size;
   kv.num_kv_heads = cfg_.num_kv_heads;
   kv.head_dim = cfg_.head_dim;
+  kv.cache_dtype = kv_dtype_;
   return kv;
 }
 

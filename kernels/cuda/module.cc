@@ -71,15 +71,6 @@ Status check_device(int32_t device) {
   return Status::Ok();
 }
 
-// The dtype the backend runs in: the option's, or for auto bf16 (fp16 for
-// fp16 checkpoints).
-DType chosen_dtype(int32_t option, DType checkpoint) {
-  if (option == 1) return DType::kBF16;
-  if (option == 2) return DType::kF16;
-  if (option == 3) return DType::kF32;
-  return checkpoint == DType::kF16 ? DType::kF16 : DType::kBF16;
-}
-
 int32_t fail(const Status& s, char* err, size_t err_len) {
   if (err != nullptr && err_len > 0) std::snprintf(err, err_len, "%s", s.message().c_str());
   return static_cast<int32_t>(s.code());
@@ -126,11 +117,15 @@ Status CudaBackend::check_shapes() const {
   if (cfg_.num_kv_heads <= 0 || cfg_.num_heads % cfg_.num_kv_heads != 0) {
     return CorruptModel("num_heads must be a multiple of num_kv_heads");
   }
-  // The fast attention kernels (fp16 / bf16 at head_dim 64 and 128) ask
-  // more; the generic ones (fp32, other head dims) take any block size and
-  // group.
-  const DType dtype = chosen_dtype(opt_.dtype, model_.weights.embed.dtype);
-  if (!generic_attention::serves(dtype, d)) {
+  // The pool stores the activation dtype, or 8-bit codes with their scales.
+  const DType dtype = cuda_activation_dtype(opt_.dtype, model_.weights.embed.dtype);
+  KvCacheDtype kv_dtype = KvCacheDtype::kAuto;
+  PVLLM_RETURN_IF_ERROR(
+      cuda_kv_cache_dtype(static_cast<KvCacheDtype>(opt_.kv_cache_dtype), dtype, &kv_dtype));
+  // The fast attention kernels (fp16 / bf16 caches at head_dim 64 and 128)
+  // ask more; the generic ones (fp32, 8-bit caches, other head dims) take
+  // any block size and group.
+  if (!generic_attention::serves(dtype, d, kv_dtype)) {
     const int32_t bs = opt_.block_size;
     if (bs != 16 && bs != 32 && bs != 256) {
       return Unsupported("the CUDA attention kernels serve block_size 16, 32 and 256 in " +
@@ -142,17 +137,6 @@ Status CudaBackend::check_shapes() const {
                          std::to_string(kDecodeMaxGroupSize) + " in " +
                          std::string(dtype_name(dtype)) + " at head_dim " + std::to_string(d));
     }
-  }
-  // The pool stores the activation dtype (auto, or that dtype named).
-  const auto kv = static_cast<KvCacheDtype>(opt_.kv_cache_dtype);
-  PVLLM_RETURN_IF_ERROR(check_kv_cache_dtype(opt_.kv_cache_dtype));
-  const KvCacheDtype own = dtype == DType::kF32   ? KvCacheDtype::kF32
-                           : dtype == DType::kF16 ? KvCacheDtype::kF16
-                                                  : KvCacheDtype::kBF16;
-  if (kv != KvCacheDtype::kAuto && kv != own) {
-    return Unsupported(std::string("kv_cache_dtype ") + kv_cache_dtype_name(kv) +
-                       ": the CUDA backend stores the activation dtype (" +
-                       kv_cache_dtype_name(own) + ", or auto)");
   }
   if (!(opt_.gpu_memory_utilization > 0.0f && opt_.gpu_memory_utilization <= 1.0f)) {
     return InvalidArgument("gpu_memory_utilization must be in (0, 1], got " +
@@ -222,7 +206,9 @@ Status CudaBackend::init() {
   }
   PVLLM_RETURN_IF_ERROR(check_device(opt_.device_index));
   PVLLM_CUDA_TRY(cudaSetDevice(opt_.device_index), "cudaSetDevice");
-  dtype_ = chosen_dtype(opt_.dtype, model_.weights.embed.dtype);
+  dtype_ = cuda_activation_dtype(opt_.dtype, model_.weights.embed.dtype);
+  PVLLM_RETURN_IF_ERROR(
+      cuda_kv_cache_dtype(static_cast<KvCacheDtype>(opt_.kv_cache_dtype), dtype_, &kv_dtype_));
   PVLLM_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream");
   const cublasStatus_t cs = cublasCreate(&cublas_);
   if (cs != CUBLAS_STATUS_SUCCESS) return cublas_status(cs, "cublasCreate");

@@ -47,10 +47,11 @@ std::vector<int32_t> plan_prefill_attention(const int32_t* query_start, const in
 }
 
 int pvllm_cuda_prefill_attention(const PrefillAttentionParams& p, void* stream) {
-  if (generic_attention::serves(p.dtype, p.paged_kv.head_dim)) {
+  if (generic_attention::serves(p.dtype, p.paged_kv)) {
     return generic_attention::prefill(p, stream);
   }
   const PagedKv& kv = p.paged_kv;
+  if (!paged_kv_dtype_ok(kv, p.dtype)) return cudaErrorInvalidValue;
   // Every shape check precedes the first CUDA call. The variant's dispatch
   // turns supported dtypes, head dims and block sizes into compile-time
   // constants; anything else (an unknown variant too) is

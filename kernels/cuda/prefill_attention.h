@@ -54,9 +54,10 @@ struct PrefillAttentionParams {
   // Served by the fast kernels (fp16 / bf16): head_dim 64 or 128;
   // block_size 16, 32 or 256; num_kv_heads divides num_heads (head h reads
   // kv head h / (num_heads / num_kv_heads)); max_blocks_per_seq > 0. fp32,
-  // or another head_dim (1 to 256), goes to the generic kernel
-  // (attention_generic.h): any block size, no alignment asked, `variant`
-  // not read.
+  // another head_dim (1 to 256), or an 8-bit cache (cache_dtype kInt8 /
+  // kFp8E4M3) goes to the generic kernel (attention_generic.h): any block
+  // size, no alignment asked, `variant` not read. A cache_dtype naming
+  // another 16/32-bit dtype than `dtype` is refused.
   PagedKv paged_kv;
   const int32_t* query_start = nullptr;   // [num_seqs + 1]; seq i owns q rows [qs[i], qs[i+1])
   const int32_t* context_lens = nullptr;  // [num_seqs] tokens in context, this chunk's included

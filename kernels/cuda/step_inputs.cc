@@ -155,6 +155,7 @@ Status CudaBackend::allocate_buffers() {
   dp.paged_kv.head_dim = cfg_.head_dim;
   dp.paged_kv.block_size = opt_.block_size;
   dp.paged_kv.max_blocks_per_seq = max_blocks_;
+  dp.paged_kv.cache_dtype = kv_dtype_;
   dp.max_context_len = max_blocks_ * opt_.block_size;  // what the graphs plan for
   dp.sliding_window = cfg_.sliding_window;
   size_t ws = 0;

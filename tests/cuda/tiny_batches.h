@@ -24,20 +24,24 @@ namespace pvllm::cuda_test {
 
 // The CPU backend over `num_blocks` blocks of `block_size`.
 inline Status make_cpu_backend(const Model& model, int32_t block_size, int32_t num_blocks,
-                               std::unique_ptr<Backend>* out) {
+                               std::unique_ptr<Backend>* out,
+                               KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto) {
   BackendOptions o;
   o.num_blocks = num_blocks;
   o.block_size = block_size;
+  o.kv_cache_dtype = kv_cache_dtype;
   return create_cpu_backend(model, o, out);
 }
 
 // The CUDA backend (the module $PVLLM_CUDA_BACKEND names) in bf16 over
 // `num_blocks` blocks, for batches of up to 256 tokens and 8 sequences,
 // with or without decode graphs.
-// dtype as CudaBackendOptions::dtype: 1 bf16 (the default here), 2 fp16, 3 fp32.
+// dtype as CudaBackendOptions::dtype: 1 bf16 (the default here), 2 fp16, 3 fp32;
+// kv_cache_dtype what the KV pool stores (auto: the activation dtype).
 inline Status make_cuda_backend(const Model& model, int32_t block_size, int32_t num_blocks,
                                 int32_t max_model_len, bool graphs, std::unique_ptr<Backend>* out,
-                                int32_t dtype = 1) {
+                                int32_t dtype = 1,
+                                KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto) {
   const CudaModule* module = nullptr;
   const Status s = CudaModule::get(&module);
   if (!s.ok()) return s;
@@ -45,6 +49,7 @@ inline Status make_cuda_backend(const Model& model, int32_t block_size, int32_t 
   o.block_size = block_size;
   o.num_blocks = num_blocks;
   o.dtype = dtype;
+  o.kv_cache_dtype = static_cast<int32_t>(kv_cache_dtype);
   o.max_num_batched_tokens = 256;
   o.max_num_seqs = 8;
   o.max_model_len = max_model_len;

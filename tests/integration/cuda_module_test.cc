@@ -14,6 +14,7 @@
 #include "core/base/fault_injection.h"
 #include "core/engine/engine.h"
 #include "core/engine/engine_config.h"
+#include "core/kv/kv_cache_dtype.h"
 #include "core/model/model.h"
 #include "core/model/random_model.h"
 
@@ -129,6 +130,66 @@ TEST_F(FakeCudaModuleTest, TheGpuEstimateCountsFourByteElementsInFp32) {
   EXPECT_EQ(f.weight_bytes, 2 * h.weight_bytes);
   EXPECT_EQ(f.kv_bytes_per_block, 2 * h.kv_bytes_per_block);
   EXPECT_EQ(f.kv_bytes_total, 2 * h.kv_bytes_total);
+}
+
+// The CUDA estimate resolves kv_cache_dtype as the CUDA backend does
+// (cuda_kv_cache_dtype at the activation dtype) and counts the bytes per
+// block the backend's pool allocates (kv_bytes_per_block of that dtype):
+// 8-bit codes plus one fp16 scale per token row, or the activation dtype.
+TEST_F(FakeCudaModuleTest, TheGpuEstimateCountsTheCudaPoolsBytesPerBlock) {
+  EngineConfig c = random_config("cuda");
+  c.num_kv_blocks = 7;
+  MemoryEstimate auto_e;
+  ASSERT_TRUE(estimate_memory(c, &auto_e).ok());
+  ModelSummary summary;
+  ASSERT_TRUE(inspect_random_model("tiny", DType::kBF16, &summary).ok());
+  const ModelConfig& m = summary.config;
+  const size_t heads = size_t{2} * m.num_layers * m.num_kv_heads;  // K and V, every layer
+  const size_t bs = static_cast<size_t>(c.block_size), d = static_cast<size_t>(m.head_dim);
+  EXPECT_EQ(auto_e.kv_bytes_per_block, heads * bs * d * 2);  // bf16
+  for (KvCacheDtype kv : {KvCacheDtype::kInt8, KvCacheDtype::kFp8E4M3}) {
+    for (int32_t dtype : {0, 1, 2, 3}) {
+      EngineConfig q = c;
+      q.kv_cache_dtype = kv;
+      q.dtype = dtype;
+      MemoryEstimate e;
+      const Status st = estimate_memory(q, &e);
+      ASSERT_TRUE(st.ok()) << kv_cache_dtype_name(kv) << ": " << st.message();
+      EXPECT_EQ(e.kv_bytes_per_block, heads * bs * (d + 2)) << kv_cache_dtype_name(kv);
+      KvCacheDtype resolved = KvCacheDtype::kAuto;
+      ASSERT_TRUE(
+          cuda_kv_cache_dtype(kv, cuda_activation_dtype(dtype, DType::kBF16), &resolved).ok());
+      EXPECT_EQ(e.kv_bytes_per_block, kv_bytes_per_block(m, c.block_size, resolved));
+      EXPECT_EQ(e.num_blocks, 7);
+      EXPECT_EQ(e.kv_bytes_total, 7 * e.kv_bytes_per_block);
+    }
+  }
+  // A budget buys more 8-bit blocks than bf16 ones (the fake reports 1 GiB free).
+  EngineConfig budget = random_config("cuda");
+  MemoryEstimate half, eight;
+  ASSERT_TRUE(estimate_memory(budget, &half).ok());
+  budget.kv_cache_dtype = KvCacheDtype::kInt8;
+  ASSERT_TRUE(estimate_memory(budget, &eight).ok());
+  EXPECT_GT(eight.num_blocks, half.num_blocks);
+  // The activation dtype named is served, another 16/32-bit dtype refused
+  // (as the backend refuses it at create).
+  EngineConfig own = c;
+  own.dtype = 2;
+  own.kv_cache_dtype = KvCacheDtype::kF16;
+  MemoryEstimate e;
+  ASSERT_TRUE(estimate_memory(own, &e).ok());
+  EXPECT_EQ(e.kv_bytes_per_block, auto_e.kv_bytes_per_block);
+  own.dtype = 3;
+  own.kv_cache_dtype = KvCacheDtype::kF32;
+  ASSERT_TRUE(estimate_memory(own, &e).ok());
+  EXPECT_EQ(e.kv_bytes_per_block, 2 * auto_e.kv_bytes_per_block);
+  EngineConfig other = c;
+  other.kv_cache_dtype = KvCacheDtype::kF32;  // bf16 activations
+  Status st = estimate_memory(other, &e);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+  EXPECT_NE(st.message().find("kv_cache_dtype f32"), std::string::npos) << st.message();
+  other.kv_cache_dtype = KvCacheDtype::kF16;
+  EXPECT_EQ(estimate_memory(other, &e).code(), StatusCode::kUnsupported);
 }
 
 TEST_F(FakeCudaModuleTest, AnEngineOnCudaGetsTheModulesRefusalAndAutoFallsBackToTheCpu) {

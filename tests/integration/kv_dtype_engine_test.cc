@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/backend.h"
 #include "core/engine/engine_config.h"
+#include "core/kv/kv_cache_dtype.h"
 #include "tests/integration/engine_harness.h"
 #include "tests/util/shared_paths.h"
 
@@ -177,6 +179,60 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, KvDtypeEngineTest, ::testing::Values("f32", "f1
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });
+
+// The CUDA pool's rule (core, no GPU): auto is the activation dtype; int8
+// and fp8_e4m3 at any activation dtype; f16 / bf16 / f32 only when they are
+// the activation dtype; anything else UNSUPPORTED naming what is served.
+TEST(KvCacheDtypeRule, CudaStoresAutoEightBitOrItsActivationDtype) {
+  struct Case {
+    KvCacheDtype requested;
+    DType activation;
+    KvCacheDtype resolved;  // kAuto: refused
+  };
+  const Case cases[] = {
+      {KvCacheDtype::kAuto, DType::kBF16, KvCacheDtype::kBF16},
+      {KvCacheDtype::kAuto, DType::kF16, KvCacheDtype::kF16},
+      {KvCacheDtype::kAuto, DType::kF32, KvCacheDtype::kF32},
+      {KvCacheDtype::kInt8, DType::kBF16, KvCacheDtype::kInt8},
+      {KvCacheDtype::kInt8, DType::kF32, KvCacheDtype::kInt8},
+      {KvCacheDtype::kFp8E4M3, DType::kF16, KvCacheDtype::kFp8E4M3},
+      {KvCacheDtype::kFp8E4M3, DType::kF32, KvCacheDtype::kFp8E4M3},
+      {KvCacheDtype::kBF16, DType::kBF16, KvCacheDtype::kBF16},
+      {KvCacheDtype::kF16, DType::kF16, KvCacheDtype::kF16},
+      {KvCacheDtype::kF32, DType::kF32, KvCacheDtype::kF32},
+      {KvCacheDtype::kF16, DType::kBF16, KvCacheDtype::kAuto},
+      {KvCacheDtype::kF32, DType::kBF16, KvCacheDtype::kAuto},
+      {KvCacheDtype::kBF16, DType::kF16, KvCacheDtype::kAuto},
+      {KvCacheDtype::kBF16, DType::kF32, KvCacheDtype::kAuto},
+  };
+  for (const Case& c : cases) {
+    KvCacheDtype out = KvCacheDtype::kAuto;
+    const Status st = cuda_kv_cache_dtype(c.requested, c.activation, &out);
+    const std::string what =
+        std::string(kv_cache_dtype_name(c.requested)) + " in " + dtype_name(c.activation);
+    if (c.resolved != KvCacheDtype::kAuto) {
+      EXPECT_TRUE(st.ok()) << what << ": " << st.message();
+      EXPECT_EQ(out, c.resolved) << what;
+    } else {
+      EXPECT_EQ(st.code(), StatusCode::kUnsupported) << what;
+      EXPECT_NE(
+          st.message().find(std::string("kv_cache_dtype ") + kv_cache_dtype_name(c.requested)),
+          std::string::npos)
+          << st.message();
+      EXPECT_NE(st.message().find("int8 or fp8_e4m3"), std::string::npos) << st.message();
+    }
+  }
+  KvCacheDtype out = KvCacheDtype::kAuto;
+  EXPECT_EQ(cuda_kv_cache_dtype(static_cast<KvCacheDtype>(6), DType::kBF16, &out).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cuda_kv_cache_dtype(KvCacheDtype::kInt8, DType::kQ8_0, &out).code(),
+            StatusCode::kInvalidArgument);
+  // The auto dtype the backend and the estimate both take.
+  EXPECT_EQ(cuda_activation_dtype(0, DType::kF16), DType::kF16);
+  EXPECT_EQ(cuda_activation_dtype(0, DType::kF32), DType::kBF16);
+  EXPECT_EQ(cuda_activation_dtype(2, DType::kBF16), DType::kF16);
+  EXPECT_EQ(cuda_activation_dtype(3, DType::kBF16), DType::kF32);
+}
 
 TEST(KvDtypeEngine, TheCpuRefusesDtypesItDoesNotStore) {
   const std::string model = repo_model_path();
