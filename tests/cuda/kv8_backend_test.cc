@@ -146,7 +146,9 @@ TEST_F(Kv8BackendTest, CreateRefusesOnlyTheDtypesTheCudaPoolDoesNotStore) {
     if (c.served) {
       EXPECT_EQ(s.message().find("kv_cache_dtype"), std::string::npos)
           << what << ": " << s.message();
-      if (has_device) EXPECT_TRUE(s.ok()) << what << ": " << s.message();
+      if (has_device) {
+        EXPECT_TRUE(s.ok()) << what << ": " << s.message();
+      }
     } else {
       EXPECT_EQ(s.code(), StatusCode::kUnsupported) << what << ": " << s.message();
       EXPECT_NE(s.message().find(std::string("kv_cache_dtype ") + kv_cache_dtype_name(c.kv)),
@@ -175,7 +177,9 @@ TEST_F(Kv8BackendTest, AnEightBitPoolTakesAnyBlockSize) {
   for (KvCacheDtype kv : {KvCacheDtype::kInt8, KvCacheDtype::kFp8E4M3}) {
     s = create(kv, 8, &b);
     EXPECT_EQ(s.message().find("block_size"), std::string::npos) << s.message();
-    if (cuda_test::missing_device_reason().empty()) EXPECT_TRUE(s.ok()) << s.message();
+    if (cuda_test::missing_device_reason().empty()) {
+      EXPECT_TRUE(s.ok()) << s.message();
+    }
   }
 }
 

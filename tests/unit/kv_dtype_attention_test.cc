@@ -192,7 +192,13 @@ TypedBatch make_typed_batch(KvCacheDtype dtype, int32_t num_heads, int32_t num_k
                             uint32_t seed, const KernelTable* table) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  TypedBatch b{dtype, num_heads, num_kv_heads, head_dim, block_size, 0};
+  TypedBatch b;
+  b.dtype = dtype;
+  b.num_heads = num_heads;
+  b.num_kv_heads = num_kv_heads;
+  b.head_dim = head_dim;
+  b.block_size = block_size;
+  b.num_blocks = 0;
   b.seqs = std::move(seqs);
   int32_t total = 0;
   for (const SeqSpec& s : b.seqs) {
