@@ -331,7 +331,8 @@ int main(int argc, char** argv) {
     for (size_t d = 0; d < short_dtypes.size(); ++d) {
       std::vector<double> ratios;
       for (int32_t r = 0; r < repeats; ++r) ratios.push_back(rates[d][r] / rates[0][r]);
-      std::printf("  %-5s %14.1f (%.1f-%.1f) %12.2f-%.2fx\n", pvllm::kv_cache_dtype_name(short_dtypes[d]),
+      std::printf("  %-5s %14.1f (%.1f-%.1f) %12.2f-%.2fx\n",
+                  pvllm::kv_cache_dtype_name(short_dtypes[d]),
                   (min_of(rates[d]) + max_of(rates[d])) / 2, min_of(rates[d]), max_of(rates[d]),
                   min_of(ratios), max_of(ratios));
       ordered_json j;
