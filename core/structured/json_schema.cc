@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/structured/grammar.h"
+#include "core/structured/integer_range.h"
 
 namespace pvllm::structured {
 namespace {
@@ -121,10 +122,10 @@ const std::map<std::string, KeywordInfo, std::less<>>& keyword_table() {
       {"maxLength", {kString, true}},
       {"format", {kString, true}},
       {"pattern", {kString, false}},
-      {"minimum", {kNumber, false}},
-      {"maximum", {kNumber, false}},
-      {"exclusiveMinimum", {kNumber, false}},
-      {"exclusiveMaximum", {kNumber, false}},
+      {"minimum", {kNumber, true}},
+      {"maximum", {kNumber, true}},
+      {"exclusiveMinimum", {kNumber, true}},
+      {"exclusiveMaximum", {kNumber, true}},
       {"multipleOf", {kNumber, false}},
       {"title", {kAnnotation, true}},
       {"description", {kAnnotation, true}},
@@ -427,6 +428,11 @@ class Converter {
       if (!info.supported && (family_types(info.family) & types)) {
         return unsupported_keyword(key, ptr);
       }
+      // Bounds are honoured on integers; a number's fraction and exponent
+      // are not bounded yet.
+      if (info.family == kNumber && (types & kTNumber)) {
+        return unsupported_keyword(key, ptr, " on numbers that need not be integers");
+      }
     }
     if (s.contains("$ref")) return ref_body(s, constraining, ptr, body);
     if (s.contains("anyOf")) return any_of_body(s, constraining, ptr, hint, depth, body);
@@ -595,7 +601,10 @@ class Converter {
       alts.push_back(alt);
     }
     if (types & kTNumber) alts.push_back(use("json-number"));
-    if (types & kTInteger) alts.push_back(use("json-integer"));
+    if (types & kTInteger) {
+      PVLLM_RETURN_IF_ERROR(integer_body(s, ptr, &alt));
+      alts.push_back(alt);
+    }
     if (types & kTBoolean) alts.push_back(use("json-boolean"));
     if (types & kTNull) alts.push_back("\"null\"");
     if (alts.size() == 1) {
@@ -606,6 +615,61 @@ class Converter {
       if (a.find(" | ") != std::string::npos) a = "( " + a + " )";
     }
     *body = join_alternatives(alts);
+    return Status::Ok();
+  }
+
+  // An integer, bounded by "minimum" / "maximum" and their exclusive
+  // forms: numbers, or in draft 4 booleans that make minimum / maximum
+  // exclusive.
+  Status integer_body(const Json& s, const std::string& ptr, std::string* body) {
+    constexpr int64_t kMax = kMaxGrammarInteger;
+    int64_t lo = -kMax, hi = kMax;
+    bool bounded = false;
+    // The value rounded up (lower bounds) or down, clamped to one past the
+    // grammar's integers on either side.
+    auto bound = [&](const char* key, bool up, int64_t* out) -> Status {
+      const Json& v = s[key];
+      if (v.is_number_unsigned()) {
+        *out = static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), kMax + 1));
+      } else if (v.is_number_integer()) {
+        *out = std::clamp<int64_t>(v.get<int64_t>(), -kMax - 1, kMax + 1);
+      } else if (v.is_number_float() && std::isfinite(v.get<double>())) {
+        const double d = up ? std::ceil(v.get<double>()) : std::floor(v.get<double>());
+        *out = d >= 1e16 ? kMax + 1 : d <= -1e16 ? -kMax - 1 : static_cast<int64_t>(d);
+      } else {
+        return bad_keyword(key, ptr, "not a number");
+      }
+      bounded = true;
+      return Status::Ok();
+    };
+    auto flag = [&](const char* key) { return s.contains(key) && s[key].is_boolean(); };
+    const bool draft4_min = flag("exclusiveMinimum") && s["exclusiveMinimum"].get<bool>();
+    const bool draft4_max = flag("exclusiveMaximum") && s["exclusiveMaximum"].get<bool>();
+    int64_t v = 0;
+    if (s.contains("minimum")) {
+      PVLLM_RETURN_IF_ERROR(bound("minimum", !draft4_min, &v));
+      lo = std::max(lo, draft4_min ? v + 1 : v);
+    }
+    if (s.contains("exclusiveMinimum") && !flag("exclusiveMinimum")) {
+      PVLLM_RETURN_IF_ERROR(bound("exclusiveMinimum", false, &v));
+      lo = std::max(lo, v + 1);
+    }
+    if (s.contains("maximum")) {
+      PVLLM_RETURN_IF_ERROR(bound("maximum", draft4_max, &v));
+      hi = std::min(hi, draft4_max ? v - 1 : v);
+    }
+    if (s.contains("exclusiveMaximum") && !flag("exclusiveMaximum")) {
+      PVLLM_RETURN_IF_ERROR(bound("exclusiveMaximum", true, &v));
+      hi = std::min(hi, v - 1);
+    }
+    if (!bounded) {
+      *body = use("json-integer");
+      return Status::Ok();
+    }
+    if (lo > hi) {
+      return matches_nothing(ptr, "no integer of at most 16 digits lies between the bounds");
+    }
+    *body = integer_range_gbnf(lo, hi);
     return Status::Ok();
   }
 

@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/structured/grammar.h"
+#include "core/structured/integer_range.h"
 #include "core/structured/json_schema.h"
 
 namespace pvllm::structured {
@@ -553,12 +556,83 @@ TEST(JsonSchemaTest, FormatBesideLengthOrBadPointersAreUnsupported) {
 
 // ---- refusals ----------------------------------------------------------------------
 
+// Every integer in a window against the arithmetic, for bounds of every
+// shape: both signs, one digit to four, powers of ten and their neighbours.
+TEST(JsonSchemaTest, IntegerRangesAcceptExactlyTheirIntegers) {
+  std::vector<std::pair<int64_t, int64_t>> ranges = {
+      {0, 0},     {0, 9},     {0, 10},      {1, 9},     {7, 7},       {9, 10},     {10, 99},
+      {10, 100},  {99, 100},  {-9, -1},     {-10, 10},  {-1, 0},      {-100, -10}, {12, 345},
+      {123, 987}, {100, 999}, {101, 998},   {-345, 12}, {-999, -100}, {0, 1000},   {-1000, 999},
+      {555, 555}, {190, 210}, {-210, -190}, {1, 1099}};
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int64_t> pick(-1100, 1100);
+  for (int i = 0; i < 15; ++i) {
+    int64_t a = pick(rng), b = pick(rng);
+    ranges.push_back({std::min(a, b), std::max(a, b)});
+  }
+  for (const auto& [lo, hi] : ranges) {
+    Grammar g;
+    const std::string gbnf = "root ::= " + integer_range_gbnf(lo, hi) + "\n";
+    ASSERT_TRUE(parse_gbnf(gbnf, &g).ok()) << gbnf;
+    int wrong = 0;
+    for (int64_t x = -1100; x <= 1100 && wrong < 3; ++x) {
+      const bool in = lo <= x && x <= hi;
+      if (grammar_accepts(g, std::to_string(x)) != in) {
+        ++wrong;
+        ADD_FAILURE() << x << (in ? " refused" : " accepted") << " by [" << lo << ", " << hi
+                      << "]: " << gbnf;
+      }
+    }
+    EXPECT_FALSE(grammar_accepts(g, "-0")) << gbnf;
+    EXPECT_FALSE(grammar_accepts(g, "0" + std::to_string(std::max<int64_t>(lo, 1)))) << gbnf;
+  }
+}
+
+TEST(JsonSchemaTest, IntegerBoundsOfEveryDraft) {
+  check(
+      R"({"type":"object","properties":{"age":{"type":"integer","minimum":0,"maximum":120}},"required":["age"]})",
+      {R"({"age":0})", R"({"age":120})", R"({"age":37})"},
+      {R"({"age":-1})", R"({"age":121})", R"({"age":1000})", R"({"age":-0})", R"({"age":007})"});
+  // 2019 spellings: exclusive bounds are numbers; fractions round inward.
+  check(R"({"type":"integer","exclusiveMinimum":-3,"exclusiveMaximum":3})", {"-2", "0", "2"},
+        {"-3", "3"});
+  check(R"({"type":"integer","minimum":1.5,"maximum":4.5})", {"2", "4"}, {"1", "5"});
+  check(R"({"type":"integer","exclusiveMinimum":1.5,"exclusiveMaximum":4.5})", {"2", "4"},
+        {"1", "5"});
+  // Draft 4: booleans make minimum and maximum exclusive.
+  check(
+      R"({"type":"integer","minimum":0,"exclusiveMinimum":true,"maximum":10,"exclusiveMaximum":true})",
+      {"1", "9"}, {"0", "10"});
+  check(R"({"type":"integer","minimum":0,"exclusiveMinimum":false})", {"0", "12345"}, {"-1"});
+  // One side only, to the 16 digits the grammar's integers have.
+  check(R"({"type":"integer","minimum":-5})", {"-5", "0", "9999999999999999"}, {"-6", "-10"});
+  check(R"({"type":"integer","maximum":-5})", {"-5", "-9999999999999999"}, {"-4", "0", "5"});
+  check(R"({"type":"integer","minimum":9999999999999990})",
+        {"9999999999999990", "9999999999999999"}, {"9999999999999989", "1"});
+  check(R"({"type":"integer","maximum":1e300})", {"0", "-7", "9999999999999999"}, {"1.5"});
+  // Beside other types, the bounds hold for the integers alone.
+  check(R"({"type":["integer","string"],"minimum":10})", {"10", "\"5\""}, {"9"});
+}
+
+TEST(JsonSchemaTest, IntegerBoundsThatNothingMeetsOrThatAreNotNumbers) {
+  expect_refused(R"({"type":"integer","minimum":5,"maximum":4})", StatusCode::kInvalidArgument,
+                 {"nothing can match", "the root"});
+  expect_refused(R"({"type":"integer","exclusiveMinimum":4,"exclusiveMaximum":5})",
+                 StatusCode::kInvalidArgument, {"nothing can match"});
+  expect_refused(R"({"type":"integer","minimum":1e17})", StatusCode::kInvalidArgument,
+                 {"nothing can match"});
+  expect_refused(R"({"type":"integer","minimum":"3"})", StatusCode::kInvalidArgument,
+                 {"\"minimum\"", "not a number"});
+  expect_unsupported(R"({"type":"integer","minimum":1,"enum":[1,2]})", "minimum", "the root");
+}
+
 TEST(JsonSchemaTest, UnsupportedKeywordsNameKeywordAndPointer) {
-  expect_unsupported(R"({"type":"object","properties":{"age":{"type":"integer","minimum":0}}})",
+  expect_unsupported(R"({"type":"object","properties":{"age":{"type":"number","minimum":0}}})",
                      "minimum", "/properties/age");
   expect_unsupported(R"({"type":"number","maximum":1})", "maximum", "the root");
   expect_unsupported(R"({"type":"number","exclusiveMinimum":1})", "exclusiveMinimum", "the root");
-  expect_unsupported(R"({"type":"integer","exclusiveMaximum":1})", "exclusiveMaximum", "the root");
+  expect_unsupported(R"({"type":["integer","number"],"exclusiveMaximum":1})", "exclusiveMaximum",
+                     "the root");
   expect_unsupported(R"({"type":"number","multipleOf":2})", "multipleOf", "the root");
   expect_unsupported(R"({"minimum":0})", "minimum", "the root");  // implies a number
   expect_unsupported(R"({"type":"string","pattern":"^a+$"})", "pattern", "the root");
@@ -590,7 +664,7 @@ TEST(JsonSchemaTest, UnsupportedKeywordsNameKeywordAndPointer) {
   expect_unsupported(R"({"enum":[1,"a"],"anyOf":[{"type":"string"}]})", "enum", "the root");
   expect_unsupported(R"({"enum":["a","abc"],"maxLength":2})", "maxLength", "the root");
   expect_unsupported(R"({"type":"array","const":[1,2],"maxItems":1})", "maxItems", "the root");
-  expect_unsupported(R"({"$defs":{"d":{"properties":{"q":{"type":"integer","maximum":2}}}},
+  expect_unsupported(R"({"$defs":{"d":{"properties":{"q":{"type":"number","maximum":2}}}},
                          "$ref":"#/$defs/d"})",
                      "maximum", "/$defs/d/properties/q");
   expect_unsupported(R"({"properties":{"a/b~c":{"type":"number","minimum":0}}})", "minimum",
