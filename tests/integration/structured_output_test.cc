@@ -232,7 +232,7 @@ TEST_F(StructuredOutputTest, BadConstraintsAreRefusedAtSubmitWithWhereAndWhat) {
   };
   const std::vector<Case> cases = {
       {ConstraintKind::kJsonSchema, "{\"type\": \"object\",", StatusCode::kInvalidArgument, "byte"},
-      {ConstraintKind::kJsonSchema, R"({"type": "integer", "minimum": 3})",
+      {ConstraintKind::kJsonSchema, R"({"type": "number", "minimum": 3})",
        StatusCode::kUnsupported, "minimum"},
       {ConstraintKind::kGrammar, "root ::= \"a\" (", StatusCode::kInvalidArgument, "column"},
       {ConstraintKind::kGrammar, "root ::= item\n", StatusCode::kInvalidArgument, "item"},

@@ -173,7 +173,7 @@ namespace Pvllm.Tests
         [Test]
         public void UnsupportedKeywordsAreUnsupportedNamingThem()
         {
-            PvllmException e = Refused(Constraint.JsonSchema("{\"type\": \"integer\", \"minimum\": 3}"));
+            PvllmException e = Refused(Constraint.JsonSchema("{\"type\": \"number\", \"minimum\": 3}"));
             Assert.AreEqual(PvllmStatus.Unsupported, e.Status, e.Message);
             StringAssert.Contains("\"minimum\"", e.Message);
 
