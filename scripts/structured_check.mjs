@@ -2,7 +2,7 @@
 // and each JSON schema of tests/data/structured, `pvllm generate` writes one
 // greedy sample and 16 seeded samples at temperature 1; every text must end
 // with finish_reason "stop" and validate against its schema with ajv (draft
-// 2020-12, ajv-formats for date, time, date-time and uuid). Regular
+// 2020-12, ajv-formats for date, time, date-time, uuid and ipv4). Regular
 // expressions are checked with JavaScript's RegExp, choices by membership.
 //
 //   node scripts/structured_check.mjs PVLLM REFERENCE_NODE_MODULES OUT.json MODEL...
@@ -18,7 +18,7 @@ const require = createRequire(path.join(modules, "noop.js"));
 const Ajv2020 = require("ajv/dist/2020").default;
 const addFormats = require("ajv-formats").default;
 const ajv = new Ajv2020({ strict: true, allowUnionTypes: true, allErrors: true });
-addFormats(ajv, ["date", "time", "date-time", "uuid"]);
+addFormats(ajv, ["date", "time", "date-time", "uuid", "ipv4"]);
 
 const dataDir = path.join(path.dirname(new URL(import.meta.url).pathname), "..", "tests", "data", "structured");
 const SAMPLES = 16;

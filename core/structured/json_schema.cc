@@ -73,6 +73,14 @@ const std::vector<Primitive>& primitives() {
        "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,9} )? "
        "( \"Z\" | [-+] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )",
        {}},
+      // Dotted quads as RFC 2673 and ajv-formats spell them: decimal
+      // octets 0-255 without leading zeros.
+      {"json-ipv4-octet",
+       "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9]{2} | [1-9] [0-9] | [0-9]",
+       {}},
+      {"json-ipv4",
+       "json-ipv4-octet \".\" json-ipv4-octet \".\" json-ipv4-octet \".\" json-ipv4-octet",
+       {"json-ipv4-octet"}},
       {"json-uuid",
        "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
        "[0-9a-fA-F]{12}",
@@ -864,6 +872,8 @@ class Converter {
       inner = use("json-date") + " \"T\" " + use("json-time");
     } else if (name == "uuid") {
       inner = use("json-uuid");
+    } else if (name == "ipv4") {
+      inner = use("json-ipv4");
     } else {
       return unsupported_keyword("format", ptr, " value " + f.dump());
     }

@@ -544,6 +544,22 @@ TEST(JsonSchemaTest, SchemasNothingCanMatchAreInvalid) {
                  {"nothing can match", "required property \"a\" is false"});
 }
 
+TEST(JsonSchemaTest, FormatIpv4EveryOctet) {
+  Grammar g;
+  if (!compile(R"({"type":"string","format":"ipv4"})", &g)) return;
+  for (int o = 0; o <= 300; ++o) {
+    const std::string q = std::to_string(o);
+    EXPECT_EQ(grammar_accepts(g, "\"10." + q + ".0.1\""), o <= 255) << q;
+    EXPECT_EQ(grammar_accepts(g, "\"" + q + ".255.255.255\""), o <= 255) << q;
+  }
+  for (const char* bad : {"\"01.2.3.4\"", "\"1.2.3\"", "\"1.2.3.4.5\"", "\"1.2.3.\"", "\"1..3.4\"",
+                          "\"1.2.3.04\"", "\"256.1.1.1\"", "\" 1.2.3.4\""}) {
+    EXPECT_FALSE(grammar_accepts(g, bad)) << bad;
+  }
+  EXPECT_TRUE(grammar_accepts(g, "\"0.0.0.0\""));
+  EXPECT_TRUE(grammar_accepts(g, "\"192.168.1.254\""));
+}
+
 TEST(JsonSchemaTest, FormatBesideLengthOrBadPointersAreUnsupported) {
   expect_refused(R"({"type":"string","format":"date","minLength":1})", StatusCode::kUnsupported,
                  {"\"minLength\"", "beside \"format\"", "the root"});
