@@ -36,7 +36,8 @@ Status choices_to_gbnf(const std::vector<std::string>& choices, std::string* gbn
 }
 
 std::string cache_key(const ConstraintSpec& spec) {
-  std::string key = std::to_string(static_cast<int>(spec.kind)) + ":";
+  std::string key =
+      std::to_string(static_cast<int>(spec.kind)) + (spec.json_whitespace ? "w:" : ":");
   if (spec.kind != ConstraintKind::kChoice) return key + spec.text;
   for (const std::string& c : spec.choices) key += std::to_string(c.size()) + ":" + c;
   return key;
@@ -47,9 +48,9 @@ std::string cache_key(const ConstraintSpec& spec) {
 Status constraint_to_gbnf(const ConstraintSpec& spec, std::string* gbnf) {
   switch (spec.kind) {
     case ConstraintKind::kJsonSchema:
-      return json_schema_to_gbnf(spec.text, gbnf);
+      return json_schema_to_gbnf(spec.text, gbnf, {.whitespace = spec.json_whitespace});
     case ConstraintKind::kJsonObject:
-      *gbnf = json_object_gbnf();
+      *gbnf = json_object_gbnf({.whitespace = spec.json_whitespace});
       return Status::Ok();
     case ConstraintKind::kGrammar:
       *gbnf = spec.text;

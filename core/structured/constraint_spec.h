@@ -23,6 +23,10 @@ struct ConstraintSpec {
   ConstraintKind kind = ConstraintKind::kNone;
   std::string text;
   std::vector<std::string> choices;
+  // JSON kinds (schema, object): JSON's whitespace (space, tab, newline,
+  // carriage return) allowed between tokens, as in pretty-printed or
+  // ", "-separated JSON; false = compact JSON, nothing between tokens.
+  bool json_whitespace = false;
 
   bool active() const { return kind != ConstraintKind::kNone; }
 };

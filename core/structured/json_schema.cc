@@ -2,7 +2,9 @@
 // becomes a rule named after its path ("root-address-city"); definitions
 // reached through $ref become "def-NAME" rules, generated once from a work
 // list, so recursive schemas refer to themselves instead of expanding.
-// The grammar matches compact JSON only: no whitespace between tokens.
+// The grammar matches compact JSON, or with JsonGrammarOptions::whitespace
+// JSON with whitespace between its tokens: "WS" in a primitive's body and
+// ws_ in the converter's rules stand for json-ws or for nothing.
 #include "core/structured/json_schema.h"
 
 #include <algorithm>
@@ -22,6 +24,7 @@
 
 #include "core/structured/grammar.h"
 #include "core/structured/integer_range.h"
+#include "core/structured/json_schema_merge.h"
 
 namespace pvllm::structured {
 namespace {
@@ -29,6 +32,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr int kMaxDepth = 128;
+constexpr size_t kMaxOneOf = 256;  // alternatives compared pairwise
 constexpr size_t kMaxNameBase = 48;
 
 // Primitive rules, emitted only when used. Each lists the primitives its
@@ -45,9 +49,15 @@ const std::vector<Primitive>& primitives() {
        "json-object | json-array | json-string | json-number | \"true\" | \"false\" | \"null\"",
        {"json-object", "json-array", "json-string", "json-number"}},
       {"json-object",
-       "\"{\" ( json-string \":\" json-value ( \",\" json-string \":\" json-value )* )? \"}\"",
+       "\"{\" WS ( json-string WS \":\" WS json-value WS ( \",\" WS json-string WS \":\" WS "
+       "json-value WS )* )? \"}\"",
        {"json-string", "json-value"}},
-      {"json-array", "\"[\" ( json-value ( \",\" json-value )* )? \"]\"", {"json-value"}},
+      {"json-array",
+       "\"[\" WS ( json-value WS ( \",\" WS json-value WS )* )? \"]\"",
+       {"json-value"}},
+      // JSON's whitespace; unbounded as JSON has it (max_tokens bounds a
+      // model that would go on with it).
+      {"json-ws", "[ \\t\\n\\r]*", {}},
       {"json-string", "\"\\\"\" json-char* \"\\\"\"", {"json-char"}},
       {"json-char",
        // \\u escapes of UTF-16 surrogates (D800-DFFF) are left out: alone
@@ -91,7 +101,7 @@ const std::vector<Primitive>& primitives() {
 
 // Keyword families: a keyword of a type family constrains only instances
 // of that type, so it is ignored when the schema's type excludes it.
-enum Family : uint8_t { kAny, kObject, kArray, kString, kNumber, kAnnotation, kUnknown };
+enum Family : uint8_t { kAny, kObject, kArray, kString, kNumber, kAnnotation };
 
 struct KeywordInfo {
   Family family;
@@ -105,13 +115,21 @@ const std::map<std::string, KeywordInfo, std::less<>>& keyword_table() {
       {"const", {kAny, true}},
       {"anyOf", {kAny, true}},
       {"$ref", {kAny, true}},
+      {"allOf", {kAny, true}},
+      {"oneOf", {kAny, true}},
+      {"not", {kAny, false}},
+      {"if", {kAny, false}},
+      {"then", {kAny, false}},
+      {"else", {kAny, false}},
+      {"$dynamicRef", {kAny, false}},
+      {"$recursiveRef", {kAny, false}},
       {"properties", {kObject, true}},
       {"required", {kObject, true}},
       {"additionalProperties", {kObject, true}},
       {"patternProperties", {kObject, false}},
       {"propertyNames", {kObject, false}},
-      {"minProperties", {kObject, false}},
-      {"maxProperties", {kObject, false}},
+      {"minProperties", {kObject, true}},
+      {"maxProperties", {kObject, true}},
       {"dependentRequired", {kObject, false}},
       {"dependentSchemas", {kObject, false}},
       {"dependencies", {kObject, false}},
@@ -119,9 +137,9 @@ const std::map<std::string, KeywordInfo, std::less<>>& keyword_table() {
       {"items", {kArray, true}},
       {"minItems", {kArray, true}},
       {"maxItems", {kArray, true}},
-      {"prefixItems", {kArray, false}},
-      {"additionalItems", {kArray, false}},
-      {"uniqueItems", {kArray, false}},
+      {"prefixItems", {kArray, true}},
+      {"additionalItems", {kArray, true}},
+      {"uniqueItems", {kArray, true}},
       {"contains", {kArray, false}},
       {"minContains", {kArray, false}},
       {"maxContains", {kArray, false}},
@@ -147,14 +165,26 @@ const std::map<std::string, KeywordInfo, std::less<>>& keyword_table() {
       {"writeOnly", {kAnnotation, true}},
       {"$defs", {kAnnotation, true}},
       {"definitions", {kAnnotation, true}},
+      {"id", {kAnnotation, true}},  // draft 4's $id
+      {"$anchor", {kAnnotation, true}},
+      {"$dynamicAnchor", {kAnnotation, true}},
+      {"$recursiveAnchor", {kAnnotation, true}},
+      {"$vocabulary", {kAnnotation, true}},
+      {"contentEncoding", {kAnnotation, true}},
+      {"contentMediaType", {kAnnotation, true}},
+      {"contentSchema", {kAnnotation, true}},
   };
   return table;
 }
 
+// Keywords of no JSON Schema draft (4 to 2020-12) are annotations, as the
+// specification has validators treat them ("x-kubernetes-...", "javaType",
+// a misspelt "minimun"): they constrain nothing, so ignoring them honours
+// the schema.
 KeywordInfo keyword_info(std::string_view key) {
   const auto& table = keyword_table();
   auto it = table.find(key);
-  return it == table.end() ? KeywordInfo{kUnknown, false} : it->second;
+  return it == table.end() ? KeywordInfo{kAnnotation, true} : it->second;
 }
 
 // The instance types, in the order their alternatives are emitted.
@@ -329,13 +359,19 @@ struct PendingDef {
 
 class Converter {
  public:
-  explicit Converter(const Json* root) : root_(root) {}
+  Converter(const Json* root, const JsonGrammarOptions& options)
+      : root_(root), whitespace_(options.whitespace) {}
 
-  Status convert(std::string* gbnf) {
+  Status convert(std::string* gbnf) { return convert_at(*root_, "", gbnf); }
+
+  // A grammar whose root matches `s`, a subschema of the document at
+  // `ptr` ("$ref": "#" still names the document).
+  Status convert_at(const Json& s, const std::string& ptr, std::string* gbnf) {
+    root_is_document_ = &s == root_;
     rules_.emplace_back("root", "");
     taken_.insert("root");
     std::string body;
-    PVLLM_RETURN_IF_ERROR(schema_body(*root_, "", "root", 0, &body));
+    PVLLM_RETURN_IF_ERROR(schema_body(s, ptr, "root", 0, &body));
     rules_[0].second = body;
     while (!pending_.empty()) {
       PendingDef def = pending_.front();
@@ -353,6 +389,9 @@ class Converter {
     for (const auto& p : primitives()) {
       if (name != p.name) continue;
       for (const char* dep : p.uses) use(dep);
+      if (whitespace_ && std::string_view(p.body).find(" WS") != std::string_view::npos) {
+        use("json-ws");
+      }
     }
     return name;
   }
@@ -361,12 +400,47 @@ class Converter {
     std::string out;
     for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
     for (const auto& p : primitives()) {
-      if (used_.count(p.name)) out += std::string(p.name) + " ::= " + p.body + "\n";
+      if (!used_.count(p.name)) continue;
+      std::string body = p.body;
+      for (size_t at; (at = body.find(" WS")) != std::string::npos;) {
+        body.replace(at, 3, whitespace_ ? " json-ws" : "");
+      }
+      out += std::string(p.name) + " ::= " + body + "\n";
     }
     return out;
   }
 
  private:
+  // " json-ws" where whitespace may come, "" in compact JSON.
+  std::string ws() { return whitespace_ ? " " + use("json-ws") : ""; }
+  // A punctuation literal ("{", ",", ...) and the whitespace after it.
+  std::string punct(char c) { return gbnf_literal(std::string(1, c)) + ws(); }
+  // An object or array with nothing in it.
+  std::string empty_container(char open, char close) {
+    return whitespace_ ? punct(open) + " " + gbnf_literal(std::string(1, close))
+                       : gbnf_literal(std::string{open, close});
+  }
+
+  // The spellings of JSON value `v`: its compact text, and in whitespace
+  // mode its containers' members with whitespace between them.
+  std::string value_gbnf(const Json& v) {
+    if (!whitespace_ || !v.is_structured() || v.empty()) {
+      if (whitespace_ && v.is_structured()) {
+        return v.is_object() ? empty_container('{', '}') : empty_container('[', ']');
+      }
+      return gbnf_literal(v.dump());
+    }
+    std::string out = punct(v.is_object() ? '{' : '[');
+    bool first = true;
+    for (const auto& [key, child] : v.items()) {
+      if (!first) out += " " + punct(',');
+      first = false;
+      if (v.is_object()) out += " " + gbnf_literal(Json(key).dump()) + ws() + " " + punct(':');
+      out += " " + value_gbnf(child) + ws();
+    }
+    return out + " " + gbnf_literal(v.is_object() ? "}" : "]");
+  }
+
   std::string unique_name(const std::string& hint) {
     std::string base = sanitize(hint);
     if (taken_.insert(base).second) return base;
@@ -422,7 +496,7 @@ class Converter {
     std::vector<std::string> constraining;  // non-annotation keywords
     for (const auto& [key, value] : s.items()) {
       KeywordInfo info = keyword_info(key);
-      if (info.family == kUnknown || (info.family == kAny && !info.supported)) {
+      if (info.family == kAny && !info.supported) {
         return unsupported_keyword(key, ptr);
       }
       if (info.family == kAnnotation) continue;
@@ -442,8 +516,14 @@ class Converter {
         return unsupported_keyword(key, ptr, " on numbers that need not be integers");
       }
     }
+    // Keywords beside allOf, $ref, anyOf or oneOf hold together with them:
+    // merged into one schema (json_schema_merge.h).
+    const bool alternatives = s.contains("anyOf") || s.contains("oneOf");
+    if (s.contains("allOf") || ((s.contains("$ref") || alternatives) && constraining.size() > 1)) {
+      return merged_body(s, ptr, hint, depth, body);
+    }
     if (s.contains("$ref")) return ref_body(s, constraining, ptr, body);
-    if (s.contains("anyOf")) return any_of_body(s, constraining, ptr, hint, depth, body);
+    if (alternatives) return any_of_body(s, ptr, hint, depth, body);
     if (s.contains("enum") || s.contains("const"))
       return enum_body(s, constraining, ptr, types, body);
     if (!s.contains("type") && !inferred) {
@@ -486,55 +566,154 @@ class Converter {
     const Json& ref = s["$ref"];
     if (!ref.is_string()) return bad_keyword("$ref", ptr, "not a string");
     const std::string& target = ref.get_ref<const std::string&>();
-    if (target == "#") {
-      *body = "root";
-      return Status::Ok();
-    }
-    for (std::string_view prefix : {"#/$defs/", "#/definitions/"}) {
-      if (target.compare(0, prefix.size(), prefix) != 0) continue;
-      std::string_view token = std::string_view(target).substr(prefix.size());
-      std::string name;
-      if (token.find('/') != std::string_view::npos || !unescape_pointer_token(token, &name)) {
-        break;
-      }
-      std::string section(prefix.substr(2, prefix.size() - 3));
-      return def_rule(section, name, ptr, body);
-    }
-    return unsupported_keyword("$ref", ptr, " value " + ref.dump());
+    if (target == "#") return def_rule(root_, "", body);
+    const Json* schema = nullptr;
+    std::string def_ptr;
+    PVLLM_RETURN_IF_ERROR(resolve_ref(target, ptr, &schema, &def_ptr));
+    return def_rule(schema, def_ptr, body);
   }
 
-  // The rule for root[section][name], queued for generation on first use.
-  Status def_rule(const std::string& section, const std::string& name, const std::string& ptr,
-                  std::string* rule) {
-    std::string def_ptr = "/" + section + "/" + pointer_token(name);
+  // The schema a "$ref" names inside this document: a JSON pointer
+  // ("#/definitions/a", "#/properties/b/items", "#/$defs/x/$defs/y", with
+  // ~0 ~1 and %XX escapes) or a plain-name fragment ("#node", an
+  // "$anchor" or a draft-4 "id"). Other documents are refused.
+  Status resolve_ref(const std::string& target, const std::string& ptr, const Json** out,
+                     std::string* def_ptr) {
+    if (target.empty() || target[0] != '#') {
+      return unsupported_keyword("$ref", ptr, " to another document: " + Json(target).dump());
+    }
+    std::string fragment;
+    if (!percent_decode(std::string_view(target).substr(1), &fragment)) {
+      return bad_keyword("$ref", ptr, "malformed %-escape in " + Json(target).dump());
+    }
+    if (!fragment.empty() && fragment[0] != '/') {
+      const Json* found = find_anchor(*root_, fragment, 0);
+      if (!found) return bad_keyword("$ref", ptr, "no anchor " + Json(target).dump());
+      *out = found;
+      *def_ptr = "#" + fragment;
+      return Status::Ok();
+    }
+    const Json* node = root_;
+    size_t at = 1;
+    while (at <= fragment.size()) {
+      size_t end = std::min(fragment.find('/', at), fragment.size());
+      std::string token;
+      if (!unescape_pointer_token(std::string_view(fragment).substr(at, end - at), &token)) {
+        return bad_keyword("$ref", ptr, "malformed pointer " + Json(target).dump());
+      }
+      if (node->is_object() && node->contains(token)) {
+        node = &(*node)[token];
+      } else if (node->is_array() && !token.empty() &&
+                 std::all_of(token.begin(), token.end(), ::isdigit) && token.size() < 9 &&
+                 std::stoul(token) < node->size()) {
+        node = &(*node)[std::stoul(token)];
+      } else {
+        return bad_keyword("$ref", ptr, "nothing at " + Json(target).dump());
+      }
+      at = end + 1;
+    }
+    *out = node;
+    *def_ptr = fragment;
+    return Status::Ok();
+  }
+
+  static bool percent_decode(std::string_view in, std::string* out) {
+    out->clear();
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (in[i] != '%') {
+        *out += in[i];
+        continue;
+      }
+      if (i + 2 >= in.size() || !std::isxdigit(static_cast<unsigned char>(in[i + 1])) ||
+          !std::isxdigit(static_cast<unsigned char>(in[i + 2]))) {
+        return false;
+      }
+      *out += static_cast<char>(std::stoi(std::string(in.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    }
+    return true;
+  }
+
+  // The subschema whose "$anchor" is `name`, or whose draft-4 "id" (or
+  // "$id") is "#name"; depth-bounded.
+  static const Json* find_anchor(const Json& s, const std::string& name, int depth) {
+    if (depth > kMaxDepth || !s.is_structured()) return nullptr;
+    if (s.is_object()) {
+      auto is = [&](const char* key, const std::string& value) {
+        auto it = s.find(key);
+        return it != s.end() && it->is_string() && it->get_ref<const std::string&>() == value;
+      };
+      if (is("$anchor", name) || is("id", "#" + name) || is("$id", "#" + name)) return &s;
+      for (const auto& [key, child] : s.items()) {
+        if (key == "enum" || key == "const" || key == "default" || key == "examples") continue;
+        if (const Json* f = find_anchor(child, name, depth + 1)) return f;
+      }
+      return nullptr;
+    }
+    for (const auto& child : s) {
+      if (const Json* f = find_anchor(child, name, depth + 1)) return f;
+    }
+    return nullptr;
+  }
+
+  // The rule for the schema at `def_ptr`, queued for generation on first use.
+  Status def_rule(const Json* schema, const std::string& def_ptr, std::string* rule) {
+    if (def_ptr.empty() && root_is_document_) {
+      *rule = "root";
+      return Status::Ok();
+    }
     auto known = def_rules_.find(def_ptr);
     if (known != def_rules_.end()) {
       *rule = known->second;
       return Status::Ok();
     }
-    if (!root_->is_object() || !root_->contains(section) || !(*root_)[section].is_object() ||
-        !(*root_)[section].contains(name)) {
-      return bad_keyword("$ref", ptr, "no definition at " + def_ptr);
-    }
-    std::string rule_name = unique_name("def-" + name);
+    std::string rule_name = unique_name(
+        def_ptr.empty() ? "def-document" : "def-" + def_ptr.substr(def_ptr.find_last_of("/#") + 1));
     def_rules_[def_ptr] = rule_name;
     rule_index_[rule_name] = rules_.size();
     rules_.emplace_back(rule_name, "");
-    pending_.push_back({&(*root_)[section][name], def_ptr, rule_name});
+    pending_.push_back({schema, def_ptr, rule_name});
     *rule = rule_name;
     return Status::Ok();
   }
 
   // enum and const: the values allowed, less those of a type `type` rules
-  // out. The values are emitted as they are, so a keyword that could reject
-  // one of them is refused.
+  // out, less those the schema's other keywords refuse (each value checked
+  // against the grammar of the schema without enum and const).
   Status enum_body(const Json& s, const std::vector<std::string>& constraining,
                    const std::string& ptr, uint8_t types, std::string* body) {
+    bool others = false;
     for (const auto& key : constraining) {
-      if (family_types(keyword_info(key).family) & types) {
-        return unsupported_keyword(key, ptr,
-                                   s.contains("enum") ? " beside \"enum\"" : " beside \"const\"");
+      others = others || (family_types(keyword_info(key).family) & types);
+    }
+    Grammar others_grammar;
+    if (others) {
+      Json rest = s;
+      rest.erase("enum");
+      rest.erase("const");
+      if (!rest.contains("type")) {
+        // The values' own types: the others then constrain only their
+        // family, as they do in JSON Schema.
+        std::set<std::string> names;
+        for (const char* key : {"enum", "const"}) {
+          if (!s.contains(key)) continue;
+          for (const Json& v :
+               key == std::string("enum") && s[key].is_array() ? s[key] : Json::array({s[key]})) {
+            names.insert(v.is_object()                  ? "object"
+                         : v.is_array()                 ? "array"
+                         : v.is_string()                ? "string"
+                         : v.is_boolean()               ? "boolean"
+                         : v.is_null()                  ? "null"
+                         : value_has_type(v, kTInteger) ? "integer"
+                                                        : "number");
+          }
+        }
+        if (!names.empty()) rest["type"] = std::vector<std::string>(names.begin(), names.end());
       }
+      Converter sub(root_, {});
+      std::string gbnf;
+      PVLLM_RETURN_IF_ERROR(sub.convert_at(rest, ptr, &gbnf));
+      PVLLM_RETURN_IF_ERROR(parse_gbnf(gbnf, &others_grammar));
     }
     if (!s.contains("type")) types = kAllTypes;
     std::vector<const Json*> values;
@@ -562,31 +741,73 @@ class Converter {
     for (const Json* v : values) {
       if (!value_has_type(*v, types)) continue;
       std::string text = v->dump();
-      if (seen.insert(text).second) alts.push_back(gbnf_literal(text));
+      if (others && !grammar_accepts(others_grammar, text)) continue;
+      if (seen.insert(text).second) alts.push_back(value_gbnf(*v));
     }
     if (alts.empty()) return matches_nothing(ptr, "no enum or const value is allowed");
     *body = join_alternatives(alts);
     return Status::Ok();
   }
 
-  Status any_of_body(const Json& s, const std::vector<std::string>& constraining,
-                     const std::string& ptr, const std::string& hint, int depth,
+  RefResolver resolver(const std::string& ptr) {
+    return [this, ptr](const std::string& ref, const Json** out) {
+      if (ref == "#") {
+        *out = root_;
+        return Status::Ok();
+      }
+      std::string def_ptr;
+      return resolve_ref(ref, ptr, out, &def_ptr);
+    };
+  }
+
+  Status merged_body(const Json& s, const std::string& ptr, const std::string& hint, int depth,
                      std::string* body) {
-    for (const auto& key : constraining) {
-      if (key != "anyOf") return unsupported_keyword(key, ptr, " beside \"anyOf\"");
+    Json merged;
+    PVLLM_RETURN_IF_ERROR(merge_schemas({&s}, resolver(ptr), ptr, &merged));
+    if (merged.is_boolean() && !merged.get<bool>()) {
+      return matches_nothing(ptr, "its allOf parts or alternatives exclude each other");
     }
-    const Json& list = s["anyOf"];
-    if (!list.is_array() || list.empty()) return bad_keyword("anyOf", ptr, "not a non-empty array");
+    merged_.push_back(std::move(merged));
+    return schema_body(merged_.back(), ptr, hint, depth + 1, body);
+  }
+
+  // anyOf, and oneOf whose alternatives exclude each other pairwise (then
+  // "exactly one" is "at least one"); a oneOf that may match twice is
+  // refused.
+  Status any_of_body(const Json& s, const std::string& ptr, const std::string& hint, int depth,
+                     std::string* body) {
+    const bool one_of = s.contains("oneOf");
+    const char* key = one_of ? "oneOf" : "anyOf";
+    const Json& list = s[key];
+    if (!list.is_array() || list.empty()) return bad_keyword(key, ptr, "not a non-empty array");
+    if (one_of) {
+      if (list.size() > kMaxOneOf) {
+        return unsupported_keyword(
+            key, ptr, " with more than " + std::to_string(kMaxOneOf) + " alternatives");
+      }
+      RefResolver resolve = resolver(ptr);
+      for (size_t i = 0; i < list.size(); ++i) {
+        for (size_t j = i + 1; j < list.size(); ++j) {
+          if (!schemas_disjoint(list[i], list[j], resolve)) {
+            return unsupported_keyword(key, ptr,
+                                       " whose alternatives " + std::to_string(i) + " and " +
+                                           std::to_string(j) + " may both match");
+          }
+        }
+      }
+    }
     std::vector<std::string> alts;
     for (size_t i = 0; i < list.size(); ++i) {
       if (list[i].is_boolean() && !list[i].get<bool>()) continue;
       std::string term;
       std::string index = std::to_string(i);
-      PVLLM_RETURN_IF_ERROR(
-          schema_term(list[i], ptr + "/anyOf/" + index, hint + "-" + index, depth + 1, &term));
+      PVLLM_RETURN_IF_ERROR(schema_term(list[i], ptr + "/" + key + "/" + index, hint + "-" + index,
+                                        depth + 1, &term));
       alts.push_back(term);
     }
-    if (alts.empty()) return matches_nothing(ptr, "every anyOf alternative is false");
+    if (alts.empty()) {
+      return matches_nothing(ptr, "every " + std::string(key) + " alternative is false");
+    }
     *body = join_alternatives(alts);
     return Status::Ok();
   }
@@ -696,21 +917,49 @@ class Converter {
     PVLLM_RETURN_IF_ERROR(required_names(s, ptr, &required));
     std::string extra;  // the rule for values of unlisted members; "" = none allowed
     PVLLM_RETURN_IF_ERROR(additional_rule(s, ptr, hint, depth, &extra));
+    uint32_t lo = 0, hi = 0;
+    bool has_lo = false, has_hi = false;
+    PVLLM_RETURN_IF_ERROR(count_keyword(s, "minProperties", ptr, &lo, &has_lo));
+    PVLLM_RETURN_IF_ERROR(count_keyword(s, "maxProperties", ptr, &hi, &has_hi));
+    if (has_hi && lo > hi) return matches_nothing(ptr, "minProperties is above maxProperties");
     bool listed = (props && !props->empty()) || !required.empty();
     if (!listed) {
-      if (extra.empty()) {
-        *body = "\"{}\"";
-      } else if (extra == "json-value") {
+      if (extra.empty() || (has_hi && hi == 0)) {
+        if (lo > 0)
+          return matches_nothing(ptr, "minProperties is above 0 and no member may appear");
+        *body = empty_container('{', '}');
+      } else if (extra == "json-value" && !has_lo && !has_hi) {
         *body = use("json-object");
       } else {
-        std::string pair = use("json-string") + " \":\" " + extra;
-        *body = "\"{\" ( " + pair + " ( \",\" " + pair + " )* )? \"}\"";
+        std::string pair = use("json-string") + ws() + " " + punct(':') + " " + use(extra) + ws();
+        std::string more = repeat("( " + punct(',') + " " + pair + " )", lo > 0 ? lo - 1 : 0,
+                                  has_hi ? static_cast<int64_t>(hi) - 1 : -1);
+        std::string list = pair + (more.empty() ? "" : " " + more);
+        *body = punct('{') + (lo == 0 ? " ( " + list + " )?" : " " + list) + " \"}\"";
       }
       return Status::Ok();
     }
     std::vector<Member> members;
     PVLLM_RETURN_IF_ERROR(listed_members(props, required, extra, ptr, hint, depth, &members));
-    *body = members_body(members, hint);
+    // Only listed members are written, so the counts bound how many of the
+    // optional ones come: nothing to do when every choice fits, at least
+    // one when none is required and minProperties is 1; else refused.
+    const uint32_t n_required = static_cast<uint32_t>(
+        std::count_if(members.begin(), members.end(), [](const Member& m) { return m.required; }));
+    const uint32_t n_all = static_cast<uint32_t>(members.size());
+    if (has_hi && hi < n_required) {
+      return matches_nothing(ptr, "maxProperties is below the required members");
+    }
+    bool nonempty = false;
+    if (lo > n_required || (has_hi && hi < n_all)) {
+      if (n_required == 0 && lo == 1 && (!has_hi || hi >= n_all)) {
+        nonempty = true;
+      } else {
+        return unsupported_keyword(lo > n_required ? "minProperties" : "maxProperties", ptr,
+                                   " between the required and the listed members' count");
+      }
+    }
+    *body = members_body(members, hint, nonempty);
     return Status::Ok();
   }
 
@@ -772,11 +1021,13 @@ class Converter {
   // "{" members "}" with commas right for any subset of optional members:
   // head_i matches members i.. when none was emitted yet, tail_i when one
   // was (so each of its members starts with a comma).
-  std::string members_body(const std::vector<Member>& members, const std::string& hint) {
+  // `nonempty`: at least one member (all are optional then).
+  std::string members_body(const std::vector<Member>& members, const std::string& hint,
+                           bool nonempty = false) {
     bool all_required =
         std::all_of(members.begin(), members.end(), [](const Member& m) { return m.required; });
     if (all_required) {
-      std::string body = "\"{\"";
+      std::string body = punct('{');
       for (size_t i = 0; i < members.size(); ++i) {
         body += " " + member_term(members[i], i > 0);
       }
@@ -793,21 +1044,28 @@ class Converter {
       } else {
         new_tail = "( " + member_term(m, true) + " )?" + rest_tail;
         std::string with = member_term(m, false) + rest_tail;
-        new_head = head.empty() ? "( " + with + " )?" : with + " | " + head;
+        new_head = !head.empty() ? with + " | " + head : nonempty ? with : "( " + with + " )?";
       }
       // tail_0 is never used; head_i only at the start or after an optional member.
       std::string index = std::to_string(i);
       if (i > 0) tail = add_rule(hint + "-tail" + index, new_tail);
       if (i == 0 || !members[i - 1].required) head = add_rule(hint + "-head" + index, new_head);
     }
-    return "\"{\" " + head + " \"}\"";
+    return punct('{') + " " + head + " \"}\"";
   }
 
-  static std::string member_term(const Member& m, bool comma) {
-    std::string key = (comma ? "," : "") + Json(m.key).dump() + ":";
-    return gbnf_literal(key) + " " + m.value;
+  std::string member_term(const Member& m, bool comma) {
+    if (!whitespace_) {
+      std::string key = (comma ? "," : "") + Json(m.key).dump() + ":";
+      return gbnf_literal(key) + " " + m.value;
+    }
+    return (comma ? punct(',') + " " : "") + gbnf_literal(Json(m.key).dump()) + ws() + " " +
+           punct(':') + " " + m.value + ws();
   }
 
+  // Arrays: "items" for every item, or a tuple ("prefixItems", or an
+  // "items" array in drafts before 2020-12) whose later items follow
+  // "items" (2020-12) or "additionalItems"; minItems and maxItems.
   Status array_body(const Json& s, const std::string& ptr, const std::string& hint, int depth,
                     std::string* body) {
     uint32_t lo = 0, hi = 0;
@@ -815,27 +1073,94 @@ class Converter {
     PVLLM_RETURN_IF_ERROR(count_keyword(s, "minItems", ptr, &lo, &has_lo));
     PVLLM_RETURN_IF_ERROR(count_keyword(s, "maxItems", ptr, &hi, &has_hi));
     if (has_hi && lo > hi) return matches_nothing(ptr, "minItems is above maxItems");
-    std::string item = "json-value";
-    if (s.contains("items")) {
-      const Json& items = s["items"];
-      if (items.is_array()) return unsupported_keyword("items", ptr, " holding an array");
-      if (items.is_boolean() && !items.get<bool>()) {
-        if (lo > 0) return matches_nothing(ptr, "items is false and minItems is above 0");
-        *body = "\"[]\"";
+    if (s.contains("uniqueItems")) {
+      const Json& u = s["uniqueItems"];
+      if (!u.is_boolean()) return bad_keyword("uniqueItems", ptr, "not a boolean");
+      if (u.get<bool>() && !(has_hi && hi <= 1)) {
+        return unsupported_keyword("uniqueItems", ptr, " true on arrays of more than one item");
+      }
+    }
+    // The tuple's schemas and the schema of the items after it.
+    const Json* tuple = nullptr;
+    const char* tuple_key = nullptr;
+    const Json* rest = nullptr;
+    const char* rest_key = nullptr;
+    if (s.contains("prefixItems")) {
+      tuple = &s["prefixItems"];
+      tuple_key = "prefixItems";
+      if (s.contains("items")) {
+        rest = &s["items"];
+        rest_key = "items";
+      }
+    } else if (s.contains("items") && s["items"].is_array()) {
+      tuple = &s["items"];
+      tuple_key = "items";
+      if (s.contains("additionalItems")) {
+        rest = &s["additionalItems"];
+        rest_key = "additionalItems";
+      }
+    } else if (s.contains("items")) {
+      rest = &s["items"];
+      rest_key = "items";
+    }
+    if (tuple && !tuple->is_array()) return bad_keyword(tuple_key, ptr, "not an array");
+    std::vector<std::string> terms;  // the tuple's items
+    if (tuple) {
+      for (size_t i = 0; i < tuple->size() && (!has_hi || i < hi); ++i) {
+        const Json& item = (*tuple)[i];
+        if (item.is_boolean() && !item.get<bool>()) {
+          if (lo > i) return matches_nothing(ptr, "a required tuple item is false");
+          hi = static_cast<uint32_t>(i);  // nothing from here on
+          has_hi = true;
+          break;
+        }
+        std::string term;
+        std::string index = std::to_string(i);
+        PVLLM_RETURN_IF_ERROR(schema_term(item, ptr + "/" + tuple_key + "/" + index,
+                                          hint + "-" + index, depth + 1, &term));
+        terms.push_back(use(term));
+      }
+    }
+    std::string item = "json-value";  // the items after the tuple; "" = none
+    if (rest && rest->is_boolean()) {
+      if (!rest->get<bool>()) item = "";
+    } else if (rest) {
+      PVLLM_RETURN_IF_ERROR(
+          schema_term(*rest, ptr + "/" + rest_key, hint + "-item", depth + 1, &item));
+    }
+    if (!item.empty()) use(item);
+    const uint32_t k = static_cast<uint32_t>(terms.size());
+    if (item.empty() && lo > k) {
+      return matches_nothing(ptr, tuple ? "minItems is above the items the tuple allows"
+                                        : "items is false and minItems is above 0");
+    }
+    // Items k.. : `item` repeated, between max(lo - k, 0) and hi - k times.
+    std::string more;
+    if (!item.empty() && (!has_hi || hi > k)) {
+      more = repeat("( " + punct(',') + " " + item + ws() + " )", lo > k ? lo - k : 0,
+                    has_hi ? static_cast<int64_t>(hi - k) : -1);
+    }
+    if (k == 0) {
+      // No tuple: the first item has no comma before it.
+      if (item.empty() || (has_hi && hi == 0)) {
+        *body = empty_container('[', ']');
         return Status::Ok();
       }
-      PVLLM_RETURN_IF_ERROR(schema_term(items, ptr + "/items", hint + "-item", depth + 1, &item));
-    }
-    use(item);
-    int64_t max = has_hi ? static_cast<int64_t>(hi) : -1;
-    if (max == 0) {
-      *body = "\"[]\"";
+      std::string after = repeat("( " + punct(',') + " " + item + ws() + " )", lo > 0 ? lo - 1 : 0,
+                                 has_hi ? static_cast<int64_t>(hi) - 1 : -1);
+      std::string list = item + ws() + (after.empty() ? "" : " " + after);
+      *body =
+          lo == 0 ? punct('[') + " ( " + list + " )? \"]\"" : punct('[') + " " + list + " \"]\"";
       return Status::Ok();
     }
-    std::string more =
-        repeat("( \",\" " + item + " )", lo > 0 ? lo - 1 : 0, max < 0 ? -1 : max - 1);
-    std::string list = item + (more.empty() ? "" : " " + more);
-    *body = lo == 0 ? "\"[\" ( " + list + " )? \"]\"" : "\"[\" " + list + " \"]\"";
+    // The tuple from the back: item i, then the rest, optional from minItems on.
+    std::string seq = more;
+    for (uint32_t i = k; i-- > 0;) {
+      std::string term = (i > 0 ? punct(',') + " " : "") + terms[i] + ws();
+      std::string with = term + (seq.empty() ? "" : " " + seq);
+      seq = i >= lo ? "( " + with + " )?" : with;
+    }
+    *body = punct('[') + " " + seq + " \"]\"";
     return Status::Ok();
   }
 
@@ -844,7 +1169,10 @@ class Converter {
     bool has_lo = false, has_hi = false;
     PVLLM_RETURN_IF_ERROR(count_keyword(s, "minLength", ptr, &lo, &has_lo));
     PVLLM_RETURN_IF_ERROR(count_keyword(s, "maxLength", ptr, &hi, &has_hi));
-    if (s.contains("format")) {
+    if (s.contains("format") && !s["format"].is_string()) {
+      return bad_keyword("format", ptr, "not a string");
+    }
+    if (s.contains("format") && is_standard_format(s["format"].get_ref<const std::string&>())) {
       if (has_lo || has_hi) {
         return unsupported_keyword(has_lo ? "minLength" : "maxLength", ptr, " beside \"format\"");
       }
@@ -860,8 +1188,32 @@ class Converter {
     return Status::Ok();
   }
 
+  // The formats JSON Schema defines (drafts 4 to 2020-12). Others
+  // ("int32", "color", ...) are annotations, as validators treat them.
+  static bool is_standard_format(std::string_view name) {
+    static const std::set<std::string, std::less<>> names = {"date-time",
+                                                             "date",
+                                                             "time",
+                                                             "duration",
+                                                             "email",
+                                                             "idn-email",
+                                                             "hostname",
+                                                             "idn-hostname",
+                                                             "ipv4",
+                                                             "ipv6",
+                                                             "uri",
+                                                             "uri-reference",
+                                                             "iri",
+                                                             "iri-reference",
+                                                             "uuid",
+                                                             "regex",
+                                                             "json-pointer",
+                                                             "uri-template",
+                                                             "relative-json-pointer"};
+    return names.count(name) > 0;
+  }
+
   Status format_body(const Json& f, const std::string& ptr, std::string* body) {
-    if (!f.is_string()) return bad_keyword("format", ptr, "not a string");
     const std::string& name = f.get_ref<const std::string&>();
     std::string inner;
     if (name == "date") {
@@ -882,6 +1234,8 @@ class Converter {
   }
 
   const Json* root_;
+  bool whitespace_;
+  bool root_is_document_ = true;
   std::vector<std::pair<std::string, std::string>> rules_;  // root first
   std::unordered_map<std::string, size_t> rule_index_;
   std::unordered_map<std::string, std::string> by_body_;
@@ -890,6 +1244,7 @@ class Converter {
   std::set<std::string> taken_;
   std::set<std::string> used_;
   std::deque<PendingDef> pending_;
+  std::deque<Json> merged_;  // schemas merged_body made (pending_ may point into them)
 };
 
 // nlohmann's message less its "[json.exception...] parse error at line L,
@@ -902,7 +1257,8 @@ std::string parse_error_detail(std::string_view what) {
 
 }  // namespace
 
-Status json_schema_to_gbnf(std::string_view schema_json, std::string* gbnf) {
+Status json_schema_to_gbnf(std::string_view schema_json, std::string* gbnf,
+                           const JsonGrammarOptions& options) {
   Json schema;
   try {
     schema = Json::parse(schema_json.begin(), schema_json.end());
@@ -916,16 +1272,16 @@ Status json_schema_to_gbnf(std::string_view schema_json, std::string* gbnf) {
     return InvalidArgument(std::string("json schema: ") + e.what());
   }
   try {
-    Converter converter(&schema);
+    Converter converter(&schema, options);
     return converter.convert(gbnf);
   } catch (const Json::exception& e) {
     return InvalidArgument(std::string("json schema: ") + e.what());
   }
 }
 
-std::string json_object_gbnf() {
+std::string json_object_gbnf(const JsonGrammarOptions& options) {
   Json any = Json::object();
-  Converter converter(&any);
+  Converter converter(&any, options);
   std::string root = converter.use("json-object");
   return "root ::= " + root + "\n" + converter.render();
 }

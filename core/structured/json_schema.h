@@ -12,9 +12,16 @@ namespace pvllm::structured {
 // `schema_json`: the schema as JSON text. Malformed JSON is InvalidArgument
 // with the byte offset; a keyword or value this converter does not
 // implement is Unsupported, naming it and its JSON pointer.
-Status json_schema_to_gbnf(std::string_view schema_json, std::string* gbnf);
+struct JsonGrammarOptions {
+  // JSON's whitespace between tokens (ConstraintSpec::json_whitespace);
+  // false = compact.
+  bool whitespace = false;
+};
 
-// Any JSON object (response_format "json_object"), compact.
-std::string json_object_gbnf();
+Status json_schema_to_gbnf(std::string_view schema_json, std::string* gbnf,
+                           const JsonGrammarOptions& options = {});
+
+// Any JSON object (response_format "json_object").
+std::string json_object_gbnf(const JsonGrammarOptions& options = {});
 
 }  // namespace pvllm::structured

@@ -527,9 +527,9 @@ TEST(JsonSchemaTest, MoreInvalidKeywordValues) {
   expect_refused(R"({"required":["a",1]})", kInvalid, {"\"required\"", "holds a non-string"});
   expect_refused(R"({"type":"string","format":5})", kInvalid, {"\"format\"", "not a string"});
   expect_refused(R"({"$defs":5,"$ref":"#/$defs/a"})", kInvalid,
-                 {"\"$ref\"", "no definition at /$defs/a"});
+                 {"\"$ref\"", "nothing at \"#/$defs/a\""});
   expect_refused(R"({"$defs":{"a":{}},"$ref":"#/definitions/a"})", kInvalid,
-                 {"\"$ref\"", "no definition at /definitions/a"});
+                 {"\"$ref\"", "nothing at \"#/definitions/a\""});
 }
 
 TEST(JsonSchemaTest, SchemasNothingCanMatchAreInvalid) {
@@ -566,8 +566,14 @@ TEST(JsonSchemaTest, FormatBesideLengthOrBadPointersAreUnsupported) {
   expect_refused(R"({"type":"string","format":"uuid","maxLength":36})", StatusCode::kUnsupported,
                  {"\"maxLength\"", "beside \"format\"", "the root"});
   // A '~' must be followed by 0 or 1 in a JSON pointer.
-  expect_unsupported(R"({"$defs":{"a~":{}},"$ref":"#/$defs/a~"})", "$ref", "the root");
-  expect_unsupported(R"({"$defs":{"a~2b":{}},"$ref":"#/$defs/a~2b"})", "$ref", "the root");
+  expect_refused(R"({"$defs":{"a~":{}},"$ref":"#/$defs/a~"})", StatusCode::kInvalidArgument,
+                 {"\"$ref\"", "malformed pointer", "the root"});
+  expect_refused(R"({"$defs":{"a~2b":{}},"$ref":"#/$defs/a~2b"})", StatusCode::kInvalidArgument,
+                 {"\"$ref\"", "malformed pointer", "the root"});
+  // Another document, and a pointer to nothing.
+  expect_unsupported(R"({"$ref":"other.json#/a"})", "$ref", "the root");
+  expect_refused(R"({"$ref":"#/properties/x"})", StatusCode::kInvalidArgument,
+                 {"\"$ref\"", "nothing at"});
 }
 
 // ---- refusals ----------------------------------------------------------------------
@@ -639,7 +645,7 @@ TEST(JsonSchemaTest, IntegerBoundsThatNothingMeetsOrThatAreNotNumbers) {
                  {"nothing can match"});
   expect_refused(R"({"type":"integer","minimum":"3"})", StatusCode::kInvalidArgument,
                  {"\"minimum\"", "not a number"});
-  expect_unsupported(R"({"type":"integer","minimum":1,"enum":[1,2]})", "minimum", "the root");
+  check(R"({"type":"integer","minimum":2,"enum":[1,2]})", {"2"}, {"1"});
 }
 
 TEST(JsonSchemaTest, UnsupportedKeywordsNameKeywordAndPointer) {
@@ -654,32 +660,26 @@ TEST(JsonSchemaTest, UnsupportedKeywordsNameKeywordAndPointer) {
   expect_unsupported(R"({"type":"string","pattern":"^a+$"})", "pattern", "the root");
   expect_unsupported(R"({"type":"array","items":{"type":"string","pattern":"x"}})", "pattern",
                      "/items");
-  expect_unsupported(R"({"type":"array","prefixItems":[{"type":"string"}]})", "prefixItems",
-                     "the root");
   expect_unsupported(R"({"type":"array","uniqueItems":true})", "uniqueItems", "the root");
   expect_unsupported(R"({"type":"array","contains":{"type":"integer"}})", "contains", "the root");
-  expect_unsupported(R"({"type":"array","items":[{"type":"integer"}]})", "items", "the root");
-  expect_unsupported(R"({"oneOf":[{"type":"integer"},{"type":"string"}]})", "oneOf", "the root");
-  expect_unsupported(R"({"properties":{"a":{"allOf":[{"type":"integer"}]}}})", "allOf",
-                     "/properties/a");
+  expect_unsupported(R"({"oneOf":[{"type":"integer"},{"type":"number"}]})", "oneOf", "the root");
+  expect_unsupported(R"({"oneOf":[{"type":"object"},{"properties":{"a":{}}}]})", "oneOf",
+                     "the root");
+  expect_unsupported(R"({"properties":{"a":{"allOf":[{"format":"date"},{"format":"time"}]}}})",
+                     "allOf", "/properties/a");
   expect_unsupported(R"({"anyOf":[{"not":{"type":"integer"}}]})", "not", "/anyOf/0");
   expect_unsupported(R"({"if":{"type":"integer"},"then":{"minimum":1}})", "if", "the root");
   expect_unsupported(R"({"type":"object","patternProperties":{"^x":{}}})", "patternProperties",
                      "the root");
   expect_unsupported(R"({"type":"object","dependentRequired":{"a":["b"]}})", "dependentRequired",
                      "the root");
-  expect_unsupported(R"({"type":"object","minProperties":1})", "minProperties", "the root");
+  expect_unsupported(R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"minProperties":2})",
+                     "minProperties", "the root");
+  expect_unsupported(R"({"type":"object","required":["a"],"properties":{"b":{},"c":{}},
+                         "maxProperties":2})",
+                     "maxProperties", "the root");
   expect_unsupported(R"({"type":"string","format":"email"})", "format", "the root");
-  expect_unsupported(R"({"x-custom":1})", "x-custom", "the root");
   expect_unsupported(R"({"$ref":"http://example.com/s.json"})", "$ref", "the root");
-  expect_unsupported(R"({"$defs":{"a":{"properties":{"b":{}}}},"$ref":"#/$defs/a/properties/b"})",
-                     "$ref", "the root");
-  expect_unsupported(R"({"$ref":"#/$defs/a","type":"object","$defs":{"a":{}}})", "type",
-                     "the root");
-  expect_unsupported(R"({"type":"object","anyOf":[{"required":["a"]}]})", "type", "the root");
-  expect_unsupported(R"({"enum":[1,"a"],"anyOf":[{"type":"string"}]})", "enum", "the root");
-  expect_unsupported(R"({"enum":["a","abc"],"maxLength":2})", "maxLength", "the root");
-  expect_unsupported(R"({"type":"array","const":[1,2],"maxItems":1})", "maxItems", "the root");
   expect_unsupported(R"({"$defs":{"d":{"properties":{"q":{"type":"number","maximum":2}}}},
                          "$ref":"#/$defs/d"})",
                      "maximum", "/$defs/d/properties/q");
@@ -741,6 +741,133 @@ TEST(JsonSchemaTest, DeepNestingIsRefusedWithoutCrashing) {
   expect_refused(deep_const, StatusCode::kUnsupported, {"\"const\""});
   std::string deep_type = R"({"type":)" + repeated("[", 100000) + repeated("]", 100000) + "}";
   expect_refused(deep_type, StatusCode::kInvalidArgument, {"\"type\""});
+}
+
+// ---- keywords of real schemas --------------------------------------------------------
+
+TEST(JsonSchemaTest, KeywordsOfNoDraftAndUnknownFormatsAreAnnotations) {
+  check(R"({"type":"integer","x-kubernetes-patch-strategy":"merge","javaType":"Long",
+            "id":"#n","minimun":5})",
+        {"1", "-3"}, {"\"a\"", "1.5"});
+  check(R"({"type":"string","format":"int32"})", {"\"x\"", "\"\""}, {"1"});
+}
+
+TEST(JsonSchemaTest, RefsReachAnyPointerAndAnchor) {
+  check(
+      R"({"$defs":{"a":{"properties":{"b":{"type":"integer"}}}},"$ref":"#/$defs/a/properties/b"})",
+      {"7"}, {"\"7\"", "{}"});
+  check(R"({"properties":{"x":{"type":"boolean"},"y":{"$ref":"#/properties/x"}},
+            "required":["x","y"],"additionalProperties":false})",
+        {R"({"x":true,"y":false})"}, {R"({"x":true,"y":1})"});
+  check(R"({"definitions":{"n":{"$anchor":"num","type":"number"}},"$ref":"#num"})", {"1.5"},
+        {"\"a\""});
+  check(R"({"definitions":{"n":{"id":"#num","type":"null"}},"$ref":"#num"})", {"null"}, {"1"});
+  check(R"({"$defs":{"a b":{"type":"null"}},"$ref":"#/$defs/a%20b"})", {"null"}, {"0"});
+}
+
+TEST(JsonSchemaTest, AllOfMergesItsParts) {
+  // Types intersect, properties merge, required lists join.
+  check(R"({"allOf":[{"type":["object","null"],"properties":{"a":{"type":"integer"}}},
+                     {"type":"object","properties":{"b":{"type":"string"}},"required":["b"]}]})",
+        {R"({"b":"x"})", R"({"a":1,"b":"x"})"}, {"null", R"({"a":1})", R"({"a":"1","b":"x"})"});
+  // A name listed in one part is held to the other's additionalProperties.
+  check(R"({"allOf":[{"properties":{"a":{}},"additionalProperties":false},
+                     {"properties":{"a":{"type":"integer"},"b":{}}}],"type":"object"})",
+        {R"({"a":1})", "{}"}, {R"({"a":"x"})", R"({"a":1,"b":2})", R"({"b":2})"});
+  // Bounds tighten, enums intersect, $ref parts are read.
+  check(R"({"$defs":{"small":{"type":"integer","maximum":5}},
+            "allOf":[{"$ref":"#/$defs/small"},{"minimum":3},{"enum":[1,3,4,9]}]})",
+        {"3", "4"}, {"1", "5", "9"});
+  // Keywords beside $ref hold together with it.
+  check(R"({"$defs":{"o":{"type":"object","properties":{"a":{"type":"integer"}}}},
+            "$ref":"#/$defs/o","required":["a"]})",
+        {R"({"a":1})"}, {"{}"});
+  // anyOf beside other keywords is spread over them.
+  check(R"({"type":"object","properties":{"a":{},"b":{}},
+            "anyOf":[{"required":["a"]},{"required":["b"]}]})",
+        {R"({"a":1})", R"({"b":1})", R"({"a":1,"b":2})"}, {"{}"});
+  check(R"({"enum":[1,"a"],"anyOf":[{"type":"string"}]})", {"\"a\""}, {"1"});
+  expect_refused(R"({"allOf":[{"type":"string"},{"type":"integer"}]})",
+                 StatusCode::kInvalidArgument, {"nothing can match"});
+}
+
+TEST(JsonSchemaTest, OneOfWhoseAlternativesExcludeEachOther) {
+  check(R"({"oneOf":[{"type":"integer"},{"type":"string"}]})", {"1", "\"a\""}, {"1.5", "null"});
+  // A discriminator: a required member whose values differ.
+  check(R"({"oneOf":[
+      {"type":"object","properties":{"kind":{"const":"a"},"x":{"type":"integer"}},
+       "required":["kind"]},
+      {"type":"object","properties":{"kind":{"enum":["b","c"]},"y":{"type":"string"}},
+       "required":["kind"]}]})",
+        {R"({"kind":"a","x":1})", R"({"kind":"c","y":"s"})"},
+        {R"({"kind":"a","y":"s"})", R"({"kind":"d"})"});
+  // A member one requires that the other forbids.
+  check(R"({"oneOf":[
+      {"type":"object","properties":{"a":{}},"required":["a"],"additionalProperties":false},
+      {"type":"object","properties":{"b":{}},"required":["b"],"additionalProperties":false}]})",
+        {R"({"a":1})", R"({"b":1})"}, {R"({"a":1,"b":1})", "{}"});
+}
+
+TEST(JsonSchemaTest, EnumValuesAreCheckedAgainstTheOtherKeywords) {
+  check(R"({"enum":["a","abc",3],"maxLength":2})", {"\"a\"", "3"}, {"\"abc\""});
+  check(R"({"type":"integer","enum":[1,5,7],"minimum":2,"maximum":6})", {"5"}, {"1", "7"});
+  check(R"({"enum":[{"a":1},{"a":"x"}],"properties":{"a":{"type":"integer"}}})", {R"({"a":1})"},
+        {R"({"a":"x"})"});
+  expect_refused(R"({"type":"array","const":[1,2],"maxItems":1})", StatusCode::kInvalidArgument,
+                 {"nothing can match", "no enum or const value"});
+  // A keyword the converter refuses is still refused beside enum.
+  expect_unsupported(R"({"enum":["a"],"type":"string","format":"idn-email"})", "format",
+                     "the root");
+}
+
+TEST(JsonSchemaTest, TuplesOfEveryDraft) {
+  check(R"({"type":"array","prefixItems":[{"type":"integer"},{"type":"string"}],"items":false})",
+        {"[]", "[1]", "[1,\"a\"]"}, {"[\"a\"]", "[1,\"a\",2]", "[1,2]"});
+  check(R"({"type":"array","prefixItems":[{"type":"integer"}],"items":{"type":"boolean"},
+            "minItems":2})",
+        {"[1,true]", "[1,true,false]"}, {"[1]", "[1,2]", "[]"});
+  check(R"({"type":"array","items":[{"type":"null"},{"type":"integer"}],
+            "additionalItems":{"type":"string"}})",
+        {"[null]", "[null,1,\"a\",\"b\"]"}, {"[null,1,2]", "[1]"});
+  check(R"({"type":"array","items":[{"type":"null"},{"type":"integer"}],"maxItems":1})",
+        {"[]", "[null]"}, {"[null,1]"});
+  check(R"({"type":"array","uniqueItems":true,"maxItems":1})", {"[]", "[1]"}, {"[1,1]"});
+  check(R"({"type":"array","uniqueItems":false})", {"[1,1]"}, {"[1,"});
+}
+
+TEST(JsonSchemaTest, PropertyCounts) {
+  check(R"({"type":"object","minProperties":1,"maxProperties":2})",
+        {R"({"a":1})", R"({"a":1,"b":2})"}, {"{}", R"({"a":1,"b":2,"c":3})"});
+  check(R"({"type":"object","properties":{"a":{},"b":{}},"minProperties":1})",
+        {R"({"a":1})", R"({"b":1})", R"({"a":1,"b":2})"}, {"{}"});
+  check(R"({"type":"object","properties":{"a":{}},"required":["a"],"maxProperties":1})",
+        {R"({"a":1})"}, {"{}"});
+}
+
+TEST(JsonSchemaTest, WhitespaceOptionAcceptsJsonWhitespaceBetweenTokens) {
+  const std::string schema = R"({"type":"object","properties":{"a":{"type":"array",
+      "items":{"type":"integer"}},"b":{"enum":[{"k":[1,2]}]},"c":{"type":"object"}},
+      "required":["a"]})";
+  std::string gbnf;
+  ASSERT_TRUE(json_schema_to_gbnf(schema, &gbnf, {.whitespace = true}).ok());
+  Grammar g;
+  ASSERT_TRUE(parse_gbnf(gbnf, &g).ok()) << gbnf;
+  for (const char* doc : {R"({"a": [1, 2], "b": {"k": [1, 2]}, "c": {"x": [ ]}})",
+                          "{\n  \"a\": [\n    1\n  ]\n}", R"({"a":[]})", "{ \"a\" :\t[ ] }"}) {
+    EXPECT_TRUE(grammar_accepts(g, doc)) << doc << "\n" << gbnf;
+  }
+  for (const char* doc : {R"( {"a": []})", R"({"a": []} )", R"({"a": [1 2]})",
+                          R"({"a": [], "b": {"k": [1, 3]}})", "{\"a\": [\f]}"}) {
+    EXPECT_FALSE(grammar_accepts(g, doc)) << doc << "\n" << gbnf;
+  }
+  // Compact stays the default.
+  Grammar compact;
+  ASSERT_TRUE(compile(schema, &compact));
+  EXPECT_FALSE(grammar_accepts(compact, R"({"a": []})"));
+  Grammar any;
+  ASSERT_TRUE(parse_gbnf(json_object_gbnf({.whitespace = true}), &any).ok());
+  EXPECT_TRUE(grammar_accepts(any, R"({"x": [1, {"y": null}], "z": { }})"));
+  EXPECT_FALSE(grammar_accepts(any, R"({"x": [1, ]})"));
 }
 
 }  // namespace

@@ -1,0 +1,403 @@
+#include "core/structured/json_schema_merge.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <string_view>
+
+namespace pvllm::structured {
+namespace {
+
+using Json = SchemaJson;
+
+constexpr int kMaxFlattenDepth = 32;
+constexpr size_t kMaxAlternatives = 64;
+
+Status unsupported(const std::string& ptr, const std::string& what) {
+  return Unsupported("json schema: unsupported keyword \"allOf\" (" + what + ") at " +
+                     (ptr.empty() ? "the root" : ptr));
+}
+
+// Spreads $ref and nested allOf: the schema objects whose conjunction the
+// parts are. false: some part is the schema false.
+Status flatten(const Json& s, const RefResolver& resolve, const std::string& ptr, int depth,
+               std::vector<Json>* out, bool* is_false) {
+  if (depth > kMaxFlattenDepth) return unsupported(ptr, "$ref or allOf nested too deep");
+  if (s.is_boolean()) {
+    if (!s.get<bool>()) *is_false = true;
+    return Status::Ok();
+  }
+  if (!s.is_object()) {
+    return InvalidArgument("json schema: an allOf part at " + ptr + " is not a schema");
+  }
+  Json rest = s;
+  if (rest.contains("$ref")) {
+    const Json& ref = rest["$ref"];
+    if (!ref.is_string())
+      return InvalidArgument("json schema: \"$ref\" at " + ptr + " is not a string");
+    const Json* target = nullptr;
+    PVLLM_RETURN_IF_ERROR(resolve(ref.get<std::string>(), &target));
+    PVLLM_RETURN_IF_ERROR(flatten(*target, resolve, ptr, depth + 1, out, is_false));
+    rest.erase("$ref");
+  }
+  if (rest.contains("allOf")) {
+    const Json& all = rest["allOf"];
+    if (!all.is_array() || all.empty()) {
+      return InvalidArgument("json schema: keyword \"allOf\" at " + ptr +
+                             ": not a non-empty array");
+    }
+    for (const Json& part : all) {
+      PVLLM_RETURN_IF_ERROR(flatten(part, resolve, ptr, depth + 1, out, is_false));
+    }
+    rest.erase("allOf");
+  }
+  out->push_back(std::move(rest));
+  return Status::Ok();
+}
+
+// Type names as a set, "integer" inside "number".
+std::set<std::string> type_set(const Json& t) {
+  std::set<std::string> out;
+  if (t.is_string()) out.insert(t.get<std::string>());
+  if (t.is_array()) {
+    for (const auto& n : t) {
+      if (n.is_string()) out.insert(n.get<std::string>());
+    }
+  }
+  return out;
+}
+
+std::set<std::string> intersect_types(const std::set<std::string>& a,
+                                      const std::set<std::string>& b) {
+  std::set<std::string> out;
+  for (const auto& t : a) {
+    if (b.count(t)) {
+      out.insert(t);
+    } else if (t == "integer" && b.count("number")) {
+      out.insert("integer");
+    } else if (t == "number" && b.count("integer")) {
+      out.insert("integer");
+    }
+  }
+  return out;
+}
+
+bool is_annotation(std::string_view key) {
+  static const std::set<std::string, std::less<>> keys = {
+      "title",     "description", "default", "examples", "$comment", "deprecated",  "readOnly",
+      "writeOnly", "$schema",     "$id",     "id",       "$anchor",  "definitions", "$defs"};
+  return keys.count(key) > 0;
+}
+
+// Merges keyword by keyword `parts` (flattened, none with allOf or $ref,
+// at most one with anyOf or oneOf spread already).
+Status merge_flat(const std::vector<Json>& parts, const std::string& ptr, Json* out) {
+  Json m = Json::object();
+  // Properties: every part's schema for each name, in first-seen order.
+  std::vector<std::string> names;
+  std::map<std::string, Json> prop_parts;
+  bool has_props = false;
+  std::set<std::string> required;
+  std::vector<std::string> required_order;
+  for (const Json& p : parts) {
+    for (const auto& [key, value] : p.items()) {
+      if (is_annotation(key)) continue;
+      if (key == "type") {
+        std::set<std::string> t = type_set(value);
+        if (m.contains("type")) t = intersect_types(type_set(m["type"]), t);
+        if (t.empty()) {
+          *out = false;
+          return Status::Ok();
+        }
+        m["type"] = Json(std::vector<std::string>(t.begin(), t.end()));
+      } else if (key == "properties") {
+        if (!value.is_object())
+          return InvalidArgument("json schema: \"properties\" at " + ptr + " is not an object");
+        has_props = true;
+        for (const auto& [name, sub] : value.items()) {
+          if (!prop_parts.count(name)) {
+            names.push_back(name);
+            prop_parts[name] = Json::array();
+          }
+          prop_parts[name].push_back(sub);
+        }
+      } else if (key == "required") {
+        if (!value.is_array())
+          return InvalidArgument("json schema: \"required\" at " + ptr + " is not an array");
+        for (const auto& n : value) {
+          if (n.is_string() && required.insert(n.get<std::string>()).second) {
+            required_order.push_back(n.get<std::string>());
+          }
+        }
+      } else if (key == "additionalProperties" || (key == "items" && value.is_object()) ||
+                 key == "propertyNames" || (key == "additionalItems" && value.is_object())) {
+        // Applies to the same members or items in each part: their
+        // conjunction. (additionalProperties is settled below per name.)
+        if (!m.contains(key)) {
+          m[key] = value;
+        } else if (m[key] != value) {
+          m[key] = Json{{"allOf", Json::array({m[key], value})}};
+        }
+      } else if (key == "minItems" || key == "minLength" || key == "minProperties" ||
+                 (key == "minimum" && value.is_number()) ||
+                 (key == "exclusiveMinimum" && value.is_number())) {
+        if (!value.is_number())
+          return InvalidArgument("json schema: \"" + key + "\" at " + ptr + " is not a number");
+        if (!m.contains(key) || value.get<double>() > m[key].get<double>()) m[key] = value;
+      } else if (key == "maxItems" || key == "maxLength" || key == "maxProperties" ||
+                 (key == "maximum" && value.is_number()) ||
+                 (key == "exclusiveMaximum" && value.is_number())) {
+        if (!value.is_number())
+          return InvalidArgument("json schema: \"" + key + "\" at " + ptr + " is not a number");
+        if (!m.contains(key) || value.get<double>() < m[key].get<double>()) m[key] = value;
+      } else if (key == "enum" || key == "const") {
+        Json values = key == "const" ? Json::array({value}) : value;
+        if (!values.is_array())
+          return InvalidArgument("json schema: \"enum\" at " + ptr + " is not an array");
+        if (!m.contains("enum")) {
+          m["enum"] = values;
+        } else {
+          Json kept = Json::array();
+          for (const auto& v : m["enum"]) {
+            if (std::find(values.begin(), values.end(), v) != values.end()) kept.push_back(v);
+          }
+          m["enum"] = kept;
+        }
+      } else if (!m.contains(key)) {
+        m[key] = value;
+      } else if (m[key] != value) {
+        return unsupported(ptr, "parts give \"" + key + "\" different values");
+      }
+    }
+  }
+  if (m.contains("enum") && m["enum"].empty()) {
+    *out = false;
+    return Status::Ok();
+  }
+  // A name some part lists gets, from each part that does not list it,
+  // that part's additionalProperties (false: the name may not appear).
+  for (const Json& p : parts) {
+    if (!p.contains("additionalProperties")) continue;
+    if (p.contains("patternProperties")) {
+      return unsupported(ptr, "additionalProperties beside patternProperties in a part");
+    }
+    const Json& extra = p["additionalProperties"];
+    for (const auto& name : names) {
+      bool listed =
+          p.contains("properties") && p["properties"].is_object() && p["properties"].contains(name);
+      if (!listed) prop_parts[name].push_back(extra);
+    }
+  }
+  if (has_props) {
+    Json props = Json::object();
+    for (const auto& name : names) {
+      Json& list = prop_parts[name];
+      const bool forbidden = std::find(list.begin(), list.end(), Json(false)) != list.end();
+      props[name] = forbidden ? Json(false) : list.size() == 1 ? list[0] : Json{{"allOf", list}};
+    }
+    m["properties"] = props;
+  }
+  if (!required_order.empty()) m["required"] = required_order;
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+constexpr uint8_t kEveryType = 127;
+
+uint8_t type_bit(const std::string& t) {
+  static const std::map<std::string, uint8_t, std::less<>> bits = {
+      {"object", 1},   {"array", 2},    {"string", 4}, {"number", 8 | 16},
+      {"integer", 16}, {"boolean", 32}, {"null", 64}};
+  auto it = bits.find(t);
+  return it == bits.end() ? 0 : it->second;
+}
+
+uint8_t value_types(const Json& v) {
+  if (v.is_object()) return 1;
+  if (v.is_array()) return 2;
+  if (v.is_string()) return 4;
+  if (v.is_boolean()) return 32;
+  if (v.is_null()) return 64;
+  if (v.is_number_float() && std::floor(v.get<double>()) != v.get<double>()) return 8;
+  return 16;  // a whole number: both integer and number (bit 16 stands for it)
+}
+
+// The types `s` allows, as bits (number = 8 | 16: fractional and whole).
+uint8_t allowed_types(const Json& s) {
+  uint8_t t = kEveryType;
+  if (s.contains("type")) {
+    t = 0;
+    for (const auto& name : type_set(s["type"])) t |= type_bit(name);
+  }
+  if (s.contains("const")) t &= value_types(s["const"]);
+  if (s.contains("enum") && s["enum"].is_array()) {
+    uint8_t e = 0;
+    for (const auto& v : s["enum"]) e |= value_types(v);
+    t &= e;
+  }
+  return t;
+}
+
+const Json* values_of(const Json& s, Json* scratch) {
+  if (s.contains("const")) {
+    *scratch = Json::array({s["const"]});
+    return scratch;
+  }
+  if (s.contains("enum") && s["enum"].is_array()) return &s["enum"];
+  return nullptr;
+}
+
+bool lists_property(const Json& s, const std::string& name) {
+  return s.contains("properties") && s["properties"].is_object() && s["properties"].contains(name);
+}
+
+// Whether `s` forbids member `name`: not listed, no patternProperties, and
+// additionalProperties false.
+bool forbids_property(const Json& s, const std::string& name) {
+  if (lists_property(s, name)) return s["properties"][name] == Json(false);
+  return !s.contains("patternProperties") && s.contains("additionalProperties") &&
+         s["additionalProperties"] == Json(false);
+}
+
+bool disjoint(const Json& a0, const Json& b0, const RefResolver& resolve, int depth);
+
+// `a` requires a member that `b` forbids, or whose value `b` types apart.
+bool members_disjoint(const Json& a, const Json& b, const RefResolver& resolve, int depth) {
+  if (!a.contains("required") || !a["required"].is_array()) return false;
+  for (const auto& n : a["required"]) {
+    if (!n.is_string()) continue;
+    const std::string name = n.get<std::string>();
+    if (forbids_property(b, name)) return true;
+    if (lists_property(a, name) && lists_property(b, name) &&
+        disjoint(a["properties"][name], b["properties"][name], resolve, depth + 1)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool disjoint(const Json& a0, const Json& b0, const RefResolver& resolve, int depth) {
+  if (depth > kMaxFlattenDepth) return false;
+  const Json* a = &a0;
+  const Json* b = &b0;
+  for (const Json** s : {&a, &b}) {
+    if ((*s)->is_object() && (*s)->contains("$ref") && (*(*s))["$ref"].is_string()) {
+      const Json* target = nullptr;
+      if (!resolve((*(*s))["$ref"].get<std::string>(), &target).ok()) return false;
+      if ((*s)->size() == 1)
+        *s = target;
+      else
+        return false;  // $ref beside other keywords: not looked into
+    }
+  }
+  if (a->is_boolean()) return !a->get<bool>();
+  if (b->is_boolean()) return !b->get<bool>();
+  if (!a->is_object() || !b->is_object()) return false;
+  for (const Json* s : {a, b}) {
+    const Json* other = s == a ? b : a;
+    if (s->contains("anyOf") && (*s)["anyOf"].is_array()) {
+      bool all = true;
+      for (const auto& alt : (*s)["anyOf"]) all = all && disjoint(alt, *other, resolve, depth + 1);
+      if (all) return true;
+    }
+  }
+  uint8_t common = allowed_types(*a) & allowed_types(*b);
+  if (common == 0) return true;
+  Json sa, sb;
+  const Json* va = values_of(*a, &sa);
+  const Json* vb = values_of(*b, &sb);
+  if (va && vb) {
+    bool shared = false;
+    for (const auto& v : *va) shared = shared || std::find(vb->begin(), vb->end(), v) != vb->end();
+    if (!shared) return true;
+  }
+  if (common == 1) {  // both only objects
+    return members_disjoint(*a, *b, resolve, depth) || members_disjoint(*b, *a, resolve, depth);
+  }
+  return false;
+}
+
+}  // namespace
+
+bool schemas_disjoint(const SchemaJson& a, const SchemaJson& b, const RefResolver& resolve) {
+  return disjoint(a, b, resolve, 0);
+}
+
+Status merge_schemas(const std::vector<const SchemaJson*>& parts, const RefResolver& resolve,
+                     const std::string& ptr, SchemaJson* out) {
+  std::vector<Json> flat;
+  bool is_false = false;
+  for (const Json* p : parts) {
+    PVLLM_RETURN_IF_ERROR(flatten(*p, resolve, ptr, 0, &flat, &is_false));
+  }
+  if (is_false) {
+    *out = false;
+    return Status::Ok();
+  }
+  // anyOf and oneOf spread over the rest: (A | B) & C = (A & C) | (B & C).
+  // oneOf alternatives keep their own oneOf (json_schema.cc decides
+  // whether they exclude each other); two lists of alternatives multiply.
+  std::vector<std::vector<Json>> combos = {{}};
+  bool spread_one_of = false;
+  int spread_lists = 0;
+  for (Json& p : flat) {
+    const char* key = p.contains("anyOf") ? "anyOf" : p.contains("oneOf") ? "oneOf" : nullptr;
+    if (key && p.contains("anyOf") && p.contains("oneOf")) {
+      return unsupported(ptr, "anyOf and oneOf in one part");
+    }
+    if (!key) {
+      for (auto& c : combos) c.push_back(p);
+      continue;
+    }
+    // (exactly one of A, B) & C is exactly one of A & C, B & C; a oneOf
+    // does not multiply with other alternatives that way.
+    if (std::string_view(key) == "oneOf") spread_one_of = true;
+    if (++spread_lists > 1 && spread_one_of) {
+      return unsupported(ptr, "oneOf beside other anyOf or oneOf alternatives");
+    }
+    const Json alts = p[key];
+    p.erase(key);
+    if (!alts.is_array() || alts.empty()) {
+      return InvalidArgument("json schema: keyword \"" + std::string(key) + "\" at " + ptr +
+                             ": not a non-empty array");
+    }
+    if (combos.size() * alts.size() > kMaxAlternatives) {
+      return unsupported(ptr, "more than " + std::to_string(kMaxAlternatives) +
+                                  " alternatives once anyOf and oneOf are spread");
+    }
+    std::vector<std::vector<Json>> next;
+    for (const auto& c : combos) {
+      for (const auto& a : alts) {
+        std::vector<Json> sub;
+        bool sub_false = false;
+        PVLLM_RETURN_IF_ERROR(flatten(a, resolve, ptr, 0, &sub, &sub_false));
+        if (sub_false) continue;
+        std::vector<Json> n = c;
+        n.push_back(p);
+        for (auto& s : sub) n.push_back(std::move(s));
+        next.push_back(std::move(n));
+      }
+    }
+    combos = std::move(next);
+  }
+  if (combos.empty()) {
+    *out = false;
+    return Status::Ok();
+  }
+  if (combos.size() == 1) return merge_flat(combos[0], ptr, out);
+  Json alts = Json::array();
+  for (const auto& c : combos) {
+    Json merged;
+    PVLLM_RETURN_IF_ERROR(merge_flat(c, ptr, &merged));
+    if (!(merged.is_boolean() && !merged.get<bool>())) alts.push_back(std::move(merged));
+  }
+  if (alts.empty()) {
+    *out = false;
+    return Status::Ok();
+  }
+  *out = Json{{spread_one_of ? "oneOf" : "anyOf", alts}};
+  return Status::Ok();
+}
+
+}  // namespace pvllm::structured
