@@ -17,6 +17,19 @@
 // Unsupported: other anchors, \b \B \A \z \Z \G, backreferences, look-around,
 // atomic groups, inline flags, possessive quantifiers, \p{..}, POSIX classes,
 // octal escapes and counts above kMaxRepetition.
+//
+// JSON Schema's "pattern" (regex_to_json_string_gbnf) reads the pattern as
+// ECMA-262 does with the `u` flag, the reading JSON Schema asks for:
+//   `.` is any code point but \n \r U+2028 U+2029; \s is ECMA's white space
+//   and line terminators (\t \n \v \f \r, space, U+00A0 U+1680
+//   U+2000-U+200A U+2028 U+2029 U+202F U+205F U+3000 U+FEFF); `[]` matches
+//   nothing and `[^]` any code point. The match is a search: a top-level
+//   alternative without `^` may start anywhere, one without `$` may end
+//   anywhere. Spellings whose ECMA-262 meaning differs from the other
+//   dialects' (\x{..}, \U.., {,n}) are Unsupported; (?P<name> ) and the
+//   other spellings ECMA-262 refuses but no dialect reads otherwise are
+//   accepted. The grammar is printed over the string's JSON text: each code
+//   point in its canonical spelling (JsonEscape below).
 #include "core/structured/regex_grammar.h"
 
 #include <algorithm>
@@ -70,6 +83,12 @@ Ranges complement(const Ranges& set) {
 Ranges digit_set() { return {{'0', '9'}}; }
 Ranges word_set() { return {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}}; }
 Ranges space_set() { return {{'\t', '\r'}, {' ', ' '}}; }  // \t \n \v \f \r and space
+// ECMA-262's WhiteSpace and LineTerminator: the above, the Unicode space
+// separators (Zs), U+2028, U+2029 and U+FEFF.
+Ranges ecma_space_set() {
+  return {{'\t', '\r'},     {' ', ' '},       {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
+          {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
+}
 
 // ---------------------------------------------------------------------------
 // The tree. Nodes are immutable, may be shared, and live in the Builder that
@@ -342,14 +361,25 @@ struct Escape {
   Ranges set;
 };
 
+// A top-level alternative and whether it was anchored at either end.
+struct Branch {
+  NodePtr node = nullptr;
+  bool at_start = false;  // began with `^`
+  bool at_end = false;    // ended with `$`
+};
+
 class RegexParser {
  public:
-  RegexParser(std::vector<CodePoint> cps, size_t end_offset, Builder* builder)
-      : cps_(std::move(cps)), end_offset_(end_offset), b_(*builder) {}
+  // `ecma`: ECMA-262's meanings (the file comment), for JSON Schema.
+  RegexParser(std::vector<CodePoint> cps, size_t end_offset, bool ecma, Builder* builder)
+      : cps_(std::move(cps)), end_offset_(end_offset), ecma_(ecma), b_(*builder) {}
 
-  Status parse(NodePtr* out) {
-    PVLLM_RETURN_IF_ERROR(parse_alternation(/*top=*/true, out));
+  // The top-level alternatives, in order.
+  Status parse(std::vector<Branch>* branches) {
+    NodePtr unused = nullptr;
+    PVLLM_RETURN_IF_ERROR(parse_alternation(/*top=*/true, &unused));
     if (!at_end()) return invalid("unbalanced ')'", offset());
+    *branches = std::move(branches_);
     return Status::Ok();
   }
 
@@ -365,9 +395,10 @@ class RegexParser {
   Status parse_alternation(bool top, NodePtr* out) {
     std::vector<NodePtr> options;
     while (true) {
-      NodePtr branch = nullptr;
+      Branch branch;
       PVLLM_RETURN_IF_ERROR(parse_branch(top, &branch));
-      options.push_back(branch);
+      options.push_back(branch.node);
+      if (top) branches_.push_back(branch);
       if (peek() != '|') break;
       ++pos_;
     }
@@ -377,13 +408,17 @@ class RegexParser {
 
   bool branch_ends() const { return at_end() || peek() == '|' || peek() == ')'; }
 
-  Status parse_branch(bool top, NodePtr* out) {
+  Status parse_branch(bool top, Branch* out) {
     std::vector<NodePtr> parts;
-    if (top && peek() == '^') ++pos_;
+    if (top && peek() == '^') {
+      ++pos_;
+      out->at_start = true;
+    }
     while (!branch_ends()) {
       PVLLM_RETURN_IF_ERROR(check_anchor(top));
       if (top && peek() == '$') {
         ++pos_;
+        out->at_end = true;
         break;
       }
       NodePtr atom = nullptr;
@@ -391,7 +426,7 @@ class RegexParser {
       PVLLM_RETURN_IF_ERROR(parse_quantifiers(&atom));
       parts.push_back(atom);
     }
-    *out = b_.seq(parts);
+    out->node = b_.seq(parts);
     return Status::Ok();
   }
 
@@ -414,7 +449,8 @@ class RegexParser {
         return parse_class(out);
       case '.':
         ++pos_;
-        *out = b_.chars(complement({{'\n', '\n'}}));
+        *out = b_.chars(ecma_ ? complement({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}})
+                              : complement({{'\n', '\n'}}));
         return Status::Ok();
       case '\\': {
         Escape e;
@@ -487,6 +523,8 @@ class RegexParser {
       return unsupported("a repetition count above " + std::to_string(kMaxRepetition), start);
     }
     if (*min > *max) return invalid("a repetition {m,n} with m > n", start);
+    // ECMA-262 reads {,n} as text (or refuses it); other dialects as {0,n}.
+    if (ecma_ && c == '{' && peek(1) == ',') return unsupported("the repetition '{,n}'", start);
     pos_ += length;
     if (peek() == '+') return unsupported("the possessive quantifier", offset());
     if (peek() == '?') ++pos_;  // lazy: the same strings match in full
@@ -572,7 +610,9 @@ class RegexParser {
     bool negate = peek() == '^';
     if (negate) ++pos_;
     Ranges set;
-    for (bool first = true;; first = false) {
+    // A `]` first is a member, but ends the class in ECMA-262: `[]` is
+    // empty and `[^]` any code point.
+    for (bool first = !ecma_;; first = false) {
       if (at_end()) return invalid("an unterminated character class", start);
       if (peek() == ']' && !first) break;
       PVLLM_RETURN_IF_ERROR(parse_class_item(&set));
@@ -647,10 +687,13 @@ class RegexParser {
         out->cp = 0;
         return Status::Ok();
       case 'x':
+        // ECMA-262 reads \x{41} as 41 x's (or refuses it).
+        if (ecma_ && peek() == '{') return unsupported("the escape '\\x{'", start);
         return parse_hex_escape(start, 2, out);
       case 'u':
         return parse_u_escape(start, out);
       case 'U':
+        if (ecma_) return unsupported_escape(c, start);
         return parse_fixed_hex(start, 8, &out->cp);
       case 'c':
         if (!is_alpha(peek())) return invalid("'\\c' without a letter", start);
@@ -670,7 +713,7 @@ class RegexParser {
     return unsupported_escape(c, start);
   }
 
-  static bool set_escape(uint32_t c, Escape* out) {
+  bool set_escape(uint32_t c, Escape* out) const {
     Ranges set;
     switch (c | 0x20) {
       case 'd':
@@ -680,7 +723,7 @@ class RegexParser {
         set = word_set();
         break;
       case 's':
-        set = space_set();
+        set = ecma_ ? ecma_space_set() : space_set();
         break;
       default:
         return false;
@@ -786,9 +829,11 @@ class RegexParser {
 
   std::vector<CodePoint> cps_;
   size_t end_offset_;
+  bool ecma_;
   Builder& b_;
   size_t pos_ = 0;
   int depth_ = 0;
+  std::vector<Branch> branches_;
 };
 
 // ---------------------------------------------------------------------------
@@ -813,12 +858,14 @@ void append_utf8(uint32_t c, std::string* out) {
 }
 
 // Code points printed as escapes: controls, C1 controls, surrogates,
-// invisible separators and private use.
+// spaces other than U+0020, invisible separators and formatting (bidi
+// controls among them) and private use.
 bool needs_escape(uint32_t c) {
   if (c < 0x20 || c == 0x7F) return true;
   if (c < 0x80) return false;
-  return c < 0xA0 || c == 0xAD || (c >= 0xD800 && c <= 0xF8FF) || c == 0x2028 || c == 0x2029 ||
-         c == 0xFEFF || c >= 0xF0000;
+  return c <= 0xA0 || c == 0xAD || c == 0x1680 || c == 0x180E || (c >= 0x2000 && c <= 0x200F) ||
+         (c >= 0x2028 && c <= 0x202F) || (c >= 0x205F && c <= 0x206F) || c == 0x3000 ||
+         (c >= 0xD800 && c <= 0xF8FF) || c == 0xFEFF || c >= 0xF0000;
 }
 
 void append_escaped(uint32_t c, std::string* out) {
@@ -893,10 +940,119 @@ std::string chars_term(const Ranges& set) {
   return "[" + class_body(set) + "]";
 }
 
+// How JSON text spells a code point, canonically (as JSON.stringify,
+// Python's json.dumps(ensure_ascii=False) and nlohmann::json::dump()
+// write it): `"` and `\` after a backslash, \b \f \n \r \t, the other
+// controls U+0000-U+001F as \u00xx in lower case, the rest as itself.
+struct JsonEscape {
+  // The code points written as an escape.
+  static bool escaped(uint32_t c) { return c < 0x20 || c == '"' || c == '\\'; }
+  static Ranges escaped_set() { return {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}}; }
+  // The letter after the backslash of a short escape, or 0 for \u00xx.
+  static char short_letter(uint32_t c) {
+    switch (c) {
+      case '"':
+        return '"';
+      case '\\':
+        return '\\';
+      case '\b':
+        return 'b';
+      case '\f':
+        return 'f';
+      case '\n':
+        return 'n';
+      case '\r':
+        return 'r';
+      case '\t':
+        return 't';
+      default:
+        return 0;
+    }
+  }
+  static std::string spelling(uint32_t c) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    if (char letter = short_letter(c)) return std::string("\\") + letter;
+    return std::string("\\u00") + kHex[c >> 4] + kHex[c & 15];
+  }
+};
+
+bool ranges_contain(const Ranges& set, uint32_t c) {
+  return std::any_of(set.begin(), set.end(), [c](CharRange r) { return r.lo <= c && c <= r.hi; });
+}
+
+Ranges ranges_minus(const Ranges& set, const Ranges& removed) {
+  Ranges kept = complement(removed), out;
+  for (CharRange a : set) {
+    for (CharRange b : kept) {
+      uint32_t lo = std::max(a.lo, b.lo), hi = std::min(a.hi, b.hi);
+      if (lo <= hi) out.push_back({lo, hi});
+    }
+  }
+  return out;
+}
+
+// `prefix` (ASCII) followed by one of `last` (ASCII) as GBNF: one literal
+// when `last` is one character.
+std::string literal_then(const std::string& prefix, const Ranges& last) {
+  if (last.size() == 1 && last[0].lo == last[0].hi) {
+    return gbnf_literal(prefix + static_cast<char>(last[0].lo));
+  }
+  if (prefix.empty()) return chars_term(last);
+  return gbnf_literal(prefix) + " " + chars_term(last);
+}
+
+// Options as one GBNF term.
+std::string group(const std::vector<std::string>& options) {
+  if (options.size() == 1 && options[0].find(' ') == std::string::npos) return options[0];
+  std::string out = "(";
+  for (size_t i = 0; i < options.size(); ++i) out += (i ? " | " : " ") + options[i];
+  return out + " )";
+}
+
+// The JSON spellings of the code points of `set` as one GBNF term: a class
+// of those written as themselves, or a backslash and what may follow it in
+// the escapes of the others (grouped by all but their last character). One
+// backslash for all escapes keeps the matcher's stacks few in a long run of
+// any character.
+std::string json_chars_term(const Ranges& set) {
+  Ranges letters, low[2];  // low[h]: the last digits of \u00h.
+  for (uint32_t c = 0; c <= '\\'; ++c) {
+    if (!JsonEscape::escaped(c) || !ranges_contain(set, c)) continue;
+    if (char letter = JsonEscape::short_letter(c)) {
+      letters.push_back({static_cast<uint32_t>(letter), static_cast<uint32_t>(letter)});
+    } else {
+      char digit = JsonEscape::spelling(c).back();
+      low[c >> 4].push_back({static_cast<uint32_t>(digit), static_cast<uint32_t>(digit)});
+    }
+  }
+  // After the backslash: (text, its last character).
+  std::vector<std::pair<std::string, Ranges>> escapes;
+  if (!letters.empty()) escapes.emplace_back("", normalized(letters));
+  for (int h = 0; h < 2; ++h) {
+    if (!low[h].empty()) escapes.emplace_back("u00" + std::to_string(h), normalized(low[h]));
+  }
+  std::vector<std::string> options;
+  Ranges raw = ranges_minus(set, JsonEscape::escaped_set());
+  if (!raw.empty()) options.push_back(chars_term(raw));
+  if (escapes.size() == 1) {
+    options.push_back(literal_then("\\" + escapes[0].first, escapes[0].second));
+  } else if (!escapes.empty()) {
+    std::vector<std::string> tails;
+    for (const auto& [text, last] : escapes) tails.push_back(literal_then(text, last));
+    options.push_back(gbnf_literal("\\") + " " + group(tails));
+  }
+  return group(options);
+}
+
 class Printer {
  public:
+  // `json`: print each code point as JSON text spells it (JsonEscape). The
+  // root rule is `root`; the others are `prefix` and a number.
+  Printer(bool json, std::string root, std::string prefix)
+      : json_(json), root_(std::move(root)), prefix_(std::move(prefix)) {}
+
   std::string print(NodePtr root) {
-    std::string out = "root ::= " + body(root) + "\n";
+    std::string out = root_ + " ::= " + body(root) + "\n";
     // Rules are printed as they are discovered; their bodies may add more.
     for (size_t i = 0; i < pending_.size(); ++i) {
       auto [name, node] = pending_[i];  // a copy: body() may add rules
@@ -935,7 +1091,7 @@ class Printer {
     };
     for (NodePtr c : n->children) {
       if (single_char(c)) {
-        append_literal_char(c->chars[0].lo, &literal);
+        append_char(c->chars[0].lo, &literal);
         continue;
       }
       flush();
@@ -946,10 +1102,20 @@ class Printer {
     return out;
   }
 
+  // Code point `c` inside a GBNF literal.
+  void append_char(uint32_t c, std::string* literal) const {
+    if (!json_ || !JsonEscape::escaped(c)) return append_literal_char(c, literal);
+    for (char e : JsonEscape::spelling(c)) append_literal_char(static_cast<uint8_t>(e), literal);
+  }
+
+  std::string chars(const Ranges& set) const {
+    return json_ ? json_chars_term(set) : chars_term(set);
+  }
+
   std::string term(NodePtr n) {
     switch (n->kind) {
       case Node::kChars:
-        return chars_term(n->chars);
+        return chars(n->chars);
       case Node::kRepeat:
         return repeated(n->children[0]) + suffix(n->min, n->max);
       case Node::kEmpty:
@@ -962,7 +1128,7 @@ class Printer {
   // The operand of a postfix operator: a class, a literal, a flat
   // parenthesised sequence or a rule.
   std::string repeated(NodePtr n) {
-    if (n->kind == Node::kChars) return chars_term(n->chars);
+    if (n->kind == Node::kChars) return chars(n->chars);
     if (n->kind == Node::kSeq && flat(n)) return "(" + sequence(n) + ")";
     return rule_name(n);
   }
@@ -986,32 +1152,83 @@ class Printer {
   std::string rule_name(NodePtr n) {
     auto it = names_.find(n);
     if (it != names_.end()) return it->second;
-    std::string name = "r" + std::to_string(names_.size() + 1);
+    std::string name = prefix_ + std::to_string(names_.size() + 1);
     names_.emplace(n, name);
     pending_.emplace_back(name, n);
     return name;
   }
 
+  bool json_;
+  std::string root_;
+  std::string prefix_;
   std::unordered_map<NodePtr, std::string> names_;
   std::vector<std::pair<std::string, NodePtr>> pending_;
 };
 
-}  // namespace
-
-Status regex_to_gbnf(std::string_view pattern, std::string* gbnf) {
+// Decodes and parses `pattern` into its top-level alternatives.
+Status parse_regex(std::string_view pattern, bool ecma, Builder* builder,
+                   std::vector<Branch>* branches) {
   if (pattern.size() > kMaxPatternBytes) {
     return InvalidArgument("regex: a pattern longer than " + std::to_string(kMaxPatternBytes) +
                            " bytes" + at_offset(kMaxPatternBytes));
   }
   std::vector<CodePoint> cps;
   PVLLM_RETURN_IF_ERROR(decode_pattern(pattern, &cps));
+  return RegexParser(std::move(cps), pattern.size(), ecma, builder).parse(branches);
+}
+
+Status refuse_if_never(NodePtr root) {
+  if (root->kind != Node::kNever) return Status::Ok();
+  return Unsupported("regex: a pattern that matches no string" + at_offset(0));
+}
+
+bool valid_prefix(std::string_view name) {
+  if (name.empty() || is_digit(static_cast<uint8_t>(name[0])) || name[0] == '-') return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    auto u = static_cast<uint8_t>(c);
+    return is_alpha(u) || is_digit(u) || c == '_' || c == '-';
+  });
+}
+
+}  // namespace
+
+Status regex_to_gbnf(std::string_view pattern, std::string* gbnf) {
   Builder builder;
-  NodePtr root = nullptr;
-  PVLLM_RETURN_IF_ERROR(RegexParser(std::move(cps), pattern.size(), &builder).parse(&root));
-  if (root->kind == Node::kNever) {
-    return Unsupported("regex: a pattern that matches no string" + at_offset(0));
+  std::vector<Branch> branches;
+  PVLLM_RETURN_IF_ERROR(parse_regex(pattern, /*ecma=*/false, &builder, &branches));
+  std::vector<NodePtr> options;
+  for (const Branch& b : branches) options.push_back(b.node);
+  NodePtr root = builder.alt(options);
+  PVLLM_RETURN_IF_ERROR(refuse_if_never(root));
+  *gbnf = Printer(/*json=*/false, "root", "r").print(root);
+  return Status::Ok();
+}
+
+Status regex_to_json_string_gbnf(std::string_view pattern, std::string_view rule_prefix,
+                                 std::string* rules) {
+  if (!valid_prefix(rule_prefix)) {
+    return InvalidArgument("regex: '" + std::string(rule_prefix) + "' is not a rule name");
   }
-  *gbnf = Printer().print(root);
+  Builder builder;
+  std::vector<Branch> branches;
+  PVLLM_RETURN_IF_ERROR(parse_regex(pattern, /*ecma=*/true, &builder, &branches));
+  // A search: any text before an alternative not anchored at the start,
+  // any after one not anchored at the end.
+  NodePtr any_text =
+      builder.rule(builder.repeat(builder.chars({{0, kMaxCodePoint}}), 0, kUnbounded));
+  std::vector<NodePtr> options;
+  for (const Branch& b : branches) {
+    if (b.node->nullable && !(b.at_start && b.at_end)) {
+      options.push_back(any_text);  // found (empty) at one end of every string
+      continue;
+    }
+    options.push_back(builder.seq(
+        {b.at_start ? builder.empty() : any_text, b.node, b.at_end ? builder.empty() : any_text}));
+  }
+  NodePtr root = builder.alt(options);
+  PVLLM_RETURN_IF_ERROR(refuse_if_never(root));
+  std::string prefix(rule_prefix);
+  *rules = Printer(/*json=*/true, prefix, prefix + "-").print(root);
   return Status::Ok();
 }
 

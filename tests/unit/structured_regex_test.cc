@@ -2,17 +2,31 @@
 // exactly the strings the regex matches in full. std::regex (ECMAScript,
 // regex_match) is the reference for ASCII patterns over every short string
 // of a small alphabet; UTF-8 cases are checked by hand.
+//
+// regex_to_json_string_gbnf (JSON Schema's "pattern"): the inside of a JSON
+// string literal whose value contains a match. Node's RegExp (with the `u`
+// flag) is the reference in tests/data/structured/pattern_goldens.json
+// (scripts/reference/make_pattern_goldens.mjs); std::regex (regex_search) on
+// random ASCII patterns; the matcher's stacks stay few on long strings.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <random>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/structured/grammar.h"
+#include "core/structured/matcher.h"
 #include "core/structured/regex_grammar.h"
+#include "core/structured/token_mask.h"
+#include "core/structured/vocab_trie.h"
 
 namespace pvllm::structured {
 namespace {
@@ -171,7 +185,9 @@ INSTANTIATE_TEST_SUITE_P(Cases, RegexMatchesStdRegex, ::testing::ValuesIn(kRefer
 // match nothing above all).
 class RandomPattern {
  public:
-  explicit RandomPattern(uint32_t seed) : rng_(seed) {}
+  explicit RandomPattern(uint32_t seed, std::vector<std::string> atoms = {"a", "b", "c", "[ab]",
+                                                                          "[^a]", "\\w", "[b-c]"})
+      : rng_(seed), atoms_(std::move(atoms)) {}
 
   std::string alternation(int depth) {
     std::string out = sequence(depth);
@@ -189,9 +205,8 @@ class RandomPattern {
   }
 
   std::string atom(int depth) {
-    static const char* const kAtoms[] = {"a", "b", "c", "[ab]", "[^a]", "\\w", "[b-c]"};
     if (depth > 0 && pick(3) == 0) return (pick(2) ? "(" : "(?:") + alternation(depth - 1) + ")";
-    return kAtoms[pick(std::size(kAtoms))];
+    return atoms_[pick(atoms_.size())];
   }
 
   std::string quantifier() {
@@ -201,6 +216,7 @@ class RandomPattern {
   }
 
   std::mt19937 rng_;
+  std::vector<std::string> atoms_;
 };
 
 TEST(RegexRandom, MatchesStdRegexOnEveryShortString) {
@@ -489,6 +505,248 @@ TEST(RegexNullableRepetition, NestedStars) {
   }
   EXPECT_FALSE(grammar_accepts(grammar, "d"));
   EXPECT_FALSE(grammar_accepts(grammar, "abd"));
+}
+
+// ---------------------------------------------------------------------------
+// regex_to_json_string_gbnf
+
+constexpr char kPrefix[] = "root-name-pattern";
+
+// `pattern`'s rules under a root that is their entry (`quoted`: between
+// quotes, as a JSON schema's string uses them).
+::testing::AssertionResult compile_pattern(const std::string& pattern, bool quoted,
+                                           Grammar* grammar) {
+  std::string rules;
+  Status s = regex_to_json_string_gbnf(pattern, kPrefix, &rules);
+  if (!s.ok()) {
+    return ::testing::AssertionFailure() << "regex_to_json_string_gbnf: " << s.message();
+  }
+  std::string root = std::string("root ::= ") + (quoted ? "\"\\\"\" " : "") + kPrefix +
+                     (quoted ? " \"\\\"\"" : "") + "\n";
+  s = parse_gbnf(root + rules, grammar);
+  if (!s.ok()) {
+    return ::testing::AssertionFailure() << "parse_gbnf: " << s.message() << "\n" << rules;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The inside of the JSON string literal nlohmann::json writes for `value`.
+std::string json_inside(const std::string& value) {
+  std::string text = nlohmann::json(value).dump();
+  return text.substr(1, text.size() - 2);
+}
+
+TEST(RegexPatternGoldens, MatchNodeRegExpOnJsonStrings) {
+  const char* dir = std::getenv("PVLLM_TEST_DATA");
+  if (dir == nullptr || *dir == '\0') GTEST_SKIP() << "PVLLM_TEST_DATA is not set (ctest sets it)";
+  const std::string path = std::string(dir) + "/structured/pattern_goldens.json";
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << "cannot open " << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json golden = nlohmann::json::parse(text.str());
+  ASSERT_GE(golden.at("cases").size(), 30u);
+  for (const nlohmann::json& c : golden.at("cases")) {
+    const std::string pattern = c.at("pattern").get<std::string>();
+    Grammar inside, quoted;
+    ASSERT_TRUE(compile_pattern(pattern, /*quoted=*/false, &inside)) << pattern;
+    ASSERT_TRUE(compile_pattern(pattern, /*quoted=*/true, &quoted)) << pattern;
+    int accepted = 0, rejected = 0;
+    for (const nlohmann::json& t : c.at("texts")) {
+      const std::string s = t.at(0).get<std::string>();
+      const bool expected = t.at(1).get<bool>();
+      EXPECT_EQ(grammar_accepts(inside, s), expected)
+          << "pattern " << pattern << " on " << printable(s);
+      EXPECT_EQ(grammar_accepts(quoted, "\"" + s + "\""), expected)
+          << "pattern " << pattern << " on " << printable(s) << " quoted";
+      (expected ? accepted : rejected)++;
+    }
+    EXPECT_GT(accepted, 0) << pattern;
+    EXPECT_GT(rejected, 0) << pattern;
+  }
+}
+
+// Random ASCII patterns, anchored or not, against std::regex's search on
+// every short value over an alphabet of characters JSON escapes and not.
+TEST(RegexPatternRandom, MatchesStdRegexSearchOnEveryShortValue) {
+  RandomPattern generator(20240915, {"a", "b", "\"", "\\\\", "\\n", "\\t", "[^a]", ".", "\\s",
+                                     "\\S", "[\"\\\\b]", "\\w", "\\x01", "[\\x00-\\x1f]"});
+  std::vector<std::string> values = all_strings(std::string("ab\"\\\n\t\x01", 7), 3);
+  std::mt19937 rng(5);
+  for (int i = 0; i < 200; ++i) {
+    std::string pattern =
+        (rng() % 2 ? "^" : "") + generator.alternation(2) + (rng() % 2 ? "$" : "");
+    if (rng() % 3 == 0)
+      pattern += "|" + std::string(rng() % 2 ? "^" : "") + generator.alternation(1);
+    Grammar grammar;
+    ASSERT_TRUE(compile_pattern(pattern, /*quoted=*/false, &grammar)) << pattern;
+    std::regex reference = reference_regex(pattern);
+    int mismatches = 0;
+    for (const std::string& v : values) {
+      bool expected = std::regex_search(v, reference);
+      if (grammar_accepts(grammar, json_inside(v)) == expected) continue;
+      ADD_FAILURE() << "pattern " << printable(pattern) << " on " << printable(v)
+                    << ": std::regex says " << expected;
+      if (++mismatches == 3) break;
+    }
+  }
+}
+
+// Spellings of a value other than the canonical one are refused, also
+// where the value matches.
+TEST(RegexPatternEscapes, OnlyTheCanonicalSpellingIsAccepted) {
+  Grammar grammar;
+  ASSERT_TRUE(compile_pattern("^[\\s\\S]*$", /*quoted=*/false, &grammar));
+  for (const char* text : {"\\\"", "\\\\", "\\b\\f\\n\\r\\t", "\\u0000\\u001f\\u000b", "\x7F", "é😀",
+                           "\xE2\x80\xA8", "a/b"}) {
+    EXPECT_TRUE(grammar_accepts(grammar, text)) << printable(text);
+  }
+  for (const char* text : {"\"", "\\", "\n", "\\/", "\\u0041", "\\u000A", "\\u001F", "\\u0008",
+                           "\\u00e9", "\\ud83d\\ude00", "\\x41", "\\a", "\\u00", "\x01"}) {
+    EXPECT_FALSE(grammar_accepts(grammar, text)) << printable(text);
+  }
+}
+
+TEST(RegexPatternRules, EveryRuleStartsWithThePrefix) {
+  for (const char* pattern : {"abc", "^a|b$", "(ab|c)+d?$", "^[^\"]{2,}x", "", "^$"}) {
+    std::string rules;
+    ASSERT_TRUE(regex_to_json_string_gbnf(pattern, kPrefix, &rules).ok()) << pattern;
+    std::istringstream lines(rules);
+    bool entry = false;
+    for (std::string line; std::getline(lines, line);) {
+      std::string name = line.substr(0, line.find(" ::= "));
+      EXPECT_EQ(name.rfind(kPrefix, 0), 0u) << pattern << ": " << line;
+      entry = entry || name == kPrefix;
+    }
+    EXPECT_TRUE(entry) << pattern << "\n" << rules;
+  }
+}
+
+TEST(RegexPatternRules, BadPrefixIsRefused) {
+  std::string rules;
+  for (const char* prefix : {"", "1a", "-a", "a b", "a\"", "é"}) {
+    EXPECT_EQ(regex_to_json_string_gbnf("a", prefix, &rules).code(), StatusCode::kInvalidArgument)
+        << prefix;
+  }
+}
+
+const ErrorCase kPatternErrorCases[] = {
+    {"a{,2}", kUnsupported, "'{,n}'", 1},
+    {"\\x{41}", kUnsupported, "'\\x{'", 0},
+    {"a\\U00000041", kUnsupported, "'\\U'", 1},
+    {"a^b", kUnsupported, "anchor '^'", 1},
+    {"(^a)", kUnsupported, "anchor '^'", 1},
+    {"a$b|c", kUnsupported, "anchor '$'", 1},
+    {"a\\b", kUnsupported, "word boundary", 1},
+    {"(?=a)", kUnsupported, "look-ahead", 0},
+    {"(a)\\1", kUnsupported, "backreference", 3},
+    {"\\p{L}", kUnsupported, "Unicode property", 0},
+    {"[]", kUnsupported, "matches no string", 0},
+    {"^[]$|x[]", kUnsupported, "matches no string", 0},
+    {"(ab", kInvalid, "unbalanced '('", 0},
+    {"[ab", kInvalid, "unterminated character class", 0},
+    {"a**", kInvalid, "nothing to repeat", 2},
+    {"\\uD800", kInvalid, "surrogate", 0},
+};
+
+class RegexPatternRefuses : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(RegexPatternRefuses, NamingTheConstructAndOffset) {
+  const ErrorCase& c = GetParam();
+  std::string rules = "untouched";
+  Status s = regex_to_json_string_gbnf(c.pattern, kPrefix, &rules);
+  ASSERT_EQ(s.code(), c.code) << printable(c.pattern) << ": " << s.message();
+  EXPECT_EQ(rules, "untouched");
+  EXPECT_NE(s.message().find(c.names), std::string::npos) << s.message();
+  std::string at = "at offset " + std::to_string(c.offset);
+  EXPECT_NE(s.message().find(at), std::string::npos) << s.message() << " (expected " << at << ")";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, RegexPatternRefuses, ::testing::ValuesIn(kPatternErrorCases));
+
+// ECMA-262's readings that differ from regex_to_gbnf's, checked by hand:
+// `[]`, `[^]`, `.`, \s.
+TEST(RegexPatternEcma, ClassesDotAndSpaces) {
+  struct Case {
+    const char* pattern;
+    std::vector<std::string> accept, reject;  // values
+  };
+  const Case cases[] = {
+      {"x|[]a]", {"x", "ax"}, {"a]", "]", ""}},  // `[]` is empty: nothing matches
+      {"^[^]$", {"\n", "\r", "😀", "\"", "\xE2\x80\xA8"}, {"", "ab"}},
+      {"^.$", {"a", "\x01", "\"", "\xC2\x85"}, {"\n", "\r", "\xE2\x80\xA8", "\xE2\x80\xA9"}},
+      {"^\\s$",
+       {" ", "\t", "\v", "\xC2\xA0", "\xE1\x9A\x80", "\xE2\x80\x8A", "\xE2\x80\xAF", "\xE3\x80\x80",
+        "\xEF\xBB\xBF", "\xE2\x80\xA9"},
+       {"\xC2\x85", "\xE2\x80\x8B", "\xE1\xA0\x8E", "a"}},
+      {"^\\S$", {"\xC2\x85", "\xE2\x80\x8B", "a", "\""}, {" ", "\v", "\xC2\xA0", "\xEF\xBB\xBF"}},
+      {"^[^\\s]$", {"\xC2\x85", "a"}, {"\xE3\x80\x80", "\n"}},
+  };
+  for (const Case& c : cases) {
+    Grammar grammar;
+    ASSERT_TRUE(compile_pattern(c.pattern, /*quoted=*/false, &grammar)) << c.pattern;
+    for (const std::string& v : c.accept) {
+      EXPECT_TRUE(grammar_accepts(grammar, json_inside(v))) << c.pattern << " on " << printable(v);
+    }
+    for (const std::string& v : c.reject) {
+      EXPECT_FALSE(grammar_accepts(grammar, json_inside(v))) << c.pattern << " on " << printable(v);
+    }
+  }
+}
+
+// The search's any-text parts keep the matcher's states small: over a long
+// string the number of stacks stops growing after the first bytes (as in a
+// finite automaton), and a token mask stays cheap (printed).
+TEST(RegexPatternCost, StacksStayFewOnLongStrings) {
+  std::vector<std::string> tokens;
+  std::mt19937 rng(11);
+  const std::string alphabet = "abcdefghijklmnopqrstuvwxyz 0123456789\"\\-_.";
+  for (int i = 0; i < 20000; ++i) {
+    std::string t;
+    for (size_t n = 1 + rng() % 6; n > 0; --n) t += alphabet[rng() % alphabet.size()];
+    tokens.push_back(t);
+  }
+  const VocabTrie trie(tokens);
+  struct Case {
+    const char* pattern;
+    std::string text;
+  };
+  std::string words;
+  while (words.size() < 4000) words += "lorem ipsum abc 123 dolor\\\"sit\\\\amet\\t ";
+  const Case cases[] = {{"^[a-z]+$", std::string(4000, 'q')},
+                        {"abc", words},
+                        {"[0-9]+$", words},
+                        {"^.*$", words},
+                        {"a.*b.*c|x+y", words},
+                        {"^(\\w+\\s?)+$", std::string(2000, 'w') + " a"}};
+  for (const Case& c : cases) {
+    Grammar grammar;
+    ASSERT_TRUE(compile_pattern(c.pattern, /*quoted=*/false, &grammar)) << c.pattern;
+    Matcher m(&grammar);
+    MatchState s = m.initial(), next;
+    size_t most = 0, most_early = 0;
+    double mask_ms = 0;
+    for (size_t i = 0; i < c.text.size(); ++i) {
+      m.advance(s, static_cast<uint8_t>(c.text[i]), &next);
+      ASSERT_FALSE(next.dead()) << c.pattern << " at byte " << i;
+      std::swap(s, next);
+      most = std::max(most, s.stacks.size());
+      if (i < 1000) most_early = most;
+      if (i % 500 == 0) {
+        std::vector<uint64_t> mask((tokens.size() + 63) / 64, 0);
+        auto start = std::chrono::steady_clock::now();
+        compute_token_mask(&m, s, 0, trie, mask.data());
+        mask_ms +=
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count();
+      }
+    }
+    EXPECT_EQ(most, most_early) << c.pattern << ": the stacks grow with the text";
+    EXPECT_LE(most, 32u) << c.pattern;
+    EXPECT_LT(m.arena_size(), 10000u) << c.pattern;
+    std::printf("%-16s %zu bytes: at most %zu stacks, arena %zu, %.2f ms per mask\n", c.pattern,
+                c.text.size(), most, m.arena_size(), mask_ms / ((c.text.size() + 499) / 500));
+  }
 }
 
 }  // namespace
