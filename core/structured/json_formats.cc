@@ -17,9 +17,8 @@
 //   at most 252. So at most 63 labels, and names near the limit may be
 //   refused. Counting exactly would take a rule per (length so far, label
 //   length so far) pair.
-// - date-time: the separator as JSON text is T, t, a space, \t, \n, \r, \f,
-//   \u000b or \u000B, or one of the other JavaScript whitespace characters
-//   written raw; other \u spellings of them are left out.
+// - date-time: the separator is T or t, as RFC 3339's date-time production
+//   has it; ajv-formats also takes whitespace there.
 #include "core/structured/json_formats.h"
 
 #include <string>
@@ -133,10 +132,9 @@ void write_time(RuleWriter& w, std::string_view part) {
 void write_date_time(RuleWriter& w) {
   w.add("", "<date> <sep> <time>");
   write_date(w, "date");
-  // JavaScript's \s, and t or T: ajv-formats splits the value at them.
-  w.add("sep",
-        "[tT \\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\uFEFF] | "
-        "\"\\\\\" [tnrf] | \"\\\\u000\" [bB]");
+  // RFC 3339's date-time production: T or t. (ajv-formats also splits at
+  // JavaScript's whitespace; validators that follow the RFC do not.)
+  w.add("sep", "[tT]");
   write_time(w, "time");
 }
 
@@ -275,9 +273,11 @@ void write_uri(RuleWriter& w, bool reference) {
 }
 
 // RFC 4122 text form, optionally as a URN; case-insensitive throughout.
+// RFC 4122's string form, 8-4-4-4-12 hex digits (ajv-formats also takes a
+// "urn:uuid:" prefix; other validators do not).
 void write_uuid(RuleWriter& w) {
   w.add("",
-        "( [uU] [rR] [nN] \":\" [uU] [uU] [iI] [dD] \":\" )? [0-9a-fA-F]{8} \"-\" "
+        "[0-9a-fA-F]{8} \"-\" "
         "[0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12}");
 }
 

@@ -24,7 +24,9 @@
 
 #include "core/structured/grammar.h"
 #include "core/structured/integer_range.h"
+#include "core/structured/json_formats.h"
 #include "core/structured/json_schema_merge.h"
+#include "core/structured/regex_grammar.h"
 
 namespace pvllm::structured {
 namespace {
@@ -71,30 +73,6 @@ const std::vector<Primitive>& primitives() {
        {"json-integer"}},
       {"json-integer", "\"-\"? ( \"0\" | [1-9] [0-9]{0,15} )", {}},
       {"json-boolean", "\"true\" | \"false\"", {}},
-      // Days that exist in their month (RFC 3339 full-date); February stops
-      // at 28, so no leap-year rule is needed.
-      {"json-date",
-       "[0-9]{4} \"-\" ( ( \"01\" | \"03\" | \"05\" | \"07\" | \"08\" | \"10\" | \"12\" ) "
-       "\"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] ) | ( \"04\" | \"06\" | \"09\" | \"11\" ) "
-       "\"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) | \"02-\" ( \"0\" [1-9] | \"1\" [0-9] | "
-       "\"2\" [0-8] ) )",
-       {}},
-      {"json-time",
-       "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,9} )? "
-       "( \"Z\" | [-+] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )",
-       {}},
-      // Dotted quads as RFC 2673 and ajv-formats spell them: decimal
-      // octets 0-255 without leading zeros.
-      {"json-ipv4-octet",
-       "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9]{2} | [1-9] [0-9] | [0-9]",
-       {}},
-      {"json-ipv4",
-       "json-ipv4-octet \".\" json-ipv4-octet \".\" json-ipv4-octet \".\" json-ipv4-octet",
-       {"json-ipv4-octet"}},
-      {"json-uuid",
-       "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
-       "[0-9a-fA-F]{12}",
-       {}},
   };
   return table;
 }
@@ -147,7 +125,7 @@ const std::map<std::string, KeywordInfo, std::less<>>& keyword_table() {
       {"minLength", {kString, true}},
       {"maxLength", {kString, true}},
       {"format", {kString, true}},
-      {"pattern", {kString, false}},
+      {"pattern", {kString, true}},
       {"minimum", {kNumber, true}},
       {"maximum", {kNumber, true}},
       {"exclusiveMinimum", {kNumber, true}},
@@ -407,7 +385,7 @@ class Converter {
       }
       out += std::string(p.name) + " ::= " + body + "\n";
     }
-    return out;
+    return out + raw_rules_;
   }
 
  private:
@@ -1172,6 +1150,15 @@ class Converter {
     if (s.contains("format") && !s["format"].is_string()) {
       return bad_keyword("format", ptr, "not a string");
     }
+    const bool format =
+        s.contains("format") && is_standard_format(s["format"].get_ref<const std::string&>());
+    if (s.contains("pattern")) {
+      if (has_lo || has_hi || format) {
+        return unsupported_keyword("pattern", ptr,
+                                   format ? " beside \"format\"" : " beside a length bound");
+      }
+      return pattern_body(s["pattern"], ptr, body);
+    }
     if (s.contains("format") && is_standard_format(s["format"].get_ref<const std::string&>())) {
       if (has_lo || has_hi) {
         return unsupported_keyword(has_lo ? "minLength" : "maxLength", ptr, " beside \"format\"");
@@ -1213,28 +1200,49 @@ class Converter {
     return names.count(name) > 0;
   }
 
+  // A format json_formats.h implements, its rules emitted once.
   Status format_body(const Json& f, const std::string& ptr, std::string* body) {
     const std::string& name = f.get_ref<const std::string&>();
-    std::string inner;
-    if (name == "date") {
-      inner = use("json-date");
-    } else if (name == "time") {
-      inner = use("json-time");
-    } else if (name == "date-time") {
-      inner = use("json-date") + " \"T\" " + use("json-time");
-    } else if (name == "uuid") {
-      inner = use("json-uuid");
-    } else if (name == "ipv4") {
-      inner = use("json-ipv4");
-    } else {
-      return unsupported_keyword("format", ptr, " value " + f.dump());
+    auto known = format_entries_.find(name);
+    if (known == format_entries_.end()) {
+      std::string rules, entry;
+      if (!json_format_gbnf(name, &rules, &entry).ok()) {
+        return unsupported_keyword("format", ptr, " value " + f.dump());
+      }
+      raw_rules_ += rules;
+      known = format_entries_.emplace(name, entry).first;
     }
-    *body = "\"\\\"\" " + inner + " \"\\\"\"";
+    *body = "\"\\\"\" " + known->second + " \"\\\"\"";
+    return Status::Ok();
+  }
+
+  // A string whose value has a match of "pattern" (ECMA-262, unanchored),
+  // through regex_grammar.h; its rules are named "patternN...", which no
+  // rule named after a schema path ("root-...", "def-...") can be.
+  Status pattern_body(const Json& p, const std::string& ptr, std::string* body) {
+    if (!p.is_string()) return bad_keyword("pattern", ptr, "not a string");
+    const std::string& pattern = p.get_ref<const std::string&>();
+    auto known = pattern_entries_.find(pattern);
+    if (known == pattern_entries_.end()) {
+      std::string prefix = "pattern" + std::to_string(pattern_entries_.size() + 1);
+      std::string rules;
+      Status st = regex_to_json_string_gbnf(pattern, prefix, &rules);
+      if (!st.ok()) {
+        return Status(st.code(),
+                      "json schema: keyword \"pattern\" at " + where(ptr) + ": " + st.message());
+      }
+      raw_rules_ += rules;
+      known = pattern_entries_.emplace(pattern, prefix).first;
+    }
+    *body = "\"\\\"\" " + known->second + " \"\\\"\"";
     return Status::Ok();
   }
 
   const Json* root_;
   bool whitespace_;
+  std::string raw_rules_;                              // rules of formats and patterns, whole lines
+  std::map<std::string, std::string> format_entries_;  // format -> entry rule
+  std::map<std::string, std::string> pattern_entries_;  // pattern -> entry rule
   bool root_is_document_ = true;
   std::vector<std::pair<std::string, std::string>> rules_;  // root first
   std::unordered_map<std::string, size_t> rule_index_;

@@ -657,8 +657,8 @@ TEST(JsonSchemaTest, UnsupportedKeywordsNameKeywordAndPointer) {
                      "the root");
   expect_unsupported(R"({"type":"number","multipleOf":2})", "multipleOf", "the root");
   expect_unsupported(R"({"minimum":0})", "minimum", "the root");  // implies a number
-  expect_unsupported(R"({"type":"string","pattern":"^a+$"})", "pattern", "the root");
-  expect_unsupported(R"({"type":"array","items":{"type":"string","pattern":"x"}})", "pattern",
+  expect_unsupported(R"({"type":"string","pattern":"^a+$","maxLength":3})", "pattern", "the root");
+  expect_unsupported(R"({"type":"array","items":{"type":"string","pattern":"a(?=b)c"}})", "pattern",
                      "/items");
   expect_unsupported(R"({"type":"array","uniqueItems":true})", "uniqueItems", "the root");
   expect_unsupported(R"({"type":"array","contains":{"type":"integer"}})", "contains", "the root");
@@ -678,7 +678,7 @@ TEST(JsonSchemaTest, UnsupportedKeywordsNameKeywordAndPointer) {
   expect_unsupported(R"({"type":"object","required":["a"],"properties":{"b":{},"c":{}},
                          "maxProperties":2})",
                      "maxProperties", "the root");
-  expect_unsupported(R"({"type":"string","format":"email"})", "format", "the root");
+  expect_unsupported(R"({"type":"string","format":"idn-email"})", "format", "the root");
   expect_unsupported(R"({"$ref":"http://example.com/s.json"})", "$ref", "the root");
   expect_unsupported(R"({"$defs":{"d":{"properties":{"q":{"type":"number","maximum":2}}}},
                          "$ref":"#/$defs/d"})",
@@ -818,6 +818,16 @@ TEST(JsonSchemaTest, EnumValuesAreCheckedAgainstTheOtherKeywords) {
   // A keyword the converter refuses is still refused beside enum.
   expect_unsupported(R"({"enum":["a"],"type":"string","format":"idn-email"})", "format",
                      "the root");
+}
+
+TEST(JsonSchemaTest, PatternsAndFormatsInsideStrings) {
+  check(R"({"type":"string","pattern":"^[a-z]+-\\d$"})", {"\"ab-1\""}, {"\"ab-\"", "\"Ab-1\""});
+  check(R"({"type":"string","pattern":"x\"y"})", {R"("ax\"yb")"}, {R"("xy")"});
+  check(
+      R"({"type":"object","properties":{"when":{"type":"string","format":"date-time"},
+            "mail":{"type":"string","format":"email"},"id":{"format":"uuid"}}})",
+      {R"({"when":"2024-02-29T12:00:00Z","mail":"a@b.co","id":"123e4567-e89b-12d3-a456-426614174000"})"},
+      {R"({"when":"2023-02-29T12:00:00Z"})", R"({"mail":"a"})", R"({"id":"x"})"});
 }
 
 TEST(JsonSchemaTest, TuplesOfEveryDraft) {
