@@ -213,16 +213,18 @@ class Residues {
 
   // Every spelling of a multiple, the integer part of any length.
   std::string unbounded(bool negative_zero) {
+    const std::vector<uint32_t> rep = representatives();
     for (uint32_t r = 0; r < m_ && !overflow(); ++r) {
+      if (rep[r] != r) continue;
       DigitGroups groups;
-      for (char d = '0'; d <= '9'; ++d) groups.add(d, integer_state(next(r, d)));
+      for (char d = '0'; d <= '9'; ++d) groups.add(d, integer_state(rep[next(r, d)]));
       std::vector<std::string> alts = groups.alternatives();
       const Lang after = after_integer(r);
       if (!after.expr.empty()) alts.push_back(after.expr);
       rules_->emplace_back(name('i', 0, r), alternatives(alts));
     }
     DigitGroups lead;
-    for (char d = '1'; d <= '9'; ++d) lead.add(d, integer_state(next(0, d)));
+    for (char d = '1'; d <= '9'; ++d) lead.add(d, integer_state(rep[next(0, d)]));
     const std::string nonzero = join(lead.alternatives());
     const std::string zero_part = then("\"0\"", after_integer(0));
     if (!negative_zero) return join({zero_part, "\"-\"? " + nonzero});
@@ -230,6 +232,30 @@ class Residues {
   }
 
  private:
+  // Per residue, the smallest residue with the same future: classes split
+  // until residues in one class step to one class on every digit (Moore's
+  // minimization), from "ends a multiple or not". With fraction digits
+  // counted (n > 0) what follows the integer part tells residues apart
+  // too; those stay their own.
+  std::vector<uint32_t> representatives() const {
+    std::vector<uint32_t> cls(m_), rep(m_);
+    for (uint32_t r = 0; r < m_; ++r) cls[r] = n_ > 0 ? r : (r == 0 ? 0 : 1);
+    for (size_t count = 0;;) {
+      std::map<std::vector<uint32_t>, uint32_t> ids;
+      std::vector<uint32_t> next_cls(m_);
+      for (uint32_t r = 0; r < m_; ++r) {
+        std::vector<uint32_t> key = {cls[r]};
+        for (char d = '0'; d <= '9'; ++d) key.push_back(cls[next(r, d)]);
+        next_cls[r] = ids.emplace(std::move(key), static_cast<uint32_t>(ids.size())).first->second;
+      }
+      cls = std::move(next_cls);
+      if (ids.size() == count) break;
+      count = ids.size();
+    }
+    std::map<uint32_t, uint32_t> first;  // class -> smallest residue
+    for (uint32_t r = 0; r < m_; ++r) rep[r] = first.emplace(cls[r], r).first->second;
+    return rep;
+  }
   static std::string alternatives(const std::vector<std::string>& alts) {
     std::string body;
     for (const auto& a : alts) body += (body.empty() ? "" : " | ") + a;

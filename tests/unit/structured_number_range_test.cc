@@ -663,6 +663,23 @@ TEST(NumberRangeTest, RandomMultiplesAndBounds) {
   EXPECT_GT(taken, 1000) << total;
 }
 
+// Sizes stay within what a schema with many number fields can carry.
+TEST(NumberRangeTest, GrammarsStaySmall) {
+  EXPECT_LT(number_range_gbnf(Bounds{"0", "100"}.to_api()).size(), 400u);
+  EXPECT_LT(number_range_gbnf(Bounds{"-123.456", "987.654321", true, true}.to_api()).size(), 3000u);
+  auto rules = [](const char* step, const Bounds& b) {
+    Decimal d;
+    EXPECT_TRUE(parse_decimal(step, &d).ok());
+    GbnfFragment frag;
+    EXPECT_TRUE(multiple_of_gbnf(d, true, b.to_api(), "m", &frag).ok()) << step;
+    return frag.rules.size();
+  };
+  EXPECT_LE(rules("1000", {}), 4u);  // trailing zeros counted, not residues
+  EXPECT_EQ(rules("7", {}), 7u);
+  EXPECT_LT(rules("7", {"0", "1000000"}), 100u);
+  EXPECT_LT(rules("1000", {"0", "9999999999999999"}), 100u);
+}
+
 TEST(NumberRangeTest, MultiplesRefuseWhatTheyCannotSpell) {
   struct Case {
     const char* step;
