@@ -46,7 +46,7 @@ Status parse_decimal(std::string_view text, Decimal* out);
 Decimal decimal_from_double(double v);
 // -1, 0 or 1 as a < b, a == b, a > b.
 int compare_decimals(const Decimal& a, const Decimal& b);
-// "-25e-2" style: the digits and the exponent, for messages.
+// For messages: "-0.25", "100000", or "1.5e-30" when far from 1.
 std::string decimal_to_string(const Decimal& d);
 
 // An interval; a side without has_* is unbounded.
@@ -71,8 +71,8 @@ struct GbnfFragment {
   std::vector<std::pair<std::string, std::string>> rules;
 };
 
-// Most residues a multipleOf grammar tracks (the step's digits, 1000 for
-// 0.001 x 1000 = 1), and most rules it may add.
+// The largest step digits c (or k, below) a multipleOf grammar tracks
+// residues of, and the most rules it may add.
 inline constexpr uint32_t kMaxMultipleOfModulus = 1000;
 inline constexpr size_t kMaxMultipleOfRules = 4096;
 
@@ -83,8 +83,8 @@ inline constexpr size_t kMaxMultipleOfRules = 4096;
 // that starts with it and "-") followed by "-" and a suffix. An empty
 // expr: no multiple lies within the bounds.
 //
-// With step = c x 10^-n (c a whole number without trailing zeros; 0.25 is
-// 25 x 10^-2, 1e2 is 100 x 10^0), any bounds:
+// With step = c x 10^-n, n >= 0 as small as it goes (0.25 = 25 x 10^-2,
+// 1e2 = 100 x 10^0), and any bounds:
 //   - integers_only: the multiples of k = c / gcd(c, 10^n) (0.5 -> 1,
 //     2.5 -> 5, 100 -> 100);
 //   - numbers: value x 10^n is a whole multiple of c, so fraction digits

@@ -310,6 +310,8 @@ TEST(NumberRangeTest, DecimalsAreReadExactly) {
   EXPECT_EQ(tenth.exponent, -1);
   EXPECT_EQ(decimal_to_string(decimal_from_double(1e-05)), "0.00001");
   EXPECT_EQ(decimal_to_string(decimal_from_double(-12.75)), "-12.75");
+  EXPECT_EQ(decimal_to_string(decimal_from_double(1.5e-30)), "1.5e-30");
+  EXPECT_EQ(decimal_to_string(Decimal::from_int(INT64_MIN)), "-9223372036854775808");
   const char* ordered[] = {"-1e300", "-100",       "-99.5", "-0.1", "0",    "1e-300",
                            "0.1",    "0.10000001", "12.75", "100",  "1e16", "1e300"};
   for (size_t i = 0; i < std::size(ordered); ++i) {
