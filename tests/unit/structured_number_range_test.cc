@@ -116,9 +116,10 @@ std::string scientific(const Fixed& f, int exp_digits = 2, bool plus = true, cha
   const size_t last = f.digits.find_last_not_of('0');
   const int power = kPlaces - 1 - static_cast<int>(first);
   std::string mantissa = f.digits.substr(first, last - first + 1);
-  if (mantissa.size() > 1) mantissa.insert(1, ".");
+  if (mantissa.size() > 1) mantissa = mantissa.substr(0, 1) + '.' + mantissa.substr(1);
   std::string exp = std::to_string(std::abs(power));
-  if (static_cast<int>(exp.size()) < exp_digits) exp.insert(0, exp_digits - exp.size(), '0');
+  if (static_cast<int>(exp.size()) < exp_digits)
+    exp = std::string(exp_digits - exp.size(), '0') + exp;
   const std::string sign = power < 0 ? "-" : plus ? "+" : "";
   return (f.negative ? "-" : "") + mantissa + e + sign + exp;
 }
@@ -448,7 +449,10 @@ TEST(NumberRangeTest, RandomBoundsAndSpellings) {
   for (int round = 0; round < 60; ++round) {
     auto bound = [&] {
       std::string s = random_decimal(rng, 1 + pick(rng), pick(rng));
-      if (coin(rng)) s += "e" + std::to_string(small(rng));
+      if (coin(rng)) {
+        s += 'e';
+        s += std::to_string(small(rng));
+      }
       return plain(exact(s));
     };
     Bounds b;
@@ -612,8 +616,10 @@ TEST(NumberRangeTest, RandomMultiplesAndBounds) {
     auto scaled = [&](int64_t q) {  // q x 10^-n as text
       std::string digits = std::to_string(q < 0 ? -q : q);
       if (n > 0) {
-        if (static_cast<int>(digits.size()) <= n) digits.insert(0, n + 1 - digits.size(), '0');
-        digits.insert(digits.size() - n, ".");
+        if (static_cast<int>(digits.size()) <= n) {
+          digits = std::string(n + 1 - digits.size(), '0') + digits;
+        }
+        digits = digits.substr(0, digits.size() - n) + '.' + digits.substr(digits.size() - n);
       }
       return plain(exact((q < 0 ? "-" : "") + digits));
     };
