@@ -26,6 +26,7 @@
 #include "core/structured/integer_range.h"
 #include "core/structured/json_formats.h"
 #include "core/structured/json_schema_merge.h"
+#include "core/structured/number_range.h"
 #include "core/structured/regex_grammar.h"
 
 namespace pvllm::structured {
@@ -130,7 +131,7 @@ const std::map<std::string, KeywordInfo, std::less<>>& keyword_table() {
       {"maximum", {kNumber, true}},
       {"exclusiveMinimum", {kNumber, true}},
       {"exclusiveMaximum", {kNumber, true}},
-      {"multipleOf", {kNumber, false}},
+      {"multipleOf", {kNumber, true}},
       {"title", {kAnnotation, true}},
       {"description", {kAnnotation, true}},
       {"default", {kAnnotation, true}},
@@ -488,11 +489,6 @@ class Converter {
       if (!info.supported && (family_types(info.family) & types)) {
         return unsupported_keyword(key, ptr);
       }
-      // Bounds are honoured on integers; a number's fraction and exponent
-      // are not bounded yet.
-      if (info.family == kNumber && (types & kTNumber)) {
-        return unsupported_keyword(key, ptr, " on numbers that need not be integers");
-      }
     }
     // Keywords beside allOf, $ref, anyOf or oneOf hold together with them:
     // merged into one schema (json_schema_merge.h).
@@ -807,9 +803,12 @@ class Converter {
       PVLLM_RETURN_IF_ERROR(string_body(s, ptr, &alt));
       alts.push_back(alt);
     }
-    if (types & kTNumber) alts.push_back(use("json-number"));
+    if (types & kTNumber) {
+      PVLLM_RETURN_IF_ERROR(number_body(s, ptr, hint, false, &alt));
+      alts.push_back(alt);
+    }
     if (types & kTInteger) {
-      PVLLM_RETURN_IF_ERROR(integer_body(s, ptr, &alt));
+      PVLLM_RETURN_IF_ERROR(number_body(s, ptr, hint, true, &alt));
       alts.push_back(alt);
     }
     if (types & kTBoolean) alts.push_back(use("json-boolean"));
@@ -822,6 +821,94 @@ class Converter {
       if (a.find(" | ") != std::string::npos) a = "( " + a + " )";
     }
     *body = join_alternatives(alts);
+    return Status::Ok();
+  }
+
+  // A keyword's number read exactly (number_range.h).
+  Status decimal_keyword(const char* key, const Json& v, const std::string& ptr, Decimal* out) {
+    if (v.is_number_unsigned()) return parse_decimal(std::to_string(v.get<uint64_t>()), out);
+    if (v.is_number_integer()) {
+      *out = Decimal::from_int(v.get<int64_t>());
+    } else if (v.is_number_float() && std::isfinite(v.get<double>())) {
+      *out = decimal_from_double(v.get<double>());
+    } else {
+      return bad_keyword(key, ptr, "not a number");
+    }
+    return Status::Ok();
+  }
+
+  // minimum, maximum and their exclusive forms (numbers, or draft 4's
+  // booleans that make minimum / maximum exclusive), the tighter of two
+  // bounds on a side kept.
+  Status number_bounds(const Json& s, const std::string& ptr, NumberBounds* b) {
+    auto flag = [&](const char* key) {
+      return s.contains(key) && s[key].is_boolean() && s[key].get<bool>();
+    };
+    auto tighten = [&](const char* key, bool lower, bool exclusive) -> Status {
+      Decimal d;
+      PVLLM_RETURN_IF_ERROR(decimal_keyword(key, s[key], ptr, &d));
+      bool& has = lower ? b->has_lo : b->has_hi;
+      Decimal& bound = lower ? b->lo : b->hi;
+      bool& excl = lower ? b->lo_exclusive : b->hi_exclusive;
+      int c = has ? compare_decimals(d, bound) : 0;
+      if (!has || (lower ? c > 0 : c < 0) || (c == 0 && exclusive)) {
+        has = true;
+        bound = d;
+        excl = exclusive;
+      }
+      return Status::Ok();
+    };
+    if (s.contains("minimum"))
+      PVLLM_RETURN_IF_ERROR(tighten("minimum", true, flag("exclusiveMinimum")));
+    if (s.contains("maximum"))
+      PVLLM_RETURN_IF_ERROR(tighten("maximum", false, flag("exclusiveMaximum")));
+    if (s.contains("exclusiveMinimum") && !s["exclusiveMinimum"].is_boolean()) {
+      PVLLM_RETURN_IF_ERROR(tighten("exclusiveMinimum", true, true));
+    }
+    if (s.contains("exclusiveMaximum") && !s["exclusiveMaximum"].is_boolean()) {
+      PVLLM_RETURN_IF_ERROR(tighten("exclusiveMaximum", false, true));
+    }
+    return Status::Ok();
+  }
+
+  // A number, or an integer, within its bounds and a multiple of
+  // "multipleOf" (number_range.h); integers without multipleOf as
+  // integer_range.h writes them.
+  Status number_body(const Json& s, const std::string& ptr, const std::string& hint,
+                     bool integers_only, std::string* body) {
+    if (integers_only && !s.contains("multipleOf")) return integer_body(s, ptr, body);
+    NumberBounds bounds;
+    PVLLM_RETURN_IF_ERROR(number_bounds(s, ptr, &bounds));
+    if (s.contains("multipleOf")) {
+      Decimal step;
+      PVLLM_RETURN_IF_ERROR(decimal_keyword("multipleOf", s["multipleOf"], ptr, &step));
+      if (step.negative || step.is_zero()) {
+        return bad_keyword("multipleOf", ptr, "not a number above 0");
+      }
+      GbnfFragment frag;
+      std::string prefix = unique_name(hint + "-multiple");
+      Status st = multiple_of_gbnf(step, integers_only, bounds, prefix, &frag);
+      if (!st.ok()) {
+        return Status(st.code(),
+                      "json schema: keyword \"multipleOf\" at " + where(ptr) + ": " + st.message());
+      }
+      if (frag.expr.empty()) {
+        return matches_nothing(ptr, "no multiple of multipleOf lies within the bounds");
+      }
+      for (auto& [name, rule] : frag.rules) {
+        taken_.insert(name);
+        rule_index_[name] = rules_.size();
+        rules_.emplace_back(name, rule);
+      }
+      *body = frag.expr;
+      return Status::Ok();
+    }
+    if (!bounds.has_lo && !bounds.has_hi) {
+      *body = use("json-number");
+      return Status::Ok();
+    }
+    *body = number_range_gbnf(bounds);
+    if (body->empty()) return matches_nothing(ptr, "no number lies between the bounds");
     return Status::Ok();
   }
 

@@ -232,8 +232,8 @@ TEST_F(StructuredOutputTest, BadConstraintsAreRefusedAtSubmitWithWhereAndWhat) {
   };
   const std::vector<Case> cases = {
       {ConstraintKind::kJsonSchema, "{\"type\": \"object\",", StatusCode::kInvalidArgument, "byte"},
-      {ConstraintKind::kJsonSchema, R"({"type": "number", "minimum": 3})", StatusCode::kUnsupported,
-       "minimum"},
+      {ConstraintKind::kJsonSchema, R"({"type": "array", "uniqueItems": true})",
+       StatusCode::kUnsupported, "uniqueItems"},
       {ConstraintKind::kGrammar, "root ::= \"a\" (", StatusCode::kInvalidArgument, "column"},
       {ConstraintKind::kGrammar, "root ::= item\n", StatusCode::kInvalidArgument, "item"},
       {ConstraintKind::kGrammar, "root ::= root \"a\" | \"b\"", StatusCode::kUnsupported,

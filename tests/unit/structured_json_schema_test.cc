@@ -649,14 +649,9 @@ TEST(JsonSchemaTest, IntegerBoundsThatNothingMeetsOrThatAreNotNumbers) {
 }
 
 TEST(JsonSchemaTest, UnsupportedKeywordsNameKeywordAndPointer) {
-  expect_unsupported(R"({"type":"object","properties":{"age":{"type":"number","minimum":0}}})",
-                     "minimum", "/properties/age");
-  expect_unsupported(R"({"type":"number","maximum":1})", "maximum", "the root");
-  expect_unsupported(R"({"type":"number","exclusiveMinimum":1})", "exclusiveMinimum", "the root");
-  expect_unsupported(R"({"type":["integer","number"],"exclusiveMaximum":1})", "exclusiveMaximum",
-                     "the root");
-  expect_unsupported(R"({"type":"number","multipleOf":2})", "multipleOf", "the root");
-  expect_unsupported(R"({"minimum":0})", "minimum", "the root");  // implies a number
+  expect_unsupported(
+      R"({"type":"object","properties":{"age":{"type":"number","multipleOf":1001}}})", "multipleOf",
+      "/properties/age");
   expect_unsupported(R"({"type":"string","pattern":"^a+$","maxLength":3})", "pattern", "the root");
   expect_unsupported(R"({"type":"array","items":{"type":"string","pattern":"a(?=b)c"}})", "pattern",
                      "/items");
@@ -680,11 +675,10 @@ TEST(JsonSchemaTest, UnsupportedKeywordsNameKeywordAndPointer) {
                      "maxProperties", "the root");
   expect_unsupported(R"({"type":"string","format":"idn-email"})", "format", "the root");
   expect_unsupported(R"({"$ref":"http://example.com/s.json"})", "$ref", "the root");
-  expect_unsupported(R"({"$defs":{"d":{"properties":{"q":{"type":"number","maximum":2}}}},
+  expect_unsupported(R"({"$defs":{"d":{"properties":{"q":{"type":"array","uniqueItems":true}}}},
                          "$ref":"#/$defs/d"})",
-                     "maximum", "/$defs/d/properties/q");
-  expect_unsupported(R"({"properties":{"a/b~c":{"type":"number","minimum":0}}})", "minimum",
-                     "/properties/a~1b~0c");
+                     "uniqueItems", "/$defs/d/properties/q");
+  expect_unsupported(R"({"properties":{"a/b~c":{"not":{}}}})", "not", "/properties/a~1b~0c");
 }
 
 TEST(JsonSchemaTest, MalformedJsonNamesTheByteOffset) {
@@ -828,6 +822,22 @@ TEST(JsonSchemaTest, PatternsAndFormatsInsideStrings) {
             "mail":{"type":"string","format":"email"},"id":{"format":"uuid"}}})",
       {R"({"when":"2024-02-29T12:00:00Z","mail":"a@b.co","id":"123e4567-e89b-12d3-a456-426614174000"})"},
       {R"({"when":"2023-02-29T12:00:00Z"})", R"({"mail":"a"})", R"({"id":"x"})"});
+}
+
+TEST(JsonSchemaTest, NumberBoundsAndMultiples) {
+  check(R"({"type":"object","properties":{"age":{"type":"number","minimum":0,"maximum":120}}})",
+        {R"({"age":0})", R"({"age":119.5})", R"({"age":120})", R"({"age":1e-05})"},
+        {R"({"age":-1})", R"({"age":120.01})", R"({"age":-0.5})"});
+  check(R"({"type":"number","exclusiveMinimum":0.1,"exclusiveMaximum":0.3})", {"0.2", "0.11"},
+        {"0.1", "0.3", "0.30000000000000004"});
+  check(R"({"type":"number","minimum":5,"exclusiveMinimum":true})", {"5.5"}, {"5"});
+  check(R"({"type":"number","multipleOf":0.01})", {"1.25", "3", "-0.5"}, {"1.255"});
+  check(R"({"type":"integer","multipleOf":3,"minimum":1,"maximum":10})", {"3", "6", "9"},
+        {"0", "12", "4"});
+  expect_refused(R"({"type":"number","minimum":2,"maximum":1})", StatusCode::kInvalidArgument,
+                 {"nothing can match"});
+  expect_refused(R"({"type":"number","multipleOf":0})", StatusCode::kInvalidArgument,
+                 {"\"multipleOf\""});
 }
 
 TEST(JsonSchemaTest, TuplesOfEveryDraft) {

@@ -173,9 +173,9 @@ namespace Pvllm.Tests
         [Test]
         public void UnsupportedKeywordsAreUnsupportedNamingThem()
         {
-            PvllmException e = Refused(Constraint.JsonSchema("{\"type\": \"number\", \"minimum\": 3}"));
+            PvllmException e = Refused(Constraint.JsonSchema("{\"type\": \"array\", \"uniqueItems\": true}"));
             Assert.AreEqual(PvllmStatus.Unsupported, e.Status, e.Message);
-            StringAssert.Contains("\"minimum\"", e.Message);
+            StringAssert.Contains("\"uniqueItems\"", e.Message);
 
             // Nor with beam search.
             SamplingParams beam = SamplingParams.Greedy(8);
