@@ -15,6 +15,11 @@ int64_t us_since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
 }
 
+// The last 200 bytes of `text`, for a report.
+void rejected_prefix_of(const std::string& text, std::string* out) {
+  *out = text.size() > 200 ? "..." + text.substr(text.size() - 200) : text;
+}
+
 }  // namespace
 
 std::string refusal_keyword(const std::string& message) {
@@ -51,6 +56,10 @@ nlohmann::ordered_json SchemaResult::to_json(bool with_masks) const {
   j["num_valid_tests"] = num_valid_tests;
   j["num_invalid_tests"] = num_invalid_tests;
   if (!validation_error.empty()) j["validation_error"] = validation_error;
+  if (!rejected_token.empty()) {
+    j["rejected_prefix"] = rejected_prefix;
+    j["rejected_token"] = rejected_token;
+  }
   j["valid_rejected"] = valid_rejected;
   j["invalid_accepted"] = invalid_accepted;
   if (!engine_error.empty()) j["engine_error"] = engine_error;
@@ -80,6 +89,8 @@ SchemaResult SchemaResult::from_json(const nlohmann::ordered_json& j) {
   r.valid_rejected = j.value("valid_rejected", 0);
   r.invalid_accepted = j.value("invalid_accepted", 0);
   r.engine_error = j.value("engine_error", "");
+  r.rejected_prefix = j.value("rejected_prefix", "");
+  r.rejected_token = j.value("rejected_token", "");
   r.num_tokens = j.value("num_tokens", int64_t{0});
   if (j.contains("all_mask_us")) r.mask_us = j["all_mask_us"].get<std::vector<int32_t>>();
   return r;
@@ -103,6 +114,7 @@ SchemaResult run_schema(const std::string& id, const nlohmann::ordered_json& fil
   spec.kind = structured::ConstraintKind::kJsonSchema;
   spec.text = file.at("schema").dump();
   spec.json_whitespace = true;
+  spec.json_unlisted_properties = true;  // JSON Schema's own reading
   std::shared_ptr<const structured::CompiledConstraint> compiled;
   auto t0 = Clock::now();
   Status s = compiler->compile(spec, &compiled);
@@ -132,6 +144,7 @@ SchemaResult run_schema(const std::string& id, const nlohmann::ordered_json& fil
     }
     structured::TokenMatcher matcher(compiled, /*leading_spaces=*/0);
     bool accepted = true;
+    std::string prefix;
     for (int32_t t : tokens) {
       auto t1 = Clock::now();
       auto mask = matcher.allowed();
@@ -143,8 +156,13 @@ SchemaResult run_schema(const std::string& id, const nlohmann::ordered_json& fil
         ok = false;
       }
       r.mask_us.push_back(static_cast<int32_t>(us_since(t1)));
+      if (ok) prefix += tokenizer.token_bytes(t);
       ++r.num_tokens;
       if (!ok) {
+        if (valid) {
+          rejected_prefix_of(prefix, &r.rejected_prefix);
+          r.rejected_token = tokenizer.token_bytes(t);
+        }
         accepted = false;
         if (matcher.failed())
           r.engine_error = "test #" + std::to_string(i) + ": " + matcher.error();

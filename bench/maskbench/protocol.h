@@ -27,6 +27,9 @@ struct SchemaResult {
   // The last failing test, as runner.py reports it ("test #3: should
   // reject but didn't"), and how many of each kind failed.
   std::string validation_error;
+  // The failing valid instance's text up to where a mask stopped it, and
+  // the token it stopped ("...{\"a\": 1, " and "\"b").
+  std::string rejected_prefix, rejected_token;
   int valid_rejected = 0;
   int invalid_accepted = 0;
   int64_t num_tokens = 0;

@@ -36,8 +36,9 @@ Status choices_to_gbnf(const std::vector<std::string>& choices, std::string* gbn
 }
 
 std::string cache_key(const ConstraintSpec& spec) {
-  std::string key =
-      std::to_string(static_cast<int>(spec.kind)) + (spec.json_whitespace ? "w:" : ":");
+  std::string key = std::to_string(static_cast<int>(spec.kind)) +
+                    (spec.json_whitespace ? "w" : "") +
+                    (spec.json_unlisted_properties ? "u:" : ":");
   if (spec.kind != ConstraintKind::kChoice) return key + spec.text;
   for (const std::string& c : spec.choices) key += std::to_string(c.size()) + ":" + c;
   return key;
@@ -48,7 +49,9 @@ std::string cache_key(const ConstraintSpec& spec) {
 Status constraint_to_gbnf(const ConstraintSpec& spec, std::string* gbnf) {
   switch (spec.kind) {
     case ConstraintKind::kJsonSchema:
-      return json_schema_to_gbnf(spec.text, gbnf, {.whitespace = spec.json_whitespace});
+      return json_schema_to_gbnf(spec.text, gbnf,
+                                 {.whitespace = spec.json_whitespace,
+                                  .unlisted_properties = spec.json_unlisted_properties});
     case ConstraintKind::kJsonObject:
       *gbnf = json_object_gbnf({.whitespace = spec.json_whitespace});
       return Status::Ok();

@@ -27,6 +27,11 @@ struct ConstraintSpec {
   // carriage return) allowed between tokens, as in pretty-printed or
   // ", "-separated JSON; false = compact JSON, nothing between tokens.
   bool json_whitespace = false;
+  // JSON schemas: members a schema does not list, wherever its
+  // additionalProperties (or patternProperties) allows them, as JSON Schema
+  // has it. false = an object with listed properties gets only those
+  // (stricter: what OpenAI's strict schemas and XGrammar's strict mode do).
+  bool json_unlisted_properties = false;
 
   bool active() const { return kind != ConstraintKind::kNone; }
 };

@@ -28,6 +28,7 @@
 #include "core/structured/json_schema_merge.h"
 #include "core/structured/number_range.h"
 #include "core/structured/regex_grammar.h"
+#include "core/structured/utf8_decoder.h"
 
 namespace pvllm::structured {
 namespace {
@@ -58,6 +59,15 @@ const std::vector<Primitive>& primitives() {
       {"json-array",
        "\"[\" WS ( json-value WS ( \",\" WS json-value WS )* )? \"]\"",
        {"json-value"}},
+      // Member names as JSON writers spell them: only ", \ and control
+      // characters escaped, each one way. What a name that must differ from
+      // the listed ones (string_except) is made of, so that no other
+      // spelling of a listed name gets through.
+      {"json-key-escape",
+       "\"\\\\\" ( [\\\"\\\\bfnrt] | \"u000\" [0-7bef] | \"u001\" [0-9a-f] )",
+       {}},
+      {"json-key-char", "[^\\\"\\\\\\x00-\\x1F] | json-key-escape", {"json-key-escape"}},
+      {"json-key-rest", "json-key-char* \"\\\"\"", {"json-key-char"}},
       // JSON's whitespace; unbounded as JSON has it (max_tokens bounds a
       // model that would go on with it).
       {"json-ws", "[ \\t\\n\\r]*", {}},
@@ -105,7 +115,7 @@ const std::map<std::string, KeywordInfo, std::less<>>& keyword_table() {
       {"properties", {kObject, true}},
       {"required", {kObject, true}},
       {"additionalProperties", {kObject, true}},
-      {"patternProperties", {kObject, false}},
+      {"patternProperties", {kObject, true}},
       {"propertyNames", {kObject, false}},
       {"minProperties", {kObject, true}},
       {"maxProperties", {kObject, true}},
@@ -339,7 +349,7 @@ struct PendingDef {
 class Converter {
  public:
   Converter(const Json* root, const JsonGrammarOptions& options)
-      : root_(root), whitespace_(options.whitespace) {}
+      : root_(root), whitespace_(options.whitespace), unlisted_(options.unlisted_properties) {}
 
   Status convert(std::string* gbnf) { return convert_at(*root_, "", gbnf); }
 
@@ -684,7 +694,7 @@ class Converter {
         }
         if (!names.empty()) rest["type"] = std::vector<std::string>(names.begin(), names.end());
       }
-      Converter sub(root_, {});
+      Converter sub(root_, {.unlisted_properties = unlisted_});
       std::string gbnf;
       PVLLM_RETURN_IF_ERROR(sub.convert_at(rest, ptr, &gbnf));
       PVLLM_RETURN_IF_ERROR(parse_gbnf(gbnf, &others_grammar));
@@ -970,8 +980,9 @@ class Converter {
   // One object member, listed in `properties` or `required`.
   struct Member {
     std::string key;
-    std::string value;  // rule name
+    std::string value;  // rule name; for `extras`, the rule of one whole member
     bool required;
+    bool extras = false;  // any number of members not listed, after the listed ones
   };
 
   Status object_body(const Json& s, const std::string& ptr, const std::string& hint, int depth,
@@ -988,6 +999,21 @@ class Converter {
     PVLLM_RETURN_IF_ERROR(count_keyword(s, "maxProperties", ptr, &hi, &has_hi));
     if (has_hi && lo > hi) return matches_nothing(ptr, "minProperties is above maxProperties");
     bool listed = (props && !props->empty()) || !required.empty();
+    if (!listed && s.contains("patternProperties")) {
+      std::string pair;
+      PVLLM_RETURN_IF_ERROR(pattern_member(s, {}, ptr, hint, depth, &pair));
+      if (pair.empty() || (has_hi && hi == 0)) {
+        if (lo > 0)
+          return matches_nothing(ptr, "minProperties is above 0 and no member may appear");
+        *body = empty_container('{', '}');
+        return Status::Ok();
+      }
+      std::string more = repeat("( " + punct(',') + " " + pair + " )", lo > 0 ? lo - 1 : 0,
+                                has_hi ? static_cast<int64_t>(hi) - 1 : -1);
+      std::string list = pair + (more.empty() ? "" : " " + more);
+      *body = punct('{') + (lo == 0 ? " ( " + list + " )?" : " " + list) + " \"}\"";
+      return Status::Ok();
+    }
     if (!listed) {
       if (extra.empty() || (has_hi && hi == 0)) {
         if (lo > 0)
@@ -1006,6 +1032,28 @@ class Converter {
     }
     std::vector<Member> members;
     PVLLM_RETURN_IF_ERROR(listed_members(props, required, extra, ptr, hint, depth, &members));
+    // With unlisted_, members not listed come after the listed ones: with patternProperties
+    // those whose names match the pattern (other names are left out), else
+    // any name but the listed ones, valued by additionalProperties. Left
+    // out under property counts.
+    std::string pair;
+    if (s.contains("patternProperties")) {
+      // Checked either way: a listed name the pattern matches is refused.
+      PVLLM_RETURN_IF_ERROR(pattern_member(s, members, ptr, hint, depth, &pair));
+      if (!unlisted_ || has_lo || has_hi) pair.clear();
+    } else if (unlisted_ && !extra.empty() && !has_lo && !has_hi) {
+      std::vector<std::string> names;
+      for (const Member& m : members) names.push_back(m.key);
+      if (props) {
+        for (const auto& [key, sub] : props->items()) names.push_back(key);  // false ones too
+      }
+      std::string key;
+      PVLLM_RETURN_IF_ERROR(string_except(names, hint, ptr, &key));
+      pair = key + ws() + " " + punct(':') + " " + use(extra) + ws();
+    }
+    if (!pair.empty()) {
+      members.push_back({"", add_rule(hint + "-extra", pair), false, true});
+    }
     // Only listed members are written, so the counts bound how many of the
     // optional ones come: nothing to do when every choice fits, at least
     // one when none is required and minProperties is 1; else refused.
@@ -1025,6 +1073,130 @@ class Converter {
       }
     }
     *body = members_body(members, hint, nonempty);
+    return Status::Ok();
+  }
+
+  // A JSON string (its quotes included) that is none of `names`, spelled
+  // as json-key-char has it: a rule per node of the names' trie, each
+  // ending the string, leaving the trie with any other character, or
+  // following a child.
+  Status string_except(const std::vector<std::string>& names, const std::string& hint,
+                       const std::string& ptr, std::string* rule) {
+    struct Node {
+      std::map<uint32_t, size_t> children;
+      bool terminal = false;
+    };
+    std::vector<Node> trie(1);
+    for (const std::string& name : names) {
+      size_t at = 0;
+      Utf8Decoder d;
+      for (char c : name) {
+        uint32_t cp = 0;
+        auto r = d.feed(static_cast<uint8_t>(c), &cp);
+        if (r == Utf8Decoder::kInvalid)
+          return bad_keyword("properties", ptr, "a name is not UTF-8");
+        if (r != Utf8Decoder::kChar) continue;
+        if (cp < 0x20 || cp == '"' || cp == '\\') {
+          return unsupported_keyword("additionalProperties", ptr,
+                                     " beside property names with quotes, backslashes or "
+                                     "control characters");
+        }
+        auto it = trie[at].children.find(cp);
+        if (it == trie[at].children.end()) {
+          it = trie[at].children.emplace(cp, trie.size()).first;
+          trie.emplace_back();
+        }
+        at = it->second;
+      }
+      trie[at].terminal = true;
+    }
+    std::vector<std::string> node_rules(trie.size());
+    const std::string rest = use("json-key-rest");
+    const std::string escape = use("json-key-escape");
+    // Children come after their parents in `trie`, so from the back every
+    // child's rule exists when its parent's is written.
+    for (size_t i = trie.size(); i-- > 0;) {
+      std::vector<std::string> alts;
+      if (!trie[i].terminal) alts.push_back("\"\\\"\"");
+      std::string others = "[^\\\"\\\\\\x00-\\x1F";
+      for (const auto& [cp, child] : trie[i].children) {
+        char buf[16];
+        std::snprintf(buf, sizeof buf, "\\U%08X", cp);
+        others += buf;
+      }
+      alts.push_back(others + "] " + rest);
+      alts.push_back(escape + " " + rest);
+      for (const auto& [cp, child] : trie[i].children) {
+        std::string utf8;
+        append_utf8(cp, &utf8);
+        alts.push_back(gbnf_literal(utf8) + " " + node_rules[child]);
+      }
+      node_rules[i] = add_rule(hint + "-name", join_alternatives(alts));
+    }
+    *rule = "\"\\\"\" " + node_rules[0];
+    return Status::Ok();
+  }
+
+  static void append_utf8(uint32_t cp, std::string* out) {
+    if (cp < 0x80) {
+      *out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      *out += static_cast<char>(0xC0 | (cp >> 6));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      *out += static_cast<char>(0xE0 | (cp >> 12));
+      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      *out += static_cast<char>(0xF0 | (cp >> 18));
+      *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+
+  // patternProperties: one member whose name matches the pattern (or one
+  // of several whose schemas are all the same) and whose value matches its
+  // schema. Names that match no pattern are left out, which
+  // additionalProperties allows whatever it says; a listed or required name
+  // that matches a pattern is refused (its two schemas would both apply,
+  // and the member could come twice).
+  Status pattern_member(const Json& s, const std::vector<Member>& members, const std::string& ptr,
+                        const std::string& hint, int depth, std::string* pair) {
+    const Json& pp = s["patternProperties"];
+    if (!pp.is_object()) return bad_keyword("patternProperties", ptr, "not an object");
+    if (pp.empty()) return Status::Ok();
+    const Json* schema = nullptr;
+    std::vector<std::string> keys;
+    for (const auto& [pattern, sub] : pp.items()) {
+      if (schema && sub != *schema) {
+        return unsupported_keyword("patternProperties", ptr, " with patterns of different schemas");
+      }
+      schema = &sub;
+      std::string key;
+      PVLLM_RETURN_IF_ERROR(pattern_body(Json(pattern), ptr + "/patternProperties", &key));
+      keys.push_back(key);
+    }
+    if (schema->is_boolean() && !schema->get<bool>()) return Status::Ok();
+    std::string key = keys.size() == 1 ? keys[0] : "( " + join_alternatives(keys) + " )";
+    std::string key_rule = add_rule(hint + "-pattern-name", key);
+    if (!members.empty()) {
+      // The pattern rules stand alone (regex_grammar.h).
+      std::string gbnf = "root ::= " + key + "\n" + raw_rules_;
+      Grammar g;
+      PVLLM_RETURN_IF_ERROR(parse_gbnf(gbnf, &g));
+      for (const Member& m : members) {
+        if (grammar_accepts(g, Json(m.key).dump())) {
+          return unsupported_keyword("patternProperties", ptr,
+                                     " matching the listed property " + Json(m.key).dump());
+        }
+      }
+    }
+    std::string value;
+    PVLLM_RETURN_IF_ERROR(schema_term(*schema,
+                                      ptr + "/patternProperties/" + pointer_token(pp.begin().key()),
+                                      hint + "-pattern-value", depth + 1, &value));
+    *pair = key_rule + ws() + " " + punct(':') + " " + use(value) + ws();
     return Status::Ok();
   }
 
@@ -1120,6 +1292,10 @@ class Converter {
   }
 
   std::string member_term(const Member& m, bool comma) {
+    if (m.extras) {
+      return comma ? "( " + punct(',') + " " + m.value + " )+"
+                   : m.value + " ( " + punct(',') + " " + m.value + " )*";
+    }
     if (!whitespace_) {
       std::string key = (comma ? "," : "") + Json(m.key).dump() + ":";
       return gbnf_literal(key) + " " + m.value;
@@ -1327,6 +1503,7 @@ class Converter {
 
   const Json* root_;
   bool whitespace_;
+  bool unlisted_;
   std::string raw_rules_;                              // rules of formats and patterns, whole lines
   std::map<std::string, std::string> format_entries_;  // format -> entry rule
   std::map<std::string, std::string> pattern_entries_;  // pattern -> entry rule

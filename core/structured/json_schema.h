@@ -16,6 +16,9 @@ struct JsonGrammarOptions {
   // JSON's whitespace between tokens (ConstraintSpec::json_whitespace);
   // false = compact.
   bool whitespace = false;
+  // Unlisted members beside listed ones (ConstraintSpec::
+  // json_unlisted_properties); false = listed members only.
+  bool unlisted_properties = false;
 };
 
 Status json_schema_to_gbnf(std::string_view schema_json, std::string* gbnf,

@@ -664,8 +664,8 @@ TEST(JsonSchemaTest, UnsupportedKeywordsNameKeywordAndPointer) {
                      "allOf", "/properties/a");
   expect_unsupported(R"({"anyOf":[{"not":{"type":"integer"}}]})", "not", "/anyOf/0");
   expect_unsupported(R"({"if":{"type":"integer"},"then":{"minimum":1}})", "if", "the root");
-  expect_unsupported(R"({"type":"object","patternProperties":{"^x":{}}})", "patternProperties",
-                     "the root");
+  expect_unsupported(R"({"type":"object","patternProperties":{"^x":{},"^y":{"type":"null"}}})",
+                     "patternProperties", "the root");
   expect_unsupported(R"({"type":"object","dependentRequired":{"a":["b"]}})", "dependentRequired",
                      "the root");
   expect_unsupported(R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"minProperties":2})",
@@ -838,6 +838,45 @@ TEST(JsonSchemaTest, NumberBoundsAndMultiples) {
                  {"nothing can match"});
   expect_refused(R"({"type":"number","multipleOf":0})", StatusCode::kInvalidArgument,
                  {"\"multipleOf\""});
+}
+
+// The grammar of `schema` with unlisted members allowed, as JSON Schema
+// reads additionalProperties.
+void check_unlisted(std::string_view schema, const std::vector<std::string>& accepted,
+                    const std::vector<std::string>& rejected) {
+  std::string gbnf;
+  Status st = json_schema_to_gbnf(schema, &gbnf, {.unlisted_properties = true});
+  ASSERT_TRUE(st.ok()) << st.message();
+  Grammar g;
+  ASSERT_TRUE(parse_gbnf(gbnf, &g).ok()) << gbnf;
+  for (const auto& doc : accepted) EXPECT_TRUE(grammar_accepts(g, doc)) << doc << "\n" << gbnf;
+  for (const auto& doc : rejected) EXPECT_FALSE(grammar_accepts(g, doc)) << doc << "\n" << gbnf;
+}
+
+TEST(JsonSchemaTest, UnlistedMembersComeAfterTheListedOnesWhenAllowed) {
+  const char* schema = R"({"type":"object","properties":{"a":{"type":"integer"},"ab":false,
+      "b":{"type":"string"}},"required":["b"]})";
+  check_unlisted(schema,
+                 {R"({"b":"x"})", R"({"a":1,"b":"x","c":null})", R"({"b":"x","a2":[1],"abc":{}})",
+                  R"({"b":"x","":1})", R"({"b":"x","\u0001":1})"},
+                 {R"({"b":"x","a":"1"})", R"({"b":"x","b":"y"})", R"({"b":"x","ab":1})",
+                  R"({"b":"x","\u0061":"1"})", R"({"c":1,"b":"x"})"});
+  check(schema, {R"({"a":1,"b":"x"})"}, {R"({"b":"x","c":null})"});  // off by default
+  check_unlisted(R"({"properties":{"a":{}},"additionalProperties":{"type":"integer"}})",
+                 {R"({"a":"s","z":1})"}, {R"({"a":"s","z":"1"})"});
+  check_unlisted(R"({"properties":{"a":{}},"additionalProperties":false})", {R"({"a":1})"},
+                 {R"({"a":1,"z":1})"});
+}
+
+TEST(JsonSchemaTest, PatternPropertiesNameTheirMembers) {
+  check(R"({"type":"object","patternProperties":{"^x-":{"type":"integer"}},
+            "additionalProperties":false})",
+        {"{}", R"({"x-a":1,"x-b":2})"}, {R"({"y":1})", R"({"x-a":"1"})"});
+  check_unlisted(R"({"type":"object","properties":{"name":{"type":"string"}},
+                    "patternProperties":{"^x-":{"type":"integer"}}})",
+                 {R"({"name":"n","x-a":1})"}, {R"({"name":"n","x-a":"1"})"});
+  expect_refused(R"({"properties":{"x-a":{}},"patternProperties":{"^x-":{}}})",
+                 StatusCode::kUnsupported, {"\"patternProperties\"", "x-a"});
 }
 
 TEST(JsonSchemaTest, TuplesOfEveryDraft) {
