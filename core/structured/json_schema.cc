@@ -106,7 +106,7 @@ const std::map<std::string, KeywordInfo, std::less<>>& keyword_table() {
       {"$ref", {kAny, true}},
       {"allOf", {kAny, true}},
       {"oneOf", {kAny, true}},
-      {"not", {kAny, false}},
+      {"not", {kAny, true}},
       {"if", {kAny, false}},
       {"then", {kAny, false}},
       {"else", {kAny, false}},
@@ -280,6 +280,11 @@ Status bad_keyword(std::string_view key, const std::string& ptr, std::string_vie
 Status matches_nothing(const std::string& ptr, std::string_view why) {
   return InvalidArgument("json schema: nothing can match the schema at " + where(ptr) + " (" +
                          std::string(why) + ")");
+}
+
+bool is_matches_nothing(const Status& st) {
+  return st.code() == StatusCode::kInvalidArgument &&
+         st.message().rfind("json schema: nothing can match", 0) == 0;
 }
 
 // A non-negative integer keyword value, at most kMaxRepetition.
@@ -503,7 +508,8 @@ class Converter {
     // Keywords beside allOf, $ref, anyOf or oneOf hold together with them:
     // merged into one schema (json_schema_merge.h).
     const bool alternatives = s.contains("anyOf") || s.contains("oneOf");
-    if (s.contains("allOf") || ((s.contains("$ref") || alternatives) && constraining.size() > 1)) {
+    if (s.contains("allOf") || s.contains("not") ||
+        ((s.contains("$ref") || alternatives) && constraining.size() > 1)) {
       return merged_body(s, ptr, hint, depth, body);
     }
     if (s.contains("$ref")) return ref_body(s, constraining, ptr, body);
@@ -1240,8 +1246,11 @@ class Converter {
           continue;  // may not appear
         }
         std::string value;
-        PVLLM_RETURN_IF_ERROR(schema_term(sub, ptr + "/properties/" + pointer_token(key),
-                                          hint + "-" + key, depth + 1, &value));
+        Status st = schema_term(sub, ptr + "/properties/" + pointer_token(key), hint + "-" + key,
+                                depth + 1, &value);
+        // A member whose schema nothing matches ({"not": {}}) may not appear.
+        if (!st.ok() && !req && is_matches_nothing(st)) continue;
+        PVLLM_RETURN_IF_ERROR(st);
         members->push_back({key, value, req});
       }
     }

@@ -92,7 +92,8 @@ bool is_annotation(std::string_view key) {
 
 // Merges keyword by keyword `parts` (flattened, none with allOf or $ref,
 // at most one with anyOf or oneOf spread already).
-Status merge_flat(const std::vector<Json>& parts, const std::string& ptr, Json* out) {
+Status merge_flat(const std::vector<Json>& parts, const RefResolver& resolve,
+                  const std::string& ptr, Json* out) {
   Json m = Json::object();
   // Properties: every part's schema for each name, in first-seen order.
   std::vector<std::string> names;
@@ -102,7 +103,7 @@ Status merge_flat(const std::vector<Json>& parts, const std::string& ptr, Json* 
   std::vector<std::string> required_order;
   for (const Json& p : parts) {
     for (const auto& [key, value] : p.items()) {
-      if (is_annotation(key)) continue;
+      if (is_annotation(key) || key == "not") continue;
       if (key == "type") {
         std::set<std::string> t = type_set(value);
         if (m.contains("type")) t = intersect_types(type_set(m["type"]), t);
@@ -170,6 +171,70 @@ Status merge_flat(const std::vector<Json>& parts, const std::string& ptr, Json* 
         return unsupported(ptr, "parts give \"" + key + "\" different values");
       }
     }
+  }
+  // not: the forms that say something keyword by keyword: nothing ({},
+  // true), anything (false), types left out, one member left out.
+  for (const Json& p : parts) {
+    if (!p.contains("not")) continue;
+    const Json* n = &p["not"];
+    if (n->is_object() && n->contains("$ref") && (*n)["$ref"].is_string()) {
+      PVLLM_RETURN_IF_ERROR(resolve((*n)["$ref"].get<std::string>(), &n));
+    }
+    std::vector<std::string> keys;
+    if (n->is_object()) {
+      for (const auto& [key, value] : n->items()) {
+        if (!is_annotation(key)) keys.push_back(key);
+      }
+    }
+    if (n->is_boolean() ? n->get<bool>() : keys.empty()) {
+      *out = false;
+      return Status::Ok();
+    }
+    if (n->is_boolean()) continue;  // not false: anything
+    if (keys.size() == 1 && keys[0] == "type") {
+      std::set<std::string> drop = type_set((*n)["type"]);
+      std::set<std::string> kept;
+      for (const char* t : {"object", "array", "string", "number", "integer", "boolean", "null"}) {
+        if (!drop.count(t) && !(drop.count("number") && std::string_view(t) == "integer")) {
+          kept.insert(t);
+        }
+      }
+      if (drop.count("integer") && !drop.count("number")) {
+        kept.erase("number");  // numbers that are not integers: not a type of their own
+        kept.insert("number-not-integer");
+      }
+      if (kept.count("number-not-integer")) {
+        return Unsupported(
+            "json schema: unsupported keyword \"not\" (numbers that are not "
+            "integers) at " +
+            (ptr.empty() ? std::string("the root") : ptr));
+      }
+      std::set<std::string> t =
+          m.contains("type") ? intersect_types(type_set(m["type"]), kept) : kept;
+      if (t.empty()) {
+        *out = false;
+        return Status::Ok();
+      }
+      m["type"] = Json(std::vector<std::string>(t.begin(), t.end()));
+      continue;
+    }
+    if (keys.size() == 1 && keys[0] == "required" && (*n)["required"].is_array() &&
+        (*n)["required"].size() == 1 && (*n)["required"][0].is_string()) {
+      const std::string name = (*n)["required"][0].get<std::string>();
+      if (required.count(name)) {
+        *out = false;
+        return Status::Ok();
+      }
+      if (!prop_parts.count(name)) {
+        names.push_back(name);
+        prop_parts[name] = Json::array();
+      }
+      prop_parts[name].push_back(false);
+      has_props = true;
+      continue;
+    }
+    return Unsupported("json schema: unsupported keyword \"not\" at " +
+                       (ptr.empty() ? std::string("the root") : ptr));
   }
   if (m.contains("enum") && m["enum"].empty()) {
     *out = false;
@@ -385,11 +450,11 @@ Status merge_schemas(const std::vector<const SchemaJson*>& parts, const RefResol
     *out = false;
     return Status::Ok();
   }
-  if (combos.size() == 1) return merge_flat(combos[0], ptr, out);
+  if (combos.size() == 1) return merge_flat(combos[0], resolve, ptr, out);
   Json alts = Json::array();
   for (const auto& c : combos) {
     Json merged;
-    PVLLM_RETURN_IF_ERROR(merge_flat(c, ptr, &merged));
+    PVLLM_RETURN_IF_ERROR(merge_flat(c, resolve, ptr, &merged));
     if (!(merged.is_boolean() && !merged.get<bool>())) alts.push_back(std::move(merged));
   }
   if (alts.empty()) {

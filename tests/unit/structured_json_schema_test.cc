@@ -662,7 +662,7 @@ TEST(JsonSchemaTest, UnsupportedKeywordsNameKeywordAndPointer) {
                      "the root");
   expect_unsupported(R"({"properties":{"a":{"allOf":[{"format":"date"},{"format":"time"}]}}})",
                      "allOf", "/properties/a");
-  expect_unsupported(R"({"anyOf":[{"not":{"type":"integer"}}]})", "not", "/anyOf/0");
+  expect_unsupported(R"({"anyOf":[{"not":{"minimum":1}}]})", "not", "/anyOf/0");
   expect_unsupported(R"({"if":{"type":"integer"},"then":{"minimum":1}})", "if", "the root");
   expect_unsupported(R"({"type":"object","patternProperties":{"^x":{},"^y":{"type":"null"}}})",
                      "patternProperties", "the root");
@@ -678,7 +678,8 @@ TEST(JsonSchemaTest, UnsupportedKeywordsNameKeywordAndPointer) {
   expect_unsupported(R"({"$defs":{"d":{"properties":{"q":{"type":"array","uniqueItems":true}}}},
                          "$ref":"#/$defs/d"})",
                      "uniqueItems", "/$defs/d/properties/q");
-  expect_unsupported(R"({"properties":{"a/b~c":{"not":{}}}})", "not", "/properties/a~1b~0c");
+  expect_unsupported(R"({"properties":{"a/b~c":{"not":{"enum":[1]}}}})", "not",
+                     "/properties/a~1b~0c");
 }
 
 TEST(JsonSchemaTest, MalformedJsonNamesTheByteOffset) {
@@ -877,6 +878,19 @@ TEST(JsonSchemaTest, PatternPropertiesNameTheirMembers) {
                  {R"({"name":"n","x-a":1})"}, {R"({"name":"n","x-a":"1"})"});
   expect_refused(R"({"properties":{"x-a":{}},"patternProperties":{"^x-":{}}})",
                  StatusCode::kUnsupported, {"\"patternProperties\"", "x-a"});
+}
+
+TEST(JsonSchemaTest, NotInTheFormsThatSayWhatIsLeftOut) {
+  check(R"({"not":{"type":["string","object"]}})", {"1", "null", "[]"}, {"\"a\"", "{}"});
+  check(R"({"type":["integer","string"],"not":{"type":"string"}})", {"1"}, {"\"a\""});
+  check(R"({"type":"object","properties":{"a":{},"b":{"not":{}}},"not":{"required":["a"]}})",
+        {"{}"}, {R"({"a":1})", R"({"b":1})"});
+  check(R"({"not":false})", {"1", "{}"}, {});
+  expect_refused(R"({"not":{}})", StatusCode::kInvalidArgument, {"nothing can match"});
+  expect_refused(R"({"type":"object","required":["a"],"not":{"required":["a"]}})",
+                 StatusCode::kInvalidArgument, {"nothing can match"});
+  expect_unsupported(R"({"not":{"type":"integer"}})", "not", "the root");
+  expect_unsupported(R"({"not":{"enum":[1]}})", "not", "the root");
 }
 
 TEST(JsonSchemaTest, TuplesOfEveryDraft) {
