@@ -246,28 +246,33 @@ void write_ipv6(RuleWriter& w, std::string_view part, bool leading_zeros) {
 
 // RFC 3986 as ajv-formats' patterns spell it. "uri": scheme ":" and a
 // hierarchical part (an authority after "/" or "//", or a path), then an
-// optional query and fragment. "uri-reference": the scheme and the
-// hierarchical part are optional, and the host, path, query and fragment
-// may also hold '"' (as \" in JSON text).
+// optional query and fragment. "uri-reference": that, or a relative
+// reference, whose first path segment holds no ':' (RFC 3986's
+// path-noscheme: "://" is none; ajv-formats takes it, and '"', which the
+// RFC leaves out too).
 void write_uri(RuleWriter& w, bool reference) {
-  const std::string quote = reference ? " | \"\\\\\\\"\"" : "";
   const std::string sub_delims = "!$&'()*+,;=";
   if (reference) {
-    w.add("", "( <scheme> \":\" )? <hier>? <tail>");
+    w.add("", "( <scheme> \":\" <hier> | <rel> )? <tail>");
+    w.add("rel",
+          "\"//\" <authority> ( \"/\" <pchar>* )* | \"/\" ( <pchar>+ ( \"/\" <pchar>* )* )? | "
+          "<ncchar>+ ( \"/\" <pchar>* )*");
+    w.add("ncchar", "[a-zA-Z0-9\\-._~" + sub_delims + "@] | <pct>");
   } else {
     w.add("", "<scheme> \":\" <hier> <tail>");
   }
   w.add("scheme", "[a-zA-Z] [a-zA-Z0-9+\\-.]*");
   w.add("hier",
-        "\"/\"? \"/\" ( <userinfo> \"@\" )? <host> ( \":\" [0-9]* )? ( \"/\" <pchar>* )* | \"/\" "
+        "\"/\"? \"/\" <authority> ( \"/\" <pchar>* )* | \"/\" "
         "( <pchar>+ ( \"/\" <pchar>* )* )? | <pchar>+ ( \"/\" <pchar>* )*");
+  w.add("authority", "( <userinfo> \"@\" )? <host> ( \":\" [0-9]* )?");
   w.add("tail", "( \"?\" <qchar>* )? ( \"#\" <qchar>* )?");
   w.add("userinfo", "( [a-zA-Z0-9\\-._~" + sub_delims + ":] | <pct> )*");
   // A dotted quad is a reg-name too, so it needs no alternative of its own.
   w.add("host", "\"[\" ( <ip6> | [vV] [0-9a-fA-F]+ \".\" [a-zA-Z0-9\\-._~" + sub_delims +
-                    ":]+ ) \"]\" | ( [a-zA-Z0-9\\-._~" + sub_delims + "] | <pct>" + quote + " )*");
-  w.add("pchar", "[a-zA-Z0-9\\-._~" + sub_delims + ":@] | <pct>" + quote);
-  w.add("qchar", "[a-zA-Z0-9\\-._~" + sub_delims + ":@/?] | <pct>" + quote);
+                    ":]+ ) \"]\" | ( [a-zA-Z0-9\\-._~" + sub_delims + "] | <pct> )*");
+  w.add("pchar", "[a-zA-Z0-9\\-._~" + sub_delims + ":@] | <pct>");
+  w.add("qchar", "[a-zA-Z0-9\\-._~" + sub_delims + ":@/?] | <pct>");
   w.add("pct", "\"%\" [0-9a-fA-F] [0-9a-fA-F]");
   write_ipv6(w, "ip6", true);
 }

@@ -86,17 +86,37 @@ enum class Next { kAlive, kDead, kGiveUp };
 // state after the first d bytes of the current path, stripped[d] whether
 // those bytes are all leading spaces the detokenizer drops. False when
 // `advance` gave up (the mask is then partly set).
+//
+// `plain`: when not null, plain[j] is the state after any j plain bytes
+// (VocabTrie::is_plain) from `start`, alive for every j up to the trie's
+// depth, and the caller sets every token of trie.plain_mask(): a node
+// reached by plain bytes alone is then in plain[depth] without advancing,
+// and a subtree with nothing but plain bytes below is skipped whole. Inside
+// a JSON string (bounded by maxLength or not) that is most of the
+// vocabulary.
 template <typename State, typename Advance>
 bool walk(const VocabTrie& trie, int leading_spaces, const State& start, Advance advance,
-          uint64_t* mask) {
+          uint64_t* mask, const std::vector<State>* plain = nullptr) {
   const std::vector<VocabTrie::Node>& nodes = trie.nodes();
   std::vector<State> level(trie.max_depth() + 1);
   std::vector<uint8_t> stripped(trie.max_depth() + 1, 0);
+  std::vector<uint8_t> plain_path(trie.max_depth() + 1, 0);
   level[0] = start;
   stripped[0] = leading_spaces > 0;
+  plain_path[0] = plain != nullptr && leading_spaces == 0;
   for (size_t i = 0; i < nodes.size();) {
     const VocabTrie::Node& n = nodes[i];
     const uint32_t d = n.depth;
+    plain_path[d] = plain_path[d - 1] && VocabTrie::is_plain(n.byte);
+    if (plain_path[d]) {
+      if (n.plain_below) {
+        i = n.subtree_end;  // all in plain_mask()
+        continue;
+      }
+      level[d] = (*plain)[d];
+      ++i;  // this node's own tokens are plain too
+      continue;
+    }
     stripped[d] = stripped[d - 1] && n.byte == ' ' && static_cast<int>(d) <= leading_spaces;
     if (stripped[d]) {
       level[d] = level[0];
@@ -122,7 +142,38 @@ bool walk_memoized(Matcher* matcher, const MatchState& state, int leading_spaces
     if (!memo->step(matcher, from, b, to)) return Next::kGiveUp;
     return *to == MaskMemo::kDead ? Next::kDead : Next::kAlive;
   };
-  return walk(trie, leading_spaces, start, by_memo, mask->data());
+  // The states after 0, 1, ... plain bytes, while every plain byte leads to
+  // the same live one; a state that leads back to itself holds from there.
+  std::vector<int32_t> plain;
+  if (leading_spaces == 0) {
+    plain.push_back(start);
+    while (plain.size() <= trie.max_depth()) {
+      const int32_t from = plain.back();
+      int32_t common = MaskMemo::kDead;
+      for (int b = 0x20; b < 0x7F; ++b) {
+        if (!VocabTrie::is_plain(static_cast<uint8_t>(b))) continue;
+        int32_t to = MaskMemo::kDead;
+        if (!memo->step(matcher, from, static_cast<uint8_t>(b), &to)) return false;
+        if (to == MaskMemo::kDead || (common != MaskMemo::kDead && to != common)) {
+          common = MaskMemo::kDead;
+          break;
+        }
+        common = to;
+      }
+      if (common == MaskMemo::kDead) break;
+      if (common == from) {
+        plain.resize(trie.max_depth() + 1, from);
+        break;
+      }
+      plain.push_back(common);
+    }
+  }
+  const bool plain_known = plain.size() == trie.max_depth() + 1;
+  if (plain_known) {
+    const std::vector<uint64_t>& bits = trie.plain_mask();
+    for (size_t w = 0; w < bits.size(); ++w) (*mask)[w] |= bits[w];
+  }
+  return walk(trie, leading_spaces, start, by_memo, mask->data(), plain_known ? &plain : nullptr);
 }
 
 }  // namespace

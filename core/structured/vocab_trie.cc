@@ -47,6 +47,25 @@ VocabTrie::VocabTrie(const std::vector<std::string>& token_bytes)
     nodes_[path.back()].subtree_end = static_cast<uint32_t>(nodes_.size());
     path.pop_back();
   }
+  // A node's subtree is plain when its children are plain bytes with plain
+  // subtrees: from the back, children come after their parent.
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    Node& n = nodes_[i];
+    for (size_t c = i + 1; c < n.subtree_end; c = nodes_[c].subtree_end) {
+      if (!is_plain(nodes_[c].byte) || !nodes_[c].plain_below) {
+        n.plain_below = false;
+        break;
+      }
+    }
+  }
+  plain_mask_.assign((static_cast<size_t>(vocab_size_) + 63) / 64, 0);
+  for (int32_t id = 0; id < vocab_size_; ++id) {
+    const std::string& b = bytes_[static_cast<size_t>(id)];
+    if (!b.empty() &&
+        std::all_of(b.begin(), b.end(), [](char c) { return is_plain(static_cast<uint8_t>(c)); })) {
+      plain_mask_[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+    }
+  }
 }
 
 }  // namespace pvllm::structured

@@ -17,7 +17,15 @@ class VocabTrie {
     uint32_t subtree_end = 0;   // the index after this node's subtree
     uint32_t tokens_begin = 0;  // [begin, end) in token_ids(): tokens ending here
     uint32_t tokens_end = 0;
+    // Every byte below this node is plain (is_plain): the subtree holds
+    // only tokens that plain_mask() has, once the path to it is plain.
+    bool plain_below = true;
   };
+
+  // Printable ASCII but the quote and the backslash: what fills a JSON
+  // string, and what a state inside one (or inside many patterns) takes
+  // without changing.
+  static bool is_plain(uint8_t b) { return b >= 0x20 && b < 0x7F && b != '"' && b != '\\'; }
 
   // token_bytes[id]: the bytes token `id` adds to the text. Tokens with
   // none (special and control tokens) are not in the trie: no constraint
@@ -28,12 +36,15 @@ class VocabTrie {
   const std::vector<int32_t>& token_ids() const { return token_ids_; }
   int32_t vocab_size() const { return vocab_size_; }
   uint32_t max_depth() const { return max_depth_; }
+  // The tokens made of plain bytes only (vocab_size() bits).
+  const std::vector<uint64_t>& plain_mask() const { return plain_mask_; }
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
 
  private:
   std::vector<Node> nodes_;
   std::vector<int32_t> token_ids_;
   std::vector<std::string> bytes_;
+  std::vector<uint64_t> plain_mask_;
   int32_t vocab_size_ = 0;
   uint32_t max_depth_ = 0;
 };
