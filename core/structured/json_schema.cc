@@ -770,35 +770,98 @@ class Converter {
     const char* key = one_of ? "oneOf" : "anyOf";
     const Json& list = s[key];
     if (!list.is_array() || list.empty()) return bad_keyword(key, ptr, "not a non-empty array");
+    std::vector<const Json*> separated(list.size(), nullptr);
     if (one_of) {
       if (list.size() > kMaxOneOf) {
         return unsupported_keyword(
             key, ptr, " with more than " + std::to_string(kMaxOneOf) + " alternatives");
       }
-      RefResolver resolve = resolver(ptr);
-      for (size_t i = 0; i < list.size(); ++i) {
-        for (size_t j = i + 1; j < list.size(); ++j) {
-          if (!schemas_disjoint(list[i], list[j], resolve)) {
-            return unsupported_keyword(key, ptr,
-                                       " whose alternatives " + std::to_string(i) + " and " +
-                                           std::to_string(j) + " may both match");
-          }
-        }
-      }
+      PVLLM_RETURN_IF_ERROR(separate_one_of(list, ptr, &separated));
     }
     std::vector<std::string> alts;
     for (size_t i = 0; i < list.size(); ++i) {
-      if (list[i].is_boolean() && !list[i].get<bool>()) continue;
+      const Json& alt = one_of && separated[i] ? *separated[i] : list[i];
+      if (alt.is_boolean() && !alt.get<bool>()) continue;
       std::string term;
       std::string index = std::to_string(i);
-      PVLLM_RETURN_IF_ERROR(schema_term(list[i], ptr + "/" + key + "/" + index, hint + "-" + index,
-                                        depth + 1, &term));
+      PVLLM_RETURN_IF_ERROR(
+          schema_term(alt, ptr + "/" + key + "/" + index, hint + "-" + index, depth + 1, &term));
       alts.push_back(term);
     }
     if (alts.empty()) {
       return matches_nothing(ptr, "every " + std::string(key) + " alternative is false");
     }
     *body = join_alternatives(alts);
+    return Status::Ok();
+  }
+
+  // oneOf as anyOf: each pair of alternatives must exclude each other
+  // (schemas_disjoint), or be objects that each require a member the other
+  // does not: the alternative is then written without the other's member
+  // (stricter, and no longer matching both). `separated[i]` is the
+  // alternative so narrowed, null where it is kept as it is.
+  Status separate_one_of(const Json& list, const std::string& ptr,
+                         std::vector<const Json*>* separated) {
+    RefResolver resolve = resolver(ptr);
+    std::vector<std::set<std::string>> forbid(list.size());
+    std::vector<Json> flat(list.size());
+    std::vector<bool> flat_known(list.size(), false);
+    auto flatten = [&](size_t i) -> bool {
+      if (!flat_known[i]) {
+        flat_known[i] = true;
+        if (!merge_schemas({&list[i]}, resolve, ptr, &flat[i]).ok() || !flat[i].is_object() ||
+            flat[i].contains("anyOf") || flat[i].contains("oneOf")) {
+          flat[i] = nullptr;
+        }
+      }
+      return !flat[i].is_null();
+    };
+    // The first name `b` requires that `a` does not, "" when none.
+    auto required_apart = [](const Json& a, const Json& b) -> std::string {
+      if (!b.contains("required") || !b["required"].is_array()) return "";
+      for (const auto& n : b["required"]) {
+        if (!n.is_string()) continue;
+        const bool in_a =
+            a.contains("required") && a["required"].is_array() &&
+            std::find(a["required"].begin(), a["required"].end(), n) != a["required"].end();
+        if (!in_a) return n.get<std::string>();
+      }
+      return "";
+    };
+    // Objects only: a schema that lets other types through could match
+    // both as, say, a string.
+    auto objects_only = [](const Json& f) {
+      if (!f.contains("type")) return false;
+      const Json& t = f["type"];
+      return (t.is_string() && t == "object") ||
+             (t.is_array() && t.size() == 1 && t[0] == "object");
+    };
+    for (size_t i = 0; i < list.size(); ++i) {
+      for (size_t j = i + 1; j < list.size(); ++j) {
+        if (schemas_disjoint(list[i], list[j], resolve)) continue;
+        std::string r_j, r_i;
+        if (flatten(i) && flatten(j) && objects_only(flat[i]) && objects_only(flat[j])) {
+          r_j = required_apart(flat[i], flat[j]);
+          r_i = required_apart(flat[j], flat[i]);
+        }
+        if (r_i.empty() || r_j.empty()) {
+          return unsupported_keyword("oneOf", ptr,
+                                     " whose alternatives " + std::to_string(i) + " and " +
+                                         std::to_string(j) + " may both match");
+        }
+        forbid[i].insert(r_j);
+        forbid[j].insert(r_i);
+      }
+    }
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (forbid[i].empty()) continue;
+      Json parts = Json::array({flat[i]});
+      for (const auto& name : forbid[i]) {
+        parts.push_back(Json{{"not", Json{{"required", Json::array({name})}}}});
+      }
+      merged_.push_back(Json{{"allOf", parts}});
+      (*separated)[i] = &merged_.back();
+    }
     return Status::Ok();
   }
 

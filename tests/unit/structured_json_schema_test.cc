@@ -786,6 +786,19 @@ TEST(JsonSchemaTest, AllOfMergesItsParts) {
                  StatusCode::kInvalidArgument, {"nothing can match"});
 }
 
+// The grammar of `schema` with unlisted members allowed, as JSON Schema
+// reads additionalProperties.
+void check_unlisted(std::string_view schema, const std::vector<std::string>& accepted,
+                    const std::vector<std::string>& rejected) {
+  std::string gbnf;
+  Status st = json_schema_to_gbnf(schema, &gbnf, {.unlisted_properties = true});
+  ASSERT_TRUE(st.ok()) << st.message();
+  Grammar g;
+  ASSERT_TRUE(parse_gbnf(gbnf, &g).ok()) << gbnf;
+  for (const auto& doc : accepted) EXPECT_TRUE(grammar_accepts(g, doc)) << doc << "\n" << gbnf;
+  for (const auto& doc : rejected) EXPECT_FALSE(grammar_accepts(g, doc)) << doc << "\n" << gbnf;
+}
+
 TEST(JsonSchemaTest, OneOfWhoseAlternativesExcludeEachOther) {
   check(R"({"oneOf":[{"type":"integer"},{"type":"string"}]})", {"1", "\"a\""}, {"1.5", "null"});
   // A discriminator: a required member whose values differ.
@@ -796,6 +809,17 @@ TEST(JsonSchemaTest, OneOfWhoseAlternativesExcludeEachOther) {
        "required":["kind"]}]})",
         {R"({"kind":"a","x":1})", R"({"kind":"c","y":"s"})"},
         {R"({"kind":"a","y":"s"})", R"({"kind":"d"})"});
+  // Property groups, exactly one of them: each alternative is written
+  // without the other's required member.
+  const char* groups = R"({"type":"object","properties":{"series":{"type":"integer"},
+      "index":{"type":"integer"},"id":{"type":"string"}},
+      "oneOf":[{"required":["series","index"]},{"required":["id"]}]})";
+  check(groups, {R"({"series":1,"index":2})", R"({"id":"x"})", R"({"index":2,"id":"x"})"},
+        {R"({"series":1,"index":2,"id":"x"})", R"({"series":1})", "{}"});
+  check_unlisted(groups, {R"({"id":"x","z":1})"}, {R"({"series":1,"index":2,"id":"x"})"});
+  expect_unsupported(R"({"type":"object","oneOf":[{"required":["a"]},{"required":["a","b"]}]})",
+                     "oneOf", "the root");
+  expect_unsupported(R"({"oneOf":[{"required":["a"]},{"required":["b"]}]})", "oneOf", "the root");
   // A member one requires that the other forbids.
   check(R"({"oneOf":[
       {"type":"object","properties":{"a":{}},"required":["a"],"additionalProperties":false},
@@ -839,19 +863,6 @@ TEST(JsonSchemaTest, NumberBoundsAndMultiples) {
                  {"nothing can match"});
   expect_refused(R"({"type":"number","multipleOf":0})", StatusCode::kInvalidArgument,
                  {"\"multipleOf\""});
-}
-
-// The grammar of `schema` with unlisted members allowed, as JSON Schema
-// reads additionalProperties.
-void check_unlisted(std::string_view schema, const std::vector<std::string>& accepted,
-                    const std::vector<std::string>& rejected) {
-  std::string gbnf;
-  Status st = json_schema_to_gbnf(schema, &gbnf, {.unlisted_properties = true});
-  ASSERT_TRUE(st.ok()) << st.message();
-  Grammar g;
-  ASSERT_TRUE(parse_gbnf(gbnf, &g).ok()) << gbnf;
-  for (const auto& doc : accepted) EXPECT_TRUE(grammar_accepts(g, doc)) << doc << "\n" << gbnf;
-  for (const auto& doc : rejected) EXPECT_FALSE(grammar_accepts(g, doc)) << doc << "\n" << gbnf;
 }
 
 TEST(JsonSchemaTest, UnlistedMembersComeAfterTheListedOnesWhenAllowed) {
