@@ -2,6 +2,7 @@
 #include "capi/conversions.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 #include <vector>
 
@@ -44,9 +45,38 @@ static_assert(static_cast<int>(pvllm::KvCacheDtype::kInt8) == PVLLM_KV_CACHE_DTY
 static_assert(static_cast<int>(pvllm::KvCacheDtype::kFp8E4M3) == PVLLM_KV_CACHE_DTYPE_FP8_E4M3);
 static_assert(static_cast<int>(pvllm::KvCacheDtype::kF32) == PVLLM_KV_CACHE_DTYPE_F32);
 
+// pvllm_sampling_params.constraint_flags (since 0.11): known bits only, and
+// only with the JSON kinds.
+Status check_constraint_flags(const pvllm_sampling_params& in) {
+  constexpr uint32_t kKnown =
+      PVLLM_CONSTRAINT_JSON_WHITESPACE | PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES;
+  if (in.constraint_flags == 0) return Status::Ok();
+  if ((in.constraint_flags & ~kKnown) != 0) {
+    char bits[16];
+    std::snprintf(bits, sizeof bits, "0x%x", in.constraint_flags & ~kKnown);
+    return invalid(std::string("request->sampling->constraint_flags has unknown bits ") + bits +
+                   " (known: PVLLM_CONSTRAINT_JSON_WHITESPACE (1), "
+                   "PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES (2))");
+  }
+  if (in.constraint_kind != PVLLM_CONSTRAINT_JSON_SCHEMA &&
+      in.constraint_kind != PVLLM_CONSTRAINT_JSON_OBJECT) {
+    return invalid("request->sampling->constraint_flags is " + std::to_string(in.constraint_flags) +
+                   ", but the flags apply only to constraint_kind PVLLM_CONSTRAINT_JSON_SCHEMA "
+                   "(1) and PVLLM_CONSTRAINT_JSON_OBJECT (2), not " +
+                   std::to_string(in.constraint_kind));
+  }
+  return Status::Ok();
+}
+
 // pvllm_sampling_params' constraint fields (since 0.6) as a ConstraintSpec.
 Status to_constraint(const pvllm_sampling_params& in, pvllm::structured::ConstraintSpec* out) {
   using pvllm::structured::ConstraintKind;
+  PVLLM_RETURN_IF_ERROR(check_constraint_flags(in));
+  out->json_whitespace = (in.constraint_flags & PVLLM_CONSTRAINT_JSON_WHITESPACE) != 0;
+  // Any object takes any member already: one cache entry either way.
+  out->json_unlisted_properties =
+      in.constraint_kind == PVLLM_CONSTRAINT_JSON_SCHEMA &&
+      (in.constraint_flags & PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES) != 0;
   switch (in.constraint_kind) {
     case PVLLM_CONSTRAINT_NONE:
       return Status::Ok();
@@ -172,6 +202,7 @@ pvllm_sampling_params default_sampling_params() {
   p.constraint = nullptr;
   p.choices = nullptr;
   p.num_choices = 0;
+  p.constraint_flags = 0;
   return p;
 }
 

@@ -62,6 +62,11 @@ static_assert(offsetof(pvllm_engine_params, quantize) ==
 static_assert(offsetof(pvllm_engine_params, kv_cache_dtype) ==
                   offsetof(pvllm_engine_params, quantize) + sizeof(const char*),
               "pvllm_engine_params.kv_cache_dtype must start where the 0.10 struct ended");
+// pvllm_sampling_params grew constraint_flags in 0.11; the 0.6 struct ended
+// with num_choices (a size_t: no tail padding).
+static_assert(offsetof(pvllm_sampling_params, constraint_flags) ==
+                  offsetof(pvllm_sampling_params, num_choices) + sizeof(size_t),
+              "pvllm_sampling_params.constraint_flags must start where the 0.6 struct ended");
 static_assert(offsetof(pvllm_model_config, rope_type) ==
                   offsetof(pvllm_model_config, eos_token_id) + sizeof(int32_t),
               "pvllm_model_config.rope_type must start where the 0.2 struct ended");
@@ -113,7 +118,8 @@ inline std::span<const AppendedField> appended_fields<pvllm_sampling_params>() {
       PVLLM_APPENDED(pvllm_sampling_params, constraint_kind),
       PVLLM_APPENDED(pvllm_sampling_params, constraint),
       PVLLM_APPENDED(pvllm_sampling_params, choices),
-      PVLLM_APPENDED(pvllm_sampling_params, num_choices)};
+      PVLLM_APPENDED(pvllm_sampling_params, num_choices),
+      PVLLM_APPENDED(pvllm_sampling_params, constraint_flags)};
   return kFields;
 }
 template <>

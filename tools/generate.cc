@@ -39,6 +39,8 @@ struct GenerateOptions {
   std::string grammar_file;
   std::string regex;
   std::vector<std::string> choices;
+  bool json_whitespace = false;           // --json-whitespace
+  bool json_unlisted_properties = false;  // --json-unlisted-properties
   bool ignore_eos = false;
   std::string early_stopping = "heuristic";  // --early-stopping: heuristic, true or never
   CLI::Option* temperature_option = nullptr;
@@ -239,6 +241,16 @@ class Generator {
       sampling->choices = choices->data();
       sampling->num_choices = choices->size();
     }
+    const bool json = !o_.json_schema_file.empty() || o_.json_object;
+    if ((o_.json_whitespace || o_.json_unlisted_properties) && !json) {
+      std::fprintf(stderr,
+                   "pvllm: --json-whitespace and --json-unlisted-properties go with "
+                   "--json-schema or --json-object\n");
+      return 2;
+    }
+    sampling->constraint_flags =
+        (o_.json_whitespace ? PVLLM_CONSTRAINT_JSON_WHITESPACE : 0u) |
+        (o_.json_unlisted_properties ? PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES : 0u);
     return 0;
   }
 
@@ -550,9 +562,11 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       ->group(sampling_group);
   const std::string structured = "Structured output (at most one)";
   sub->add_option("--json-schema", o->json_schema_file,
-                  "A JSON schema file: the output is compact JSON that validates against it")
+                  "A JSON schema file: the output is JSON (compact unless --json-whitespace) "
+                  "that validates against it")
       ->group(structured);
-  sub->add_flag("--json-object", o->json_object, "The output is a JSON object (compact)")
+  sub->add_flag("--json-object", o->json_object,
+                "The output is a JSON object (compact unless --json-whitespace)")
       ->group(structured);
   sub->add_option("--grammar", o->grammar_file,
                   "A GBNF grammar file (rules `name ::= ...`, starting at `root`)")
@@ -562,6 +576,16 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   sub->add_option("--choice", o->choices, "The output is one of these strings; repeatable")
       ->allow_extra_args(false)
       ->group(structured);
+  const std::string json_options = "JSON output (with --json-schema or --json-object)";
+  sub->add_flag("--json-whitespace", o->json_whitespace,
+                "Allow JSON's whitespace (spaces, tabs, newlines) between tokens, as in "
+                "pretty-printed JSON; without it the JSON is compact")
+      ->group(json_options);
+  sub->add_flag("--json-unlisted-properties", o->json_unlisted_properties,
+                "--json-schema: allow members the schema does not list where its "
+                "additionalProperties or patternProperties allow them, as JSON Schema reads it; "
+                "without it an object whose schema lists properties gets only those")
+      ->group(json_options);
   sub->add_flag("--ignore-eos", o->ignore_eos,
                 "Keep generating past EOS until --max-tokens (useful for benchmarks)")
       ->group(sampling_group);

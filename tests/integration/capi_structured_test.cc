@@ -1,8 +1,9 @@
 // Structured output through the C ABI (pvllm_sampling_params' constraint
-// fields, since 0.6): each kind of constraint on a tiny model with the
-// tiny sentencepiece tokenizer, the statuses and messages of bad ones, the
-// fields' checks, and a 0.5-sized struct (no constraint fields) still
-// generating unconstrained.
+// fields, since 0.6, and constraint_flags, since 0.11): each kind of
+// constraint on a tiny model with the tiny sentencepiece tokenizer, the
+// statuses and messages of bad ones, the fields' checks, the JSON flags'
+// effect, and older structs (a 0.5 one without the constraint fields, a 0.6
+// one without the flags) read as their callers knew them.
 #include <gtest/gtest.h>
 #include <pvllm/pvllm.h>
 
@@ -102,11 +103,40 @@ class CapiStructuredTest : public ::testing::Test {
     return out;
   }
 
+  // After refusals: a step finds no request to run.
+  void expect_nothing_queued() {
+    int32_t unfinished = -1;
+    pvllm_error* error = nullptr;
+    ASSERT_EQ(pvllm_step(engine_.get(), &unfinished, &error), PVLLM_STATUS_OK)
+        << take_message(error);
+    EXPECT_EQ(unfinished, 0) << "nothing refused was queued";
+  }
+
   static std::string* model_dir_;
   EnginePtr engine_;
 };
 
 std::string* CapiStructuredTest::model_dir_ = nullptr;
+
+// Whether JSON text has whitespace between its tokens (outside strings).
+bool has_whitespace_between_tokens(const std::string& json) {
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      return true;
+    }
+  }
+  return false;
+}
 
 TEST_F(CapiStructuredTest, EachKindOfConstraintShapesTheText) {
   const char* schema = R"({"type": "object", "properties": {
@@ -163,8 +193,8 @@ TEST_F(CapiStructuredTest, BadConstraintsAndFieldsAreRefusedAtSubmit) {
   };
   const Case cases[] = {
       {PVLLM_CONSTRAINT_JSON_SCHEMA, "{\"type\": ", PVLLM_STATUS_INVALID_ARGUMENT, "byte"},
-      {PVLLM_CONSTRAINT_JSON_SCHEMA, R"({"type": "string", "pattern": "a+"})",
-       PVLLM_STATUS_UNSUPPORTED, "pattern"},
+      {PVLLM_CONSTRAINT_JSON_SCHEMA, R"({"type": "array", "uniqueItems": true})",
+       PVLLM_STATUS_UNSUPPORTED, "uniqueItems"},
       {PVLLM_CONSTRAINT_GRAMMAR, "root ::= [a-", PVLLM_STATUS_INVALID_ARGUMENT, "line 1"},
       {PVLLM_CONSTRAINT_REGEX, "a{3,1}", PVLLM_STATUS_INVALID_ARGUMENT, "offset"},
       {PVLLM_CONSTRAINT_REGEX, "(?=a)b", PVLLM_STATUS_UNSUPPORTED, "offset"},
@@ -195,10 +225,129 @@ TEST_F(CapiStructuredTest, BadConstraintsAndFieldsAreRefusedAtSubmit) {
   s.num_choices = 0;
   EXPECT_EQ(submit(s, &id, &message), PVLLM_STATUS_INVALID_ARGUMENT);
   EXPECT_NE(message.find("empty"), std::string::npos) << message;
-  int32_t unfinished = -1;
-  pvllm_error* error = nullptr;
-  ASSERT_EQ(pvllm_step(engine_.get(), &unfinished, &error), PVLLM_STATUS_OK);
-  EXPECT_EQ(unfinished, 0) << "nothing refused was queued";
+  expect_nothing_queued();
+}
+
+// The JSON flags (since 0.11) reach the grammar: at temperature 1 over a
+// few seeds, whitespace and unlisted members show up only when asked for.
+// An unlisted member's name is a free string the tiny model rarely closes,
+// so a member counts once its comma is there; texts that end with STOP
+// parse to what the schema allows.
+TEST_F(CapiStructuredTest, JsonFlagsAllowWhitespaceAndUnlistedMembers) {
+  const char* schema = R"({"type": "object", "properties": {"a": {"const": 1}},
+      "required": ["a"], "additionalProperties": {"type": "boolean"}})";
+  struct Seen {
+    int whitespace = 0;
+    int unlisted = 0;
+  };
+  const auto sample = [&](int32_t kind, uint32_t flags) -> Seen {
+    Seen seen;
+    for (uint64_t seed = 1; seed <= 8; ++seed) {
+      pvllm_sampling_params s = sampling(seed);
+      s.constraint_kind = kind;
+      s.constraint = kind == PVLLM_CONSTRAINT_JSON_SCHEMA ? schema : nullptr;
+      s.constraint_flags = flags;
+      s.max_tokens = 60;
+      const Sample out = run(s);
+      EXPECT_NE(out.finish_reason, PVLLM_FINISH_ERROR) << out.error;
+      if (has_whitespace_between_tokens(out.text)) ++seen.whitespace;
+      if (kind == PVLLM_CONSTRAINT_JSON_SCHEMA && out.text.rfind(R"({"a":1,)", 0) == 0) {
+        ++seen.unlisted;
+      }
+      if (out.finish_reason != PVLLM_FINISH_STOP) continue;
+      const nlohmann::json doc = nlohmann::json::parse(out.text, nullptr, false);
+      EXPECT_TRUE(doc.is_object()) << out.text;
+      if (!doc.is_object() || kind != PVLLM_CONSTRAINT_JSON_SCHEMA) continue;
+      EXPECT_EQ(doc.value("a", 0), 1) << out.text;
+      for (const auto& [key, value] : doc.items()) {
+        EXPECT_TRUE(key == "a" || value.is_boolean()) << out.text;
+      }
+    }
+    return seen;
+  };
+  const Seen plain = sample(PVLLM_CONSTRAINT_JSON_SCHEMA, 0);
+  EXPECT_EQ(plain.whitespace, 0);
+  EXPECT_EQ(plain.unlisted, 0);
+  const Seen spaced = sample(PVLLM_CONSTRAINT_JSON_SCHEMA, PVLLM_CONSTRAINT_JSON_WHITESPACE);
+  EXPECT_GT(spaced.whitespace, 0);
+  const Seen open = sample(PVLLM_CONSTRAINT_JSON_SCHEMA, PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES);
+  EXPECT_EQ(open.whitespace, 0);
+  EXPECT_GT(open.unlisted, 0);
+  EXPECT_EQ(sample(PVLLM_CONSTRAINT_JSON_OBJECT, 0).whitespace, 0);
+  EXPECT_GT(sample(PVLLM_CONSTRAINT_JSON_OBJECT, PVLLM_CONSTRAINT_JSON_WHITESPACE).whitespace, 0);
+  // Any object takes any member already: the bit is accepted and changes
+  // nothing.
+  EXPECT_EQ(
+      sample(PVLLM_CONSTRAINT_JSON_OBJECT, PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES).whitespace,
+      0);
+}
+
+TEST_F(CapiStructuredTest, JsonFlagsAreRefusedWhereTheyMeanNothing) {
+  struct Case {
+    int32_t kind;
+    const char* text;
+    uint32_t flags;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {PVLLM_CONSTRAINT_JSON_SCHEMA, "{}", 4, "unknown bits 0x4"},
+      {PVLLM_CONSTRAINT_JSON_OBJECT, nullptr, 0x80000001u, "unknown bits 0x80000000"},
+      {PVLLM_CONSTRAINT_NONE, nullptr, PVLLM_CONSTRAINT_JSON_WHITESPACE, "not 0"},
+      {PVLLM_CONSTRAINT_REGEX, "a+", PVLLM_CONSTRAINT_JSON_WHITESPACE, "not 4"},
+      {PVLLM_CONSTRAINT_GRAMMAR, "root ::= \"a\"", PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES,
+       "not 3"},
+  };
+  for (const Case& c : cases) {
+    pvllm_sampling_params s = sampling(1);
+    s.constraint_kind = c.kind;
+    s.constraint = c.text;
+    s.constraint_flags = c.flags;
+    uint64_t id = 0;
+    std::string message;
+    EXPECT_EQ(submit(s, &id, &message), PVLLM_STATUS_INVALID_ARGUMENT) << c.flags;
+    EXPECT_NE(message.find("constraint_flags"), std::string::npos) << message;
+    EXPECT_NE(message.find(c.needle), std::string::npos) << message;
+    EXPECT_EQ(id, 0u);
+  }
+  // CHOICE too, and a struct_size that ends inside the field.
+  const char* choices[] = {"a"};
+  pvllm_sampling_params s = sampling(1);
+  s.constraint_kind = PVLLM_CONSTRAINT_CHOICE;
+  s.choices = choices;
+  s.num_choices = 1;
+  s.constraint_flags = PVLLM_CONSTRAINT_JSON_WHITESPACE;
+  uint64_t id = 0;
+  std::string message;
+  EXPECT_EQ(submit(s, &id, &message), PVLLM_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("constraint_flags"), std::string::npos) << message;
+  s.constraint_flags = 0;
+  s.struct_size = static_cast<uint32_t>(offsetof(pvllm_sampling_params, constraint_flags) + 2);
+  EXPECT_EQ(submit(s, &id, &message), PVLLM_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("inside field constraint_flags"), std::string::npos) << message;
+  expect_nothing_queued();
+}
+
+TEST_F(CapiStructuredTest, TheFlagsDefaultToZeroAndAnOlderStructGoesWithout) {
+  pvllm_sampling_params s;
+  std::memset(&s, 0xAB, sizeof s);
+  pvllm_sampling_params_init(&s, sizeof s);
+  EXPECT_EQ(s.constraint_flags, 0u);
+  // A 0.6-0.10 caller's struct ends at num_choices: the flags past it are
+  // not read, whatever the memory there holds, so the JSON is compact.
+  pvllm_sampling_params old = sampling(3);
+  old.constraint_kind = PVLLM_CONSTRAINT_JSON_OBJECT;
+  old.max_tokens = 60;
+  old.constraint_flags = 0xFFFFFFFFu;
+  old.struct_size = static_cast<uint32_t>(offsetof(pvllm_sampling_params, constraint_flags));
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    old.seed = seed;
+    const Sample out = run(old);
+    EXPECT_NE(out.finish_reason, PVLLM_FINISH_ERROR) << out.error;
+    if (out.finish_reason != PVLLM_FINISH_STOP) continue;
+    const nlohmann::json doc = nlohmann::json::parse(out.text, nullptr, false);
+    ASSERT_TRUE(doc.is_object()) << out.text;
+    EXPECT_FALSE(has_whitespace_between_tokens(out.text)) << out.text;
+  }
 }
 
 TEST_F(CapiStructuredTest, AnOlderStructWithoutTheFieldsIsUnconstrained) {

@@ -204,6 +204,66 @@ namespace Pvllm.Tests
             Assert.Throws<ArgumentException>(() => Constraint.Choice("a", null));
         }
 
+        /// <summary>Whether JSON text has whitespace between its tokens (outside strings).</summary>
+        private static bool HasWhitespace(string json)
+        {
+            bool inString = false;
+            for (int i = 0; i < json.Length; ++i)
+            {
+                char c = json[i];
+                if (inString && c == '\\') ++i;
+                else if (c == '"') inString = !inString;
+                else if (!inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r')) return true;
+            }
+            return false;
+        }
+
+        /// <summary>
+        /// Seeded samples at temperature 1 under `constraint`: how many have
+        /// whitespace between tokens, and how many have a member after the
+        /// listed one (its name is free text the model may not close within
+        /// MaxTokens, so the comma counts); those that ended with Stop parse.
+        /// </summary>
+        private (int spaced, int unlisted) JsonSamples(Constraint constraint)
+        {
+            SamplingParams p = Constrained(constraint, 1f, 11);
+            p.MaxTokens = 80;
+            p.N = 8;
+            int spaced = 0, unlisted = 0;
+            foreach (Sample s in engine.Generate(new Request(Prompt, p)).Samples)
+            {
+                if (s.FinishReason == FinishReason.Stop)
+                {
+                    Assert.IsInstanceOf<JsonObject>(JsonValue.Parse(s.Text), s.Text);
+                }
+                if (HasWhitespace(s.Text)) ++spaced;
+                if (s.Text.StartsWith("{\"a\":1,", StringComparison.Ordinal)) ++unlisted;
+            }
+            return (spaced, unlisted);
+        }
+
+        [Test]
+        public void JsonOptionsAllowWhitespaceAndUnlistedMembers()
+        {
+            const string schema = "{\"type\": \"object\", \"properties\": {\"a\": {\"const\": 1}}, "
+                + "\"required\": [\"a\"], \"additionalProperties\": {\"type\": \"boolean\"}}";
+            Assert.AreEqual((0, 0), JsonSamples(Constraint.JsonSchema(schema)), "no options");
+            Assert.Greater(JsonSamples(Constraint.JsonSchema(schema, JsonOptions.Whitespace)).spaced, 0, "Whitespace");
+            (int spaced, int unlisted) = JsonSamples(Constraint.JsonSchema(schema, JsonOptions.UnlistedProperties));
+            Assert.AreEqual(0, spaced, "UnlistedProperties");
+            Assert.Greater(unlisted, 0, "UnlistedProperties");
+            Assert.Greater(JsonSamples(Constraint.JsonObject(JsonOptions.Whitespace)).spaced, 0, "JsonObject");
+        }
+
+        [Test]
+        public void AnUnknownJsonOptionIsRefusedByTheLibrary()
+        {
+            PvllmException e = Refused(Constraint.JsonObject((JsonOptions)4));
+            Assert.AreEqual(PvllmStatus.InvalidArgument, e.Status, e.Message);
+            StringAssert.Contains("constraint_flags", e.Message);
+            StringAssert.Contains("0x4", e.Message);
+        }
+
         [Test]
         public void ConstraintsDescribeThemselves()
         {
@@ -216,6 +276,10 @@ namespace Pvllm.Tests
             Assert.AreEqual("a+", regex.Text);
             CollectionAssert.IsEmpty(regex.Choices);
             Assert.AreEqual(ConstraintKind.JsonObject, Constraint.JsonObject().Kind);
+            Assert.AreEqual(JsonOptions.None, Constraint.JsonObject().JsonOptions);
+            Constraint spaced = Constraint.JsonSchema("{}", JsonOptions.Whitespace | JsonOptions.UnlistedProperties);
+            Assert.AreEqual(JsonOptions.Whitespace | JsonOptions.UnlistedProperties, spaced.JsonOptions);
+            Assert.AreEqual("JsonSchema({}) [Whitespace, UnlistedProperties]", spaced.ToString());
             Assert.IsNull(new SamplingParams().Constraint, "none by default");
         }
     }

@@ -61,6 +61,7 @@ int main(void) {
   FIELD(pvllm_sampling_params, constraint);
   FIELD(pvllm_sampling_params, choices);
   FIELD(pvllm_sampling_params, num_choices);
+  FIELD(pvllm_sampling_params, constraint_flags);
 
   SIZE(pvllm_chat_template_params);
   FIELD(pvllm_chat_template_params, struct_size);

@@ -161,6 +161,7 @@ namespace Pvllm
             public IntPtr constraint;             // const char*: schema, grammar or regex (since 0.6)
             public IntPtr choices;                // const char* const* [num_choices] (since 0.6)
             public UIntPtr num_choices;           // size_t (since 0.6)
+            public uint constraint_flags;         // pvllm_constraint_flag bits (since 0.11)
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]

@@ -120,6 +120,12 @@ namespace Pvllm
                 p.constraint = scope.NulFreeUtf8String(Constraint.Text, "the constraint's text");
                 p.choices = scope.Utf8StringArray(Constraint.ChoiceList, "a choice");
                 p.num_choices = (UIntPtr)(uint)Constraint.Choices.Count;
+                if (Constraint.JsonOptions != JsonOptions.None)
+                {
+                    // An older library would ignore the field.
+                    Library.Require(NativeMethods.VersionNumber011, "Constraint.JsonOptions");
+                    p.constraint_flags = (uint)Constraint.JsonOptions;
+                }
             }
             return p;
         }
@@ -128,9 +134,9 @@ namespace Pvllm
     /// <summary>pvllm_constraint_kind: what a <see cref="Constraint"/> holds. Since 0.6.</summary>
     public enum ConstraintKind
     {
-        /// <summary>Compact JSON that validates against a JSON schema.</summary>
+        /// <summary>JSON that validates against a JSON schema.</summary>
         JsonSchema = 1,
-        /// <summary>Any JSON object, compact.</summary>
+        /// <summary>Any JSON object.</summary>
         JsonObject = 2,
         /// <summary>A GBNF grammar (rules `name ::= ...`, the text starts at `root`).</summary>
         Grammar = 3,
@@ -138,6 +144,29 @@ namespace Pvllm
         Regex = 4,
         /// <summary>Exactly one of a list of strings.</summary>
         Choice = 5,
+    }
+
+    /// <summary>
+    /// pvllm_constraint_flag: how the JSON constraints read JSON
+    /// (<see cref="Constraint.JsonSchema(string, JsonOptions)"/>,
+    /// <see cref="Constraint.JsonObject(JsonOptions)"/>). Since 0.11; a
+    /// library older than that is refused (PvllmStatus.Unsupported) rather
+    /// than left to ignore them.
+    /// </summary>
+    [Flags]
+    public enum JsonOptions
+    {
+        /// <summary>Compact JSON; an object whose schema lists properties gets only those.</summary>
+        None = 0,
+        /// <summary>JSON's whitespace (space, tab, newline, carriage return) between tokens, as in pretty-printed JSON.</summary>
+        Whitespace = 1,
+        /// <summary>
+        /// JsonSchema: members the schema does not list may follow the listed
+        /// ones wherever its additionalProperties (or patternProperties) allows
+        /// them, as JSON Schema reads it. Any object takes any member already,
+        /// so JsonObject is unchanged by it.
+        /// </summary>
+        UnlistedProperties = 2,
     }
 
     /// <summary>
@@ -160,11 +189,13 @@ namespace Pvllm
     {
         private static readonly ReadOnlyCollection<string> NoChoices = new ReadOnlyCollection<string>(new string[0]);
 
-        private Constraint(ConstraintKind kind, string text, ReadOnlyCollection<string> choices)
+        private Constraint(ConstraintKind kind, string text, ReadOnlyCollection<string> choices,
+                           JsonOptions jsonOptions = JsonOptions.None)
         {
             Kind = kind;
             Text = text;
             ChoiceList = choices ?? NoChoices;
+            JsonOptions = jsonOptions;
         }
 
         /// <summary>Which kind of constraint this is.</summary>
@@ -174,18 +205,25 @@ namespace Pvllm
         /// <summary>Choice: the strings the text may be; empty otherwise.</summary>
         public IReadOnlyList<string> Choices => ChoiceList;
         internal ReadOnlyCollection<string> ChoiceList { get; }
+        /// <summary>JsonSchema, JsonObject: how they read JSON; None for the other kinds. Since 0.11.</summary>
+        public JsonOptions JsonOptions { get; }
 
         /// <summary>
-        /// Compact JSON that validates against `schema` (types, properties and
-        /// required, enum and const, arrays, nested objects, anyOf, $ref into
-        /// $defs, string lengths and formats, additionalProperties; pvllm.h and
-        /// docs/api.md list the rest).
+        /// Compact JSON that validates against `schema` (docs/structured-output.md
+        /// lists the keywords the library implements).
         /// </summary>
-        public static Constraint JsonSchema(string schema)
-            => new Constraint(ConstraintKind.JsonSchema, schema ?? throw new ArgumentNullException(nameof(schema)), null);
+        public static Constraint JsonSchema(string schema) => JsonSchema(schema, JsonOptions.None);
+
+        /// <summary>JSON that validates against `schema`, read as `options` say. Since 0.11.</summary>
+        public static Constraint JsonSchema(string schema, JsonOptions options)
+            => new Constraint(ConstraintKind.JsonSchema, schema ?? throw new ArgumentNullException(nameof(schema)), null, options);
 
         /// <summary>Any JSON object, compact.</summary>
-        public static Constraint JsonObject() => new Constraint(ConstraintKind.JsonObject, null, null);
+        public static Constraint JsonObject() => JsonObject(JsonOptions.None);
+
+        /// <summary>Any JSON object, read as `options` say. Since 0.11.</summary>
+        public static Constraint JsonObject(JsonOptions options)
+            => new Constraint(ConstraintKind.JsonObject, null, null, options);
 
         /// <summary>A GBNF grammar (rules `name ::= ...`; the text starts at `root`).</summary>
         public static Constraint Grammar(string gbnf)
@@ -209,7 +247,8 @@ namespace Pvllm
 
         public override string ToString()
             => Kind == ConstraintKind.Choice ? "Choice(" + string.Join(", ", Choices) + ")"
-             : Text == null ? Kind.ToString() : Kind + "(" + Text + ")";
+             : (Text == null ? Kind.ToString() : Kind + "(" + Text + ")")
+               + (JsonOptions == JsonOptions.None ? "" : " [" + JsonOptions + "]");
     }
 
     /// <summary>pvllm_early_stopping: when beam search stops, as Hugging Face's False, True and "never".</summary>

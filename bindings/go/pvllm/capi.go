@@ -355,6 +355,7 @@ const (
 	versionTokenizers       = 900  // pvllm_tokenizer_*
 	versionQuantize         = 1000 // pvllm_engine_params.quantize
 	versionKVCacheDtype     = 1100 // pvllm_engine_params.kv_cache_dtype
+	versionConstraintFlags  = 1100 // pvllm_sampling_params.constraint_flags
 )
 
 // submit queues req. With a non-zero handle (a cgo.Handle of the request's
@@ -452,6 +453,15 @@ func submit(h *C.pvllm_engine, req *Request, handle cgo.Handle) (uint64, error) 
 // memory that freeConstraint releases. Go strings may hold NUL bytes, which
 // a C string would silently cut: such a text is refused here.
 func cConstraint(k *Constraint, c *C.pvllm_sampling_params) error {
+	// The library refuses options on a kind they do not apply to; an older
+	// one would ignore them.
+	if flags := k.JSON.flags(); flags != 0 {
+		if VersionNumber() < versionConstraintFlags {
+			return &Error{Status: StatusUnsupported, Message: "sampling params: constraint: " +
+				"JSON options: libpvllm " + Version() + " is older than 0.11"}
+		}
+		c.constraint_flags = C.uint32_t(flags)
+	}
 	if k.Kind == ConstraintNone {
 		return nil
 	}

@@ -179,8 +179,13 @@ func TestConstraintRefusals(t *testing.T) {
 			[]string{"json schema", "malformed JSON at byte"}},
 		{pvllm.JSONSchema(`{"type":"object","properties":{"a":{"type":"strin"}}}`),
 			pvllm.StatusInvalidArgument, []string{"json schema", `"type"`, "/properties/a"}},
-		{pvllm.JSONSchema(`{"type":"object","properties":{"a":{"type":"string","pattern":"^x"}}}`),
-			pvllm.StatusUnsupported, []string{`unsupported keyword "pattern"`, "/properties/a"}},
+		{pvllm.JSONSchema(`{"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}}`),
+			pvllm.StatusUnsupported, []string{`unsupported keyword "uniqueItems"`, "/properties/a"}},
+		{pvllm.Constraint{Kind: pvllm.ConstraintRegex, Text: "a+",
+			JSON: pvllm.JSONOptions{Whitespace: true}},
+			pvllm.StatusInvalidArgument, []string{"constraint_flags"}},
+		{pvllm.Constraint{JSON: pvllm.JSONOptions{UnlistedProperties: true}},
+			pvllm.StatusInvalidArgument, []string{"constraint_flags"}},
 		{pvllm.Regex(`(ab`), pvllm.StatusInvalidArgument, []string{"regex:"}},
 		{pvllm.Grammar(`root ::= "a" other`), pvllm.StatusInvalidArgument,
 			[]string{"grammar:", "'other'"}},
@@ -218,5 +223,90 @@ func TestConstraintRefusals(t *testing.T) {
 	// The engine still serves.
 	if _, err := eng.Generate(testContext(t), "Once", pvllm.GreedySamplingParams(4)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// hasWhitespace reports whether JSON text has whitespace between its
+// tokens (outside strings).
+func hasWhitespace(text string) bool {
+	inString := false
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return true
+		}
+	}
+	return false
+}
+
+// jsonSamples generates seeded samples at temperature 1 under c and
+// returns their texts; those that ended with FinishStop must parse as an
+// object.
+func jsonSamples(t *testing.T, eng *pvllm.Engine, c pvllm.Constraint) []string {
+	t.Helper()
+	p := pvllm.DefaultSamplingParams()
+	p.MaxTokens = 80
+	p.N = 8
+	seed := uint64(11)
+	p.Seed = &seed
+	p.Constraint = c
+	res, err := eng.Generate(testContext(t), "Once upon a time", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, s := range res.Samples {
+		if s.FinishReason == pvllm.FinishStop {
+			var v map[string]interface{}
+			if err := json.Unmarshal([]byte(s.Text), &v); err != nil {
+				t.Errorf("%q: %v", s.Text, err)
+			}
+		}
+		texts = append(texts, s.Text)
+	}
+	return texts
+}
+
+// The JSON options (pvllm.h since 0.11) reach the grammar: whitespace and
+// unlisted members come only when asked for. An unlisted member's name is
+// free text the model may not close within MaxTokens, so a member counts
+// once the comma after the listed one is there.
+func TestConstraintJSONOptions(t *testing.T) {
+	eng := stories260K(t)
+	schema := `{"type":"object","properties":{"a":{"const":1}},"required":["a"],
+		"additionalProperties":{"type":"boolean"}}`
+	count := func(c pvllm.Constraint) (spaced, unlisted int) {
+		for _, text := range jsonSamples(t, eng, c) {
+			if hasWhitespace(text) {
+				spaced++
+			}
+			if strings.HasPrefix(text, `{"a":1,`) {
+				unlisted++
+			}
+		}
+		return spaced, unlisted
+	}
+	compact := pvllm.JSONSchema(schema)
+	if s, u := count(compact); s != 0 || u != 0 {
+		t.Errorf("no options: %d spaced, %d with unlisted members; want none", s, u)
+	}
+	spaced := pvllm.JSONSchema(schema)
+	spaced.JSON.Whitespace = true
+	if s, _ := count(spaced); s == 0 {
+		t.Errorf("Whitespace: no sample has whitespace")
+	}
+	open := pvllm.JSONSchema(schema)
+	open.JSON.UnlistedProperties = true
+	if s, u := count(open); s != 0 || u == 0 {
+		t.Errorf("UnlistedProperties: %d spaced, %d with unlisted members; want none, some", s, u)
+	}
+	object := pvllm.JSONObject()
+	object.JSON = pvllm.JSONOptions{Whitespace: true}
+	if s, _ := count(object); s == 0 {
+		t.Errorf("JSONObject with Whitespace: no sample has whitespace")
 	}
 }

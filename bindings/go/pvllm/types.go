@@ -225,8 +225,8 @@ type ConstraintKind int32
 // The constraint kinds of pvllm.h, with the same numbers.
 const (
 	ConstraintNone       ConstraintKind = 0
-	ConstraintJSONSchema ConstraintKind = 1 // compact JSON valid against the schema in Text
-	ConstraintJSONObject ConstraintKind = 2 // any JSON object, compact
+	ConstraintJSONSchema ConstraintKind = 1 // JSON valid against the schema in Text
+	ConstraintJSONObject ConstraintKind = 2 // any JSON object
 	ConstraintGrammar    ConstraintKind = 3 // the GBNF grammar in Text, from its root rule
 	ConstraintRegex      ConstraintKind = 4 // the regular expression in Text, matched whole
 	ConstraintChoice     ConstraintKind = 5 // exactly one of Choices
@@ -242,16 +242,51 @@ type Constraint struct {
 	Text string
 	// ConstraintChoice: the texts allowed, each non-empty.
 	Choices []string
+	// The JSON kinds' options (pvllm.h since 0.11, constraint_flags); the
+	// zero value is compact JSON with the listed members only. Submit
+	// refuses them on another kind with StatusInvalidArgument, and with
+	// StatusUnsupported a library older than 0.11, which would ignore them.
+	JSON JSONOptions
 }
 
-// JSONSchema constrains the text to compact JSON that validates against
-// schema, a JSON schema document (pvllm.h, PVLLM_CONSTRAINT_JSON_SCHEMA,
-// says which keywords pvllm implements).
+// JSONOptions are how ConstraintJSONSchema and ConstraintJSONObject read
+// JSON (pvllm.h's pvllm_constraint_flag).
+type JSONOptions struct {
+	// JSON's whitespace (space, tab, newline, carriage return) between
+	// tokens, as in pretty-printed JSON; false: compact JSON.
+	Whitespace bool
+	// ConstraintJSONSchema: members the schema does not list may follow the
+	// listed ones wherever its additionalProperties (or patternProperties)
+	// allows them, as JSON Schema reads it; false: an object whose schema
+	// lists properties gets only those. Any object takes any member
+	// already, so ConstraintJSONObject is unchanged by it.
+	UnlistedProperties bool
+}
+
+// flags is pvllm_sampling_params.constraint_flags for o.
+func (o JSONOptions) flags() uint32 {
+	var f uint32
+	if o.Whitespace {
+		f |= 1 // PVLLM_CONSTRAINT_JSON_WHITESPACE
+	}
+	if o.UnlistedProperties {
+		f |= 2 // PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES
+	}
+	return f
+}
+
+// JSONSchema constrains the text to JSON that validates against schema, a
+// JSON schema document (docs/structured-output.md lists the keywords pvllm
+// implements); compact unless the result's JSON options say otherwise:
+//
+//	c := pvllm.JSONSchema(schema)
+//	c.JSON = pvllm.JSONOptions{Whitespace: true}
 func JSONSchema(schema string) Constraint {
 	return Constraint{Kind: ConstraintJSONSchema, Text: schema}
 }
 
-// JSONObject constrains the text to any JSON object, compact.
+// JSONObject constrains the text to any JSON object; compact unless the
+// result's JSON options say otherwise.
 func JSONObject() Constraint { return Constraint{Kind: ConstraintJSONObject} }
 
 // Grammar constrains the text to a GBNF grammar (rules `name ::= ...`;

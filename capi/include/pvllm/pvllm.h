@@ -15,7 +15,8 @@
  *    "Since 0.3." what 0.3.0 appended, "Since 0.4." what 0.4.0 appended,
  *    "Since 0.5." what 0.5.0 appended, "Since 0.6." what 0.6.0 appended,
  *    "Since 0.7." what 0.7.0 appended, "Since 0.8." what 0.8.0 appended,
- *    "Since 0.9." what 0.9.0 appended, "Since 0.10." what 0.10.0 appended.
+ *    "Since 0.9." what 0.9.0 appended, "Since 0.10." what 0.10.0 appended,
+ *    "Since 0.11." what 0.11.0 appended.
  *    A program built against this header and using something marked "since X.Y"
  *    needs a library at least that new: a missing function fails at load
  *    time; for an enum value or a struct field, check
@@ -463,23 +464,49 @@ typedef struct pvllm_sampling_params {
   /* CHOICE: the text is exactly one of these NUL-terminated strings. */
   const char* const* choices;
   size_t num_choices;
+  /* Since 0.11. Options of the JSON kinds, pvllm_constraint_flag bits ORed
+   * together; default 0 (compact JSON; an object whose schema lists
+   * properties gets only those). A bit this library does not know, or any
+   * bit with a kind other than JSON_SCHEMA and JSON_OBJECT (NONE included),
+   * is INVALID_ARGUMENT at pvllm_submit, naming it. The flags are part of
+   * the compiled constraint's cache key. A library older than 0.11 ignores
+   * the field: check pvllm_version_number() >= 1100. */
+  uint32_t constraint_flags;
 } pvllm_sampling_params;
 
 /* Values of pvllm_sampling_params.constraint_kind (since 0.6). */
 typedef enum pvllm_constraint_kind {
   PVLLM_CONSTRAINT_NONE = 0,
-  /* Compact JSON that validates against the schema: types, properties and
-   * required, enum and const, arrays with items and min/max items, nested
-   * objects, anyOf, $ref into $defs, string lengths and the formats date,
-   * time, date-time and uuid, additionalProperties (docs/api.md lists the
-   * rest and what is refused). */
+  /* JSON that validates against the schema (compact unless
+   * constraint_flags says otherwise). Most of what schemas use is
+   * implemented: types, properties and required, enum and const, string
+   * lengths, pattern and the common formats, numeric bounds and multipleOf,
+   * arrays and tuples, property counts, anyOf, allOf, oneOf of disjoint
+   * alternatives, simple forms of not, $ref to any pointer.
+   * docs/structured-output.md lists it all and what is refused
+   * (UNSUPPORTED, naming the keyword). */
   PVLLM_CONSTRAINT_JSON_SCHEMA = 1,
-  PVLLM_CONSTRAINT_JSON_OBJECT = 2, /* any JSON object, compact */
+  PVLLM_CONSTRAINT_JSON_OBJECT = 2, /* any JSON object (compact unless constraint_flags) */
   /* A GBNF grammar (rules `name ::= ...`, output starts at `root`). */
   PVLLM_CONSTRAINT_GRAMMAR = 3,
   PVLLM_CONSTRAINT_REGEX = 4, /* a regular expression the whole text matches */
   PVLLM_CONSTRAINT_CHOICE = 5 /* one of `choices` */
 } pvllm_constraint_kind;
+
+/* Bits of pvllm_sampling_params.constraint_flags (since 0.11). */
+typedef enum pvllm_constraint_flag {
+  /* JSON_SCHEMA, JSON_OBJECT: JSON's whitespace (space, tab, newline,
+   * carriage return) is allowed between tokens, as in pretty-printed or
+   * ", "-separated JSON. Without it the JSON is compact. */
+  PVLLM_CONSTRAINT_JSON_WHITESPACE = 1,
+  /* JSON_SCHEMA: members a schema does not list may follow the listed ones
+   * wherever its additionalProperties (or patternProperties) allows them,
+   * as JSON Schema reads it. Without it an object whose schema lists
+   * properties gets only those (as OpenAI's strict schemas have it); an
+   * object that lists none takes any member either way. JSON_OBJECT takes
+   * the bit and is unchanged by it. */
+  PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES = 2
+} pvllm_constraint_flag;
 
 /* Values of pvllm_sampling_params.early_stopping (since 0.5), as Hugging
  * Face's early_stopping False, True and "never". Each needs beam_width

@@ -86,8 +86,8 @@ func TestConstraintRefusals(t *testing.T) {
 		// The library's refusals: where a schema goes wrong, what it lacks.
 		{js(`{"name":"x","schema":{"type":"object","properties":{"a":{"type":"strin"}}}}`),
 			"response_format.json_schema.schema", nil, "/properties/a"},
-		{js(`{"name":"x","schema":{"type":"object","properties":{"a":{"type":"string","pattern":"^x"}}}}`),
-			"response_format.json_schema.schema", "unsupported_parameter", `unsupported keyword "pattern"`},
+		{js(`{"name":"x","schema":{"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}}}`),
+			"response_format.json_schema.schema", "unsupported_parameter", `unsupported keyword "uniqueItems"`},
 		{`{` + msgs + `,"guided_regex":"(ab"}`, "guided_regex", nil, "regex:"},
 		{`{` + msgs + `,"guided_regex":"a\u0000b"}`, "guided_regex", nil, "NUL"},
 		{`{` + msgs + `,"guided_regex":5}`, "guided_regex", nil, "a string"},

@@ -560,12 +560,13 @@ pub struct pvllm_sampling_params {
     pub constraint: *const ::std::os::raw::c_char,
     pub choices: *const *const ::std::os::raw::c_char,
     pub num_choices: usize,
+    pub constraint_flags: u32,
 }
 #[test]
 fn bindgen_test_layout_pvllm_sampling_params() {
     assert_eq!(
         ::std::mem::size_of::<pvllm_sampling_params>(),
-        152usize,
+        160usize,
         concat!("Size of: ", stringify!(pvllm_sampling_params))
     );
     assert_eq!(
@@ -1015,6 +1016,23 @@ fn bindgen_test_layout_pvllm_sampling_params() {
         );
     }
     test_field_num_choices();
+    fn test_field_constraint_flags() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_sampling_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).constraint_flags) as usize - ptr as usize
+            },
+            152usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_sampling_params),
+                "::",
+                stringify!(constraint_flags)
+            )
+        );
+    }
+    test_field_constraint_flags();
 }
 pub const pvllm_constraint_kind_PVLLM_CONSTRAINT_NONE: pvllm_constraint_kind = 0;
 pub const pvllm_constraint_kind_PVLLM_CONSTRAINT_JSON_SCHEMA: pvllm_constraint_kind = 1;
@@ -1023,6 +1041,10 @@ pub const pvllm_constraint_kind_PVLLM_CONSTRAINT_GRAMMAR: pvllm_constraint_kind 
 pub const pvllm_constraint_kind_PVLLM_CONSTRAINT_REGEX: pvllm_constraint_kind = 4;
 pub const pvllm_constraint_kind_PVLLM_CONSTRAINT_CHOICE: pvllm_constraint_kind = 5;
 pub type pvllm_constraint_kind = ::std::os::raw::c_uint;
+pub const pvllm_constraint_flag_PVLLM_CONSTRAINT_JSON_WHITESPACE: pvllm_constraint_flag = 1;
+pub const pvllm_constraint_flag_PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES: pvllm_constraint_flag =
+    2;
+pub type pvllm_constraint_flag = ::std::os::raw::c_uint;
 pub const pvllm_early_stopping_PVLLM_EARLY_STOPPING_HEURISTIC: pvllm_early_stopping = 0;
 pub const pvllm_early_stopping_PVLLM_EARLY_STOPPING_TRUE: pvllm_early_stopping = 1;
 pub const pvllm_early_stopping_PVLLM_EARLY_STOPPING_NEVER: pvllm_early_stopping = 2;

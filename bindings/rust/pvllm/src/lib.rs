@@ -95,7 +95,9 @@ pub use error::{Error, Result, Status};
 pub use output::{
     Completion, FinishReason, Logprob, Output, RequestId, RequestMetrics, TokenLogprobs,
 };
-pub use request::{Constraint, Delivery, EarlyStopping, Prompt, Request, SamplingParams, TokenId};
+pub use request::{
+    Constraint, Delivery, EarlyStopping, JsonOptions, Prompt, Request, SamplingParams, TokenId,
+};
 pub use stream::OutputStream;
 pub use tokenizer::{Tokenizer, TokenizerInfo};
 

@@ -73,6 +73,51 @@ pub struct SamplingParams {
     /// Structured output (libpvllm 0.6): the generated text matches this
     /// constraint; `None` (the default) leaves it free. See [`Constraint`].
     pub constraint: Option<Constraint>,
+    /// Options of the JSON constraints (libpvllm 0.11): whitespace between
+    /// tokens, members a schema does not list. The default is compact JSON
+    /// with the listed members only. See [`JsonOptions`].
+    pub json_options: JsonOptions,
+}
+
+/// How [`Constraint::JsonSchema`] and [`Constraint::JsonObject`] read JSON
+/// (`pvllm_sampling_params.constraint_flags`, libpvllm 0.11). Set on a
+/// request without a JSON constraint, an option is refused at submit with
+/// [`Status::InvalidArgument`].
+///
+/// ```
+/// use pvllm::{Constraint, JsonOptions, SamplingParams};
+/// let params = SamplingParams::greedy(64)
+///     .with_constraint(Constraint::JsonObject)
+///     .with_json_options(JsonOptions {
+///         whitespace: true,
+///         ..Default::default()
+///     });
+/// assert!(params.json_options.whitespace);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct JsonOptions {
+    /// JSON's whitespace (space, tab, newline, carriage return) between
+    /// tokens, as in pretty-printed JSON; `false`: compact JSON.
+    pub whitespace: bool,
+    /// JSON schemas: members the schema does not list may follow the listed
+    /// ones wherever its `additionalProperties` (or `patternProperties`)
+    /// allows them, as JSON Schema reads it; `false`: an object whose schema
+    /// lists properties gets only those. Any object takes any member
+    /// already, so [`Constraint::JsonObject`] is unchanged by it.
+    pub unlisted_properties: bool,
+}
+
+impl JsonOptions {
+    fn to_raw(self) -> u32 {
+        let mut flags = 0;
+        if self.whitespace {
+            flags |= sys::pvllm_constraint_flag_PVLLM_CONSTRAINT_JSON_WHITESPACE;
+        }
+        if self.unlisted_properties {
+            flags |= sys::pvllm_constraint_flag_PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES;
+        }
+        flags as u32
+    }
 }
 
 impl Default for SamplingParams {
@@ -102,6 +147,7 @@ impl Default for SamplingParams {
             length_penalty: raw.length_penalty,
             early_stopping: EarlyStopping::from_raw(raw.early_stopping),
             constraint: None,
+            json_options: JsonOptions::default(),
         }
     }
 }
@@ -134,10 +180,11 @@ impl Default for SamplingParams {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Constraint {
-    /// Compact JSON that validates against this JSON schema (the keywords
-    /// the library implements are listed in `pvllm.h` and docs/api.md).
+    /// JSON that validates against this JSON schema, compact unless
+    /// [`JsonOptions::whitespace`] (the keywords the library implements are
+    /// listed in docs/structured-output.md).
     JsonSchema(String),
-    /// Any JSON object, compact.
+    /// Any JSON object, compact unless [`JsonOptions::whitespace`].
     JsonObject,
     /// A GBNF grammar (rules `name ::= ...`; the text starts at `root`).
     Grammar(String),
@@ -218,6 +265,12 @@ impl SamplingParams {
         self
     }
 
+    /// Sets the JSON constraints' options (libpvllm 0.11).
+    pub fn with_json_options(mut self, options: JsonOptions) -> Self {
+        self.json_options = options;
+        self
+    }
+
     pub(crate) fn to_raw(&self) -> Result<RawSampling> {
         let stop: Vec<CString> = self
             .stop
@@ -285,6 +338,7 @@ impl SamplingParams {
             choice_ptrs.as_ptr()
         };
         raw.num_choices = choice_ptrs.len();
+        raw.constraint_flags = self.json_options.to_raw();
         Ok(RawSampling {
             raw,
             _stop_token_ids: stop_token_ids,

@@ -1,11 +1,12 @@
 //! Structured output (libpvllm 0.6) through the safe API, on the trained
 //! stories260K checkpoint this repository carries: JSON that parses and has
 //! the schema's shape, a choice, a regex and a grammar match, each ending with
-//! `FinishReason::Stop`; bad constraints refused at submit with the library's
-//! status and where it went wrong.
+//! `FinishReason::Stop`; the JSON options (libpvllm 0.11) letting whitespace
+//! and unlisted members in; bad constraints refused at submit with the
+//! library's status and where it went wrong.
 use std::path::PathBuf;
 
-use pvllm::{Constraint, Engine, EngineConfig, FinishReason, SamplingParams, Status};
+use pvllm::{Constraint, Engine, EngineConfig, FinishReason, JsonOptions, SamplingParams, Status};
 
 /// models/stories260K/stories260K.bin of this repository, else of
 /// $PVLLM_SHARED_DIR.
@@ -289,5 +290,111 @@ fn interior_nul_bytes_are_refused_before_the_library() {
             err
         );
         assert!(err.message().contains("NUL"), "{:?}: {:?}", constraint, err);
+    }
+}
+
+/// Whether JSON text has whitespace between its tokens (outside strings).
+fn has_whitespace(json: &str) -> bool {
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in json.chars() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else if matches!(c, ' ' | '\t' | '\n' | '\r') {
+            return true;
+        }
+    }
+    false
+}
+
+/// Seeded samples at temperature 1 under `constraint` and `options`: how many
+/// have whitespace between tokens, and how many a member after the listed
+/// one (its name is free text the model may not close within max_tokens, so
+/// the comma counts). Those that end with `Stop` parse as objects.
+fn json_samples(engine: &Engine, constraint: Constraint, options: JsonOptions) -> (u32, u32) {
+    let params = SamplingParams {
+        temperature: 1.0,
+        seed: Some(11),
+        max_tokens: 80,
+        n: 8,
+        ..Default::default()
+    }
+    .with_constraint(constraint)
+    .with_json_options(options);
+    let (mut spaced, mut unlisted) = (0, 0);
+    for completion in engine.generate(PROMPT, &params).unwrap() {
+        let text = &completion.text;
+        if completion.finish_reason == FinishReason::Stop {
+            let doc: serde_json::Value = serde_json::from_str(text)
+                .unwrap_or_else(|e| panic!("{:?} is not JSON: {}", text, e));
+            assert!(doc.is_object(), "{:?}", text);
+        }
+        spaced += u32::from(has_whitespace(text));
+        unlisted += u32::from(text.starts_with(r#"{"a":1,"#));
+    }
+    (spaced, unlisted)
+}
+
+#[test]
+fn json_options_let_whitespace_and_unlisted_members_in() {
+    let engine = engine();
+    let schema = r#"{"type": "object", "properties": {"a": {"const": 1}},
+        "required": ["a"], "additionalProperties": {"type": "boolean"}}"#;
+    let json_schema = || Constraint::JsonSchema(schema.to_string());
+    assert_eq!(
+        json_samples(&engine, json_schema(), JsonOptions::default()),
+        (0, 0),
+        "no options"
+    );
+    let whitespace = JsonOptions {
+        whitespace: true,
+        ..Default::default()
+    };
+    let (spaced, _) = json_samples(&engine, json_schema(), whitespace);
+    assert!(spaced > 0, "whitespace: no sample has any");
+    let unlisted = JsonOptions {
+        unlisted_properties: true,
+        ..Default::default()
+    };
+    let (spaced, extra) = json_samples(&engine, json_schema(), unlisted);
+    assert_eq!(spaced, 0, "unlisted_properties");
+    assert!(
+        extra > 0,
+        "unlisted_properties: no sample has an unlisted member"
+    );
+    let (spaced, _) = json_samples(&engine, Constraint::JsonObject, whitespace);
+    assert!(spaced > 0, "JsonObject with whitespace: no sample has any");
+}
+
+#[test]
+fn json_options_without_a_json_constraint_are_refused() {
+    let whitespace = JsonOptions {
+        whitespace: true,
+        ..Default::default()
+    };
+    let err = refused_with(
+        SamplingParams::greedy(8)
+            .with_constraint(Constraint::Regex("a+".to_string()))
+            .with_json_options(whitespace),
+    );
+    assert_eq!(err.status(), Status::InvalidArgument, "{:?}", err);
+    assert!(err.message().contains("constraint_flags"), "{:?}", err);
+    let err = refused_with(SamplingParams::greedy(8).with_json_options(whitespace));
+    assert_eq!(err.status(), Status::InvalidArgument, "{:?}", err);
+    assert!(err.message().contains("constraint_flags"), "{:?}", err);
+}
+
+fn refused_with(params: SamplingParams) -> pvllm::Error {
+    match engine().submit(&pvllm::Request::text("Hi").with_sampling(params)) {
+        Ok(id) => panic!("the request was accepted as {:?}", id),
+        Err(e) => e,
     }
 }
