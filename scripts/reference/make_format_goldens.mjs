@@ -24,6 +24,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
+import { seededRandom } from "./seeded_random.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../..");
@@ -44,15 +45,7 @@ const FORMATS = ["date-time", "date", "time", "duration", "email", "hostname", "
 const validators = Object.fromEntries(
   FORMATS.map((f) => [f, ajv.compile({ type: "string", format: f })]));
 
-// mulberry32: a small seeded generator, so the goldens are reproducible.
-let seed = 20240229;
-function random() {
-  seed = (seed + 0x6d2b79f5) | 0;
-  let t = seed;
-  t = Math.imul(t ^ (t >>> 15), t | 1);
-  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-}
+const random = seededRandom(20240229);
 const pick = (list) => list[Math.floor(random() * list.length)];
 const int = (n) => Math.floor(random() * n);
 
