@@ -98,7 +98,7 @@ std::vector<fs::path> list_files(const Options& o) {
     }
   } else {
     for (const auto& e : fs::directory_iterator(o.data_dir)) {
-      if (e.is_regular_file()) files.push_back(e.path());
+      if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path());
     }
     std::sort(files.begin(), files.end());
   }
