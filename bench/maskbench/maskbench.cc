@@ -1,19 +1,22 @@
 // maskbench DATA_DIR TOKENIZER_DIR [--json OUT] [options]: MaskBench
 // (guidance-ai/jsonschemabench, folder maskbench/data) through pvllm's
 // constraint engine, by the protocol of the benchmark's runner.py
-// (protocol.h). Each schema runs in a child process of its own, under a
-// time limit (wall clock) and an address-space limit, so that a crash, a
-// timeout or an allocation past the limit is counted against that schema
-// alone. Prints the benchmark's table: passing schemas, compile errors by
-// the keyword refused, validation errors (a valid instance stopped),
+// (protocol.h). Schemas run one after another in worker processes (--jobs
+// of them), each schema under a time limit (wall clock) and each worker
+// under an address-space limit: a worker that crashes, runs out of time or
+// past the limit is counted against the schema it was on and replaced.
+// Prints the benchmark's table: passing schemas, compile errors by the
+// keyword refused, validation errors (a valid instance stopped),
 // invalidation errors (an invalid instance let through), crashes,
 // timeouts, and the percentiles of mask time (every token of every test)
 // and compile time (every schema that compiled).
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -111,34 +114,50 @@ std::vector<fs::path> list_files(const Options& o) {
   return files;
 }
 
-// The child's work: one schema, its result written to `out`.
-[[noreturn]] void child(const Options& o, const fs::path& file, const fs::path& out,
-                        pvllm::structured::ConstraintCompiler* compiler,
-                        const pvllm::Tokenizer& tokenizer) {
+// A worker: reads schema indexes from `in`, runs each under the time
+// limit, writes its result to scratch/<index>.json and the index to `out`.
+[[noreturn]] void worker(const Options& o, const std::vector<fs::path>& files,
+                         const fs::path& scratch, int in, int out,
+                         pvllm::structured::ConstraintCompiler* compiler,
+                         const pvllm::Tokenizer& tokenizer) {
   rlimit as{};
   as.rlim_cur = as.rlim_max = static_cast<rlim_t>(o.mem_limit_gb * (1ull << 30));
   setrlimit(RLIMIT_AS, &as);
-  alarm(static_cast<unsigned>(o.time_limit_s));
-  int code = 0;
-  try {
-    std::ifstream in(file);
-    Json data = Json::parse(in);
-    SchemaResult r =
-        pvllm::maskbench::run_schema(file.filename().string(), data, compiler, tokenizer);
-    std::ofstream(out) << r.to_json(true).dump();
-  } catch (const std::bad_alloc&) {
-    code = 3;  // past the memory limit
-  } catch (const std::exception& e) {
-    Json j;
-    j["id"] = file.filename().string();
-    j["num_tests"] = 0;
-    j["compile_error"] = std::string("benchmark file: ") + e.what();
-    j["compile_keyword"] = "(unreadable file)";
-    std::ofstream(out) << j.dump();
+  FILE* requests = fdopen(in, "r");
+  for (size_t i; std::fscanf(requests, "%zu", &i) == 1;) {
+    const fs::path& file = files[i];
+    alarm(static_cast<unsigned>(o.time_limit_s));
+    try {
+      std::ifstream input(file);
+      Json data = Json::parse(input);
+      SchemaResult r =
+          pvllm::maskbench::run_schema(file.filename().string(), data, compiler, tokenizer);
+      std::ofstream(scratch / (std::to_string(i) + ".json")) << r.to_json(true).dump();
+    } catch (const std::bad_alloc&) {
+      _exit(3);  // past the memory limit
+    } catch (const std::exception& e) {
+      Json j;
+      j["id"] = file.filename().string();
+      j["num_tests"] = 0;
+      j["compile_error"] = std::string("benchmark file: ") + e.what();
+      j["compile_keyword"] = "(unreadable file)";
+      std::ofstream(scratch / (std::to_string(i) + ".json")) << j.dump();
+    }
+    alarm(0);
+    compiler->clear_cache();  // each schema's masks are its own
+    std::string line = std::to_string(i) + "\n";
+    if (write(out, line.data(), line.size()) != static_cast<ssize_t>(line.size())) _exit(4);
   }
-  std::fflush(nullptr);
-  _exit(code);
+  _exit(0);
 }
+
+struct Worker {
+  pid_t pid = -1;
+  FILE* to = nullptr;   // schema indexes
+  int from = -1;        // finished indexes
+  std::string pending;  // bytes read from `from`, not yet a whole line
+  long current = -1;    // the schema it is on
+};
 
 struct Outcome {
   SchemaResult result;
@@ -193,48 +212,111 @@ int main(int argc, char** argv) {
                o.time_limit_s, o.mem_limit_gb, o.jobs);
 
   std::vector<Outcome> outcomes(files.size());
-  std::map<pid_t, size_t> running;
   size_t next = 0, done = 0;
   auto start = std::chrono::steady_clock::now();
-  while (done < files.size()) {
-    while (next < files.size() && running.size() < static_cast<size_t>(o.jobs)) {
-      fs::path out = scratch / (std::to_string(next) + ".json");
-      fs::remove(out);
-      std::fflush(nullptr);
-      pid_t pid = fork();
-      if (pid < 0) {
-        std::perror("fork");
-        return 1;
-      }
-      if (pid == 0) child(o, files[next], out, &compiler, *tokenizer);
-      running[pid] = next++;
+  auto spawn = [&](Worker* w) -> bool {
+    int down[2], up[2];
+    if (pipe(down) != 0 || pipe(up) != 0) return false;
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+      close(down[1]);
+      close(up[0]);
+      worker(o, files, scratch, down[0], up[1], &compiler, *tokenizer);
     }
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, 0);
-    if (pid < 0) break;
-    auto it = running.find(pid);
-    if (it == running.end()) continue;
-    size_t i = it->second;
-    running.erase(it);
+    close(down[0]);
+    close(up[1]);
+    *w = Worker{};
+    w->pid = pid;
+    w->to = fdopen(down[1], "w");
+    w->from = up[0];
+    return true;
+  };
+  auto assign = [&](Worker* w) {
+    if (next >= files.size()) return;
+    w->current = static_cast<long>(next++);
+    std::fprintf(w->to, "%ld\n", w->current);
+    std::fflush(w->to);
+  };
+  auto finish = [&](size_t i) {
     Outcome& oc = outcomes[i];
     oc.result.id = files[i].filename().string();
     fs::path out = scratch / (std::to_string(i) + ".json");
-    if (WIFSIGNALED(status)) {
-      int sig = WTERMSIG(status);
-      oc.failure = sig == SIGALRM ? "timeout" : std::string("crash: ") + strsignal(sig);
-    } else if (WEXITSTATUS(status) == 3) {
-      oc.failure = "crash: out of memory (the limit)";
-    } else if (WEXITSTATUS(status) != 0 || !fs::exists(out)) {
-      oc.failure = "crash: exit " + std::to_string(WEXITSTATUS(status));
-    } else {
-      std::ifstream in(out);
-      oc.result = SchemaResult::from_json(Json::parse(in));
-      fs::remove(out);
-    }
+    std::ifstream in(out);
+    oc.result = SchemaResult::from_json(Json::parse(in));
+    fs::remove(out);
     if (++done % 500 == 0) {
       double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::fprintf(stderr, "%zu / %zu (%.0f s)\n", done, files.size(), el);
     }
+  };
+  std::vector<Worker> workers(std::min<size_t>(static_cast<size_t>(o.jobs), files.size()));
+  for (Worker& w : workers) {
+    if (!spawn(&w)) {
+      std::perror("maskbench: worker");
+      return 1;
+    }
+    assign(&w);
+  }
+  while (done < files.size()) {
+    std::vector<pollfd> fds;
+    for (const Worker& w : workers) fds.push_back({w.from, POLLIN, 0});
+    if (poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      std::perror("maskbench: poll");
+      return 1;
+    }
+    for (size_t k = 0; k < workers.size(); ++k) {
+      if (!fds[k].revents) continue;
+      Worker& w = workers[k];
+      char buf[256];
+      ssize_t n = read(w.from, buf, sizeof buf);
+      if (n > 0) {
+        w.pending.append(buf, static_cast<size_t>(n));
+        for (size_t nl; (nl = w.pending.find('\n')) != std::string::npos;) {
+          finish(std::stoul(w.pending.substr(0, nl)));
+          w.pending.erase(0, nl + 1);
+          w.current = -1;
+          assign(&w);
+        }
+        continue;
+      }
+      // The worker ended: on a schema, that schema crashed or ran out of time.
+      int status = 0;
+      waitpid(w.pid, &status, 0);
+      fclose(w.to);
+      close(w.from);
+      if (w.current >= 0) {
+        const auto i = static_cast<size_t>(w.current);
+        Outcome& oc = outcomes[i];
+        oc.result.id = files[i].filename().string();
+        if (WIFSIGNALED(status)) {
+          int sig = WTERMSIG(status);
+          oc.failure = sig == SIGALRM ? "timeout" : std::string("crash: ") + strsignal(sig);
+        } else if (WEXITSTATUS(status) == 3) {
+          oc.failure = "crash: out of memory (the limit)";
+        } else {
+          oc.failure = "crash: exit " + std::to_string(WEXITSTATUS(status));
+        }
+        ++done;
+      }
+      if (next < files.size()) {
+        if (!spawn(&w)) {
+          std::perror("maskbench: worker");
+          return 1;
+        }
+        assign(&w);
+      } else {
+        w.from = -1;  // poll ignores it
+      }
+    }
+  }
+  for (Worker& w : workers) {
+    if (w.from < 0) continue;
+    fclose(w.to);  // the worker reads EOF and exits
+    close(w.from);
+    waitpid(w.pid, nullptr, 0);
   }
   fs::remove_all(scratch);
 

@@ -65,6 +65,13 @@ class ConstraintCompiler {
   static constexpr size_t kMaxCached = 256;
   static constexpr size_t kMaxCachedBytes = size_t{64} << 20;
   size_t num_cached() const { return cache_.size(); }
+  // Drops every cached constraint (and so their masks); the vocabulary
+  // trie stays.
+  void clear_cache() {
+    std::lock_guard<std::mutex> lock(mu_);
+    cache_.clear();
+    cached_bytes_ = 0;
+  }
   size_t cached_bytes() const { return cached_bytes_; }
 
  private:
