@@ -5,12 +5,11 @@
 // "date-time", IPv6 inside "uri") hold their own copy of it.
 //
 // Where the grammar is stricter than ajv-formats:
-// - time, date-time: a leap second (ss = 60) only where it is 23:59:60 UTC
-//   through an offset of whole hours; ajv also takes minute offsets and
-//   some out-of-range local times that its arithmetic maps onto 23:59 UTC
-//   ("46:99:30+23:40"). Elsewhere seconds 59 and 60 take at most 14 nines
-//   after the point (more can round up to the next second in ajv's
-//   arithmetic, which then refuses 60 outside a leap second, and 61).
+// - time, date-time: RFC 3339's offsets only (Z, +hh:mm, -hh:mm; ajv
+//   also takes +hh and +hhmm), fractions of at most 9 digits, and a leap
+//   second (ss = 60) only where it is 23:59:60 UTC through an offset of
+//   whole hours; ajv also takes minute offsets and some out-of-range local
+//   times that its arithmetic maps onto 23:59 UTC ("46:99:30+23:40").
 // - hostname: the limit of 253 characters before an optional final dot
 //   (the sum of each label's length + 1 at most 254) is counted in units
 //   of 4: each label's length + 1 rounded up to a multiple of 4, the sum
@@ -101,32 +100,25 @@ void write_date(RuleWriter& w, std::string_view part) {
         "[13579] [26] ) \"00\"");
 }
 
-// RFC 3339 full-time as ajv-formats reads it: an offset is required, its
-// minutes optional and their colon too ("+05", "+0530", "+05:30"); the
-// fraction has any number of digits.
+// RFC 3339 full-time: the offset Z or +hh:mm / -hh:mm, a fraction of 1 to
+// 9 digits (RFC 3339 sets no bound, but a model must not spin out digits,
+// and no validator rounds 9 of them), a leap second only at 23:59:60 UTC:
+// 23:59:60 with Z or +00:00 / -00:00, or hh:59:60 at the offset that makes
+// it that. (ajv-formats also takes "+05" and "+0530", which RFC 3339's
+// time-numoffset does not.)
 void write_time(RuleWriter& w, std::string_view part) {
   auto sub = [&](std::string_view name) { return subpart(part, name); };
   w.add(part, "<" + sub("hms") + "> <" + sub("zone") + "> | <" + sub("leap") + ">");
   w.add(sub("hms"),
-        "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" ( ( [0-4] [0-9] | \"5\" [0-8] ) "
-        "( \".\" [0-9]+ )? | \"59\" ( \".\" <" +
-            sub("frac") + "> )? )");
-  // Below one by at least 1e-14: ss.frac stays below ss + 1 as a double.
-  w.add(sub("frac"), "\"9\"{0,13} [0-8] [0-9]* | \"9\"{1,14}");
-  w.add(sub("zone"), "[zZ] | [-+] ( [01] [0-9] | \"2\" [0-3] ) ( \":\"? [0-5] [0-9] )?");
-  // hh:59:60 at 23:59:60 UTC: -(23 - hh) or +(hh + 1) hours. There 59
-  // takes any fraction: what rounds up to 60 in ajv's arithmetic is a
-  // leap second.
-  std::string leap =
-      "\"23:59:\" <" + sub("leap-sec") + "> ( [zZ] | [-+] \"00\" <" + sub("leap-min") + "> )";
+        "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] <" + sub("frac") + ">?");
+  w.add(sub("frac"), "\".\" [0-9]{1,9}");
+  w.add(sub("zone"), "[zZ] | [-+] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9]");
+  std::string leap = "\"23:59:60\" <" + sub("frac") + ">? ( [zZ] | [-+] \"00:00\" )";
   for (int hh = 0; hh < 23; ++hh) {
-    leap += " | \"" + two_digits(hh) + ":59:\" <" + sub("leap-sec") + "> ( \"-" +
-            two_digits(23 - hh) + "\" | \"+" + two_digits(hh + 1) + "\" ) <" + sub("leap-min") +
-            ">";
+    leap += " | \"" + two_digits(hh) + ":59:60\" <" + sub("frac") + ">? ( \"-" +
+            two_digits(23 - hh) + ":00\" | \"+" + two_digits(hh + 1) + ":00\" )";
   }
   w.add(sub("leap"), leap);
-  w.add(sub("leap-sec"), "\"60\" ( \".\" <" + sub("frac") + "> )? | \"59.\" [0-9]+");
-  w.add(sub("leap-min"), "( \":\"? \"00\" )?");
 }
 
 void write_date_time(RuleWriter& w) {
