@@ -161,7 +161,7 @@ struct Worker {
 
 struct Outcome {
   SchemaResult result;
-  std::string failure;  // "timeout", "crash: ...", "" when the child finished
+  std::string failure;  // "timeout", "crash: ...", "" when the schema finished
 };
 
 int64_t percentile(std::vector<int64_t>* v, double p) {

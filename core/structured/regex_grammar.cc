@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "core/structured/grammar.h"
+#include "core/structured/utf8_decoder.h"
 
 namespace pvllm::structured {
 namespace {
@@ -838,24 +839,6 @@ class RegexParser {
 
 // ---------------------------------------------------------------------------
 // Printing GBNF.
-
-void append_utf8(uint32_t c, std::string* out) {
-  if (c < 0x80) {
-    out->push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (c >> 6)));
-    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (c >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (c >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  }
-}
 
 // Code points printed as escapes: controls, C1 controls, surrogates,
 // spaces other than U+0020, invisible separators and formatting (bidi

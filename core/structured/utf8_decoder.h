@@ -1,10 +1,12 @@
 // A byte-at-a-time UTF-8 decoder: the grammar works on code points, but
 // tokens end anywhere inside a character, so the matcher feeds bytes and
-// keeps the partial character as part of its state.
+// keeps the partial character as part of its state. And the encoder the
+// grammar writers spell code points with.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace pvllm::structured {
@@ -80,6 +82,25 @@ inline bool utf8_decode(std::string_view s, uint32_t* cp, size_t* len) {
     }
   }
   return false;
+}
+
+// Appends code point `c` (at most U+10FFFF) as UTF-8.
+inline void append_utf8(uint32_t c, std::string* out) {
+  if (c < 0x80) {
+    out->push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (c >> 6)));
+    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else if (c < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (c >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (c >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  }
 }
 
 }  // namespace pvllm::structured
