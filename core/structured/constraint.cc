@@ -37,8 +37,8 @@ Status choices_to_gbnf(const std::vector<std::string>& choices, std::string* gbn
 
 std::string cache_key(const ConstraintSpec& spec) {
   std::string key = std::to_string(static_cast<int>(spec.kind)) +
-                    (spec.json_whitespace ? "w" : "") +
-                    (spec.json_unlisted_properties ? "u:" : ":");
+                    (spec.json_whitespace ? "w" : "") + (spec.json_unlisted_properties ? "u" : "") +
+                    (spec.json_any_order ? "o:" : ":");
   if (spec.kind != ConstraintKind::kChoice) return key + spec.text;
   for (const std::string& c : spec.choices) key += std::to_string(c.size()) + ":" + c;
   return key;
@@ -51,7 +51,8 @@ Status constraint_to_gbnf(const ConstraintSpec& spec, std::string* gbnf) {
     case ConstraintKind::kJsonSchema:
       return json_schema_to_gbnf(spec.text, gbnf,
                                  {.whitespace = spec.json_whitespace,
-                                  .unlisted_properties = spec.json_unlisted_properties});
+                                  .unlisted_properties = spec.json_unlisted_properties,
+                                  .any_order = spec.json_any_order});
     case ConstraintKind::kJsonObject:
       *gbnf = json_object_gbnf({.whitespace = spec.json_whitespace});
       return Status::Ok();

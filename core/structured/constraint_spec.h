@@ -32,6 +32,10 @@ struct ConstraintSpec {
   // has it. false = an object with listed properties gets only those
   // (stricter: what OpenAI's strict schemas and XGrammar's strict mode do).
   bool json_unlisted_properties = false;
+  // JSON schemas: an object's members in any order (each at most once, the
+  // required ones present), as JSON Schema allows; false = the order the
+  // schema lists them in (properties, then required names it does not list).
+  bool json_any_order = false;
 
   bool active() const { return kind != ConstraintKind::kNone; }
 };

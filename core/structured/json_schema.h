@@ -19,6 +19,9 @@ struct JsonGrammarOptions {
   // Unlisted members beside listed ones (ConstraintSpec::
   // json_unlisted_properties); false = listed members only.
   bool unlisted_properties = false;
+  // Members in any order (ConstraintSpec::json_any_order); false = in the
+  // order the schema lists them.
+  bool any_order = false;
 };
 
 Status json_schema_to_gbnf(std::string_view schema_json, std::string* gbnf,
