@@ -210,7 +210,7 @@ class Parser {
     for (;;) {
       skip_space();
       char c = peek();
-      if (at_end() || c == '|' || c == ')' || at_definition()) return Status::Ok();
+      if (at_end() || c == '|' || c == ')' || c == ';' || at_definition()) return Status::Ok();
       size_t term_start = seq->size();
       Status s = parse_term(seq, depth);
       if (!s.ok()) return s;
@@ -246,8 +246,72 @@ class Parser {
       seq->push_back({Element::kRule, rule_index(parse_name())});
       return Status::Ok();
     }
+    if (c == '%') return parse_unordered(seq, depth);
     if (c == '*' || c == '+' || c == '?' || c == '{') return error("nothing to repeat");
     return error("unexpected '" + std::string(1, c) + "'");
+  }
+
+  // %unordered{m,n}( separator ; item item? item* ... ) (grammar.h).
+  Status parse_unordered(Sequence* seq, int depth) {
+    const size_t start = pos_;
+    constexpr std::string_view kKeyword = "%unordered";
+    if (text_.substr(pos_, kKeyword.size()) != kKeyword || is_name_char(peek(kKeyword.size()))) {
+      return error("unknown directive (the one there is: %unordered)");
+    }
+    pos_ += kKeyword.size();
+    Unordered u;
+    if (peek() == '{') {
+      PVLLM_RETURN_IF_ERROR(parse_braces(&u.min, &u.max));
+    }
+    skip_space();
+    if (peek() != '(') return error("expected '(' after %unordered");
+    ++pos_;
+    Alternatives sep;
+    PVLLM_RETURN_IF_ERROR(parse_alternatives(&sep, depth + 1));
+    skip_space();
+    if (peek() != ';') return error("expected ';' after %unordered's separator");
+    ++pos_;
+    const uint32_t sep_rule = new_rule(current_);
+    PVLLM_RETURN_IF_ERROR(define(sep_rule, sep));
+    for (;;) {
+      skip_space();
+      if (at_end()) return error_at(start, "unclosed %unordered(");
+      if (peek() == ')') break;
+      if (u.items.size() == kMaxUnorderedItems) {
+        return Unsupported("grammar: more than " + std::to_string(kMaxUnorderedItems) +
+                           " items in one %unordered (byte " + std::to_string(start) + ")");
+      }
+      Sequence term;
+      PVLLM_RETURN_IF_ERROR(parse_term(&term, depth + 1));
+      Unordered::Item item;
+      if (peek() == '?' || peek() == '*') {
+        item.count = peek() == '?' ? Unordered::kOptional : Unordered::kMany;
+        ++pos_;
+      } else if (peek() == '+' || peek() == '{') {
+        return error("an %unordered item takes '?', '*' or nothing");
+      }
+      Element element = term.size() == 1 ? term[0] : Element{};
+      if (term.size() != 1) {
+        const uint32_t rule = new_rule(current_);
+        PVLLM_RETURN_IF_ERROR(define(rule, {term}));
+        element = {Element::kRule, rule};
+      }
+      if (g_.elements.size() + 5 > kMaxGrammarElements) {
+        return InvalidArgument("grammar: more than " + std::to_string(kMaxGrammarElements) +
+                               " elements");
+      }
+      item.first = static_cast<uint32_t>(g_.elements.size());
+      g_.elements.insert(g_.elements.end(), {element, {Element::kEnd, 0}});
+      item.later = static_cast<uint32_t>(g_.elements.size());
+      g_.elements.insert(g_.elements.end(),
+                         {{Element::kRule, sep_rule}, element, {Element::kEnd, 0}});
+      if (item.count == Unordered::kOnce) u.once.set(u.items.size());
+      u.items.push_back(item);
+    }
+    ++pos_;
+    seq->push_back({Element::kUnordered, static_cast<uint32_t>(g_.unordered.size())});
+    g_.unordered.push_back(std::move(u));
+    return Status::Ok();
   }
 
   Element chars(std::vector<CharRange> ranges, bool negate) {
@@ -456,6 +520,27 @@ class Parser {
   Status check_left_recursion() {
     size_t n = g_.rules.size();
     std::vector<bool> nullable(n, false);
+    // An %unordered is empty when no item need come and none must.
+    auto element_nullable = [&](const Element& el) {
+      switch (el.kind) {
+        case Element::kChars:
+        case Element::kEnd:
+          return false;
+        case Element::kRule:
+          return static_cast<bool>(nullable[el.value]);
+        case Element::kUnordered:
+          break;
+      }
+      const Unordered& u = g_.unordered[el.value];
+      if (u.min > 0) return false;
+      for (const Unordered::Item& item : u.items) {
+        const Element& it = g_.elements[item.first];
+        if (item.count == Unordered::kOnce && (it.kind != Element::kRule || !nullable[it.value])) {
+          return false;
+        }
+      }
+      return true;
+    };
     for (bool changed = true; changed;) {
       changed = false;
       for (size_t r = 0; r < n; ++r) {
@@ -463,8 +548,7 @@ class Parser {
         for (uint32_t alt : g_.rules[r]) {
           bool all = true;
           for (uint32_t e = alt; g_.elements[e].kind != Element::kEnd; ++e) {
-            const Element& el = g_.elements[e];
-            if (el.kind == Element::kChars || !nullable[el.value]) {
+            if (!element_nullable(g_.elements[e])) {
               all = false;
               break;
             }
@@ -478,12 +562,36 @@ class Parser {
       }
     }
     // Rules each rule can start with (through nullable prefixes).
+    // An %unordered can start with any item, and with its separator when an
+    // item before it matched nothing.
     std::vector<std::vector<uint32_t>> starts(n);
     for (size_t r = 0; r < n; ++r) {
       for (uint32_t alt : g_.rules[r]) {
-        for (uint32_t e = alt; g_.elements[e].kind == Element::kRule; ++e) {
-          starts[r].push_back(g_.elements[e].value);
-          if (!nullable[g_.elements[e].value]) break;
+        for (uint32_t e = alt;; ++e) {
+          const Element& el = g_.elements[e];
+          if (el.kind == Element::kRule) {
+            starts[r].push_back(el.value);
+          } else if (el.kind == Element::kUnordered) {
+            for (const Unordered::Item& item : g_.unordered[el.value].items) {
+              for (uint32_t at : {item.later, item.later + 1}) {
+                if (g_.elements[at].kind == Element::kRule) {
+                  starts[r].push_back(g_.elements[at].value);
+                }
+              }
+            }
+          } else {
+            break;
+          }
+          if (!element_nullable(el)) break;
+        }
+      }
+    }
+    // An item repeated with `*` that can match nothing would repeat forever.
+    for (const Unordered& u : g_.unordered) {
+      for (const Unordered::Item& item : u.items) {
+        if (item.count == Unordered::kMany && element_nullable(g_.elements[item.first])) {
+          return Unsupported(
+              "grammar: an %unordered item repeated with '*' can match the empty text");
         }
       }
     }

@@ -12,11 +12,24 @@
 // Postfix * + ? {m} {m,} {m,n} (n <= 10000). `|` separates alternatives;
 // # starts a comment to the end of the line.
 //
+// An extension for members that may come in any order:
+//   members ::= %unordered{1,3}( "," ; a b? c* )
+// matches items separated by the alternatives before the `;` ("," here),
+// in any order: an item with no postfix exactly once, one with `?` at most
+// once, one with `*` any number of times; the optional {m}, {m,} or {m,n}
+// bounds how many items come in all. Items are single terms (a literal, a
+// class, a rule, a group); at most kMaxUnorderedItems of them, and one
+// repeated with `*` must not match the empty text. `a b? c*` is
+// a JSON object's required, optional and unlisted members. The matcher
+// keeps which items came in its stacks, so the cost is per item, not per
+// order.
+//
 // Left recursion (a rule reaching itself before consuming a character,
 // through rules that can be empty too) is refused: the matcher expands
 // rules eagerly and would not end.
 #pragma once
 
+#include <bitset>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -36,9 +49,29 @@ struct CharRange {
 };
 
 struct Element {
-  enum Kind : uint8_t { kEnd, kChars, kRule };
+  enum Kind : uint8_t { kEnd, kChars, kRule, kUnordered };
   Kind kind = kEnd;
-  uint32_t value = 0;  // kChars: index into Grammar::char_sets; kRule: rule index
+  // kChars: index into Grammar::char_sets; kRule: rule index;
+  // kUnordered: index into Grammar::unordered.
+  uint32_t value = 0;
+};
+
+inline constexpr size_t kMaxUnorderedItems = 256;
+
+// A %unordered term. Each item has two sequences in Grammar::elements,
+// each ended by kEnd: the item alone (the first to come) and the
+// separator then the item (any later one).
+struct Unordered {
+  enum Count : uint8_t { kOnce, kOptional, kMany };
+  struct Item {
+    uint32_t first = 0;  // element positions
+    uint32_t later = 0;
+    Count count = kOnce;
+  };
+  std::vector<Item> items;
+  std::bitset<kMaxUnorderedItems> once;  // the items that must come
+  uint32_t min = 0;                      // items in all, kUnbounded: no maximum
+  uint32_t max = kUnbounded;
 };
 
 // A set of code points: sorted, disjoint, non-adjacent ranges, and a
@@ -58,6 +91,7 @@ struct Grammar {
   std::vector<std::vector<uint32_t>> rules;  // per rule: each alternative's first element
   std::vector<CharSet> char_sets;
   std::vector<std::string> rule_names;
+  std::vector<Unordered> unordered;
   uint32_t root = 0;
 };
 

@@ -354,7 +354,10 @@ struct PendingDef {
 class Converter {
  public:
   Converter(const Json* root, const JsonGrammarOptions& options)
-      : root_(root), whitespace_(options.whitespace), unlisted_(options.unlisted_properties) {}
+      : root_(root),
+        whitespace_(options.whitespace),
+        unlisted_(options.unlisted_properties),
+        any_order_(options.any_order) {}
 
   Status convert(std::string* gbnf) { return convert_at(*root_, "", gbnf); }
 
@@ -486,6 +489,10 @@ class Converter {
 
   Status object_schema_body(const Json& s, const std::string& ptr, const std::string& hint,
                             int depth, std::string* body) {
+    // Drafts 4 to 7: the keywords beside "$ref" are ignored.
+    if (s.contains("$ref") && s.size() > 1 && refs_stand_alone()) {
+      return ref_body(Json{{"$ref", s["$ref"]}}, {"$ref"}, ptr, body);
+    }
     uint8_t inferred = 0;
     std::vector<std::string> constraining;  // non-annotation keywords
     for (const auto& [key, value] : s.items()) {
@@ -497,7 +504,7 @@ class Converter {
       constraining.push_back(key);
       inferred |= family_types(info.family);
     }
-    uint8_t types = inferred ? inferred : kAllTypes;
+    uint8_t types = kAllTypes;
     if (s.contains("type")) PVLLM_RETURN_IF_ERROR(parse_type(s["type"], ptr, &types));
     for (const auto& key : constraining) {
       KeywordInfo info = keyword_info(key);
@@ -700,7 +707,7 @@ class Converter {
         }
         if (!names.empty()) rest["type"] = std::vector<std::string>(names.begin(), names.end());
       }
-      Converter sub(root_, {.unlisted_properties = unlisted_});
+      Converter sub(root_, {.unlisted_properties = unlisted_, .any_order = true});
       std::string gbnf;
       PVLLM_RETURN_IF_ERROR(sub.convert_at(rest, ptr, &gbnf));
       PVLLM_RETURN_IF_ERROR(parse_gbnf(gbnf, &others_grammar));
@@ -732,11 +739,44 @@ class Converter {
       if (!value_has_type(*v, types)) continue;
       std::string text = v->dump();
       if (others && !grammar_accepts(others_grammar, text)) continue;
-      if (seen.insert(text).second) alts.push_back(value_gbnf(*v));
+      // Numbers are one value however written (1.0 is 1).
+      Decimal d;
+      std::string key =
+          v->is_number() && parse_decimal(text, &d).ok() ? "number " + decimal_to_string(d) : text;
+      if (seen.insert(key).second) alts.push_back(enum_value_gbnf(*v));
     }
     if (alts.empty()) return matches_nothing(ptr, "no enum or const value is allowed");
     *body = join_alternatives(alts);
     return Status::Ok();
+  }
+
+  // An enum or const value's spellings: a number's value in any spelling
+  // number_range.h takes (2.0 is 2, as JSON Schema compares numbers),
+  // other values as value_gbnf writes them.
+  std::string enum_value_gbnf(const Json& v) {
+    Decimal d;
+    if (v.is_number() && parse_decimal(v.dump(), &d).ok()) {
+      NumberBounds exactly;
+      exactly.has_lo = exactly.has_hi = true;
+      exactly.lo = exactly.hi = d;
+      std::string expr = number_range_gbnf(exactly);
+      if (!expr.empty()) return "( " + expr + " )";
+    }
+    return value_gbnf(v);
+  }
+
+  // Whether the document says it is of draft 4, 6 or 7, where "$ref"
+  // stands for the whole schema it is in. Without "$schema" the keywords
+  // beside it hold too (2019-09 on), which is the stricter reading.
+  bool refs_stand_alone() const {
+    if (!root_->is_object() || !root_->contains("$schema") || !(*root_)["$schema"].is_string()) {
+      return false;
+    }
+    const std::string& id = (*root_)["$schema"].get_ref<const std::string&>();
+    for (const char* draft : {"draft-04/", "draft-06/", "draft-07/"}) {
+      if (id.find(draft) != std::string::npos) return true;
+    }
+    return false;
   }
 
   RefResolver resolver(const std::string& ptr) {
@@ -1101,16 +1141,21 @@ class Converter {
     }
     std::vector<Member> members;
     PVLLM_RETURN_IF_ERROR(listed_members(props, required, extra, ptr, hint, depth, &members));
-    // With unlisted_, members not listed come after the listed ones: with patternProperties
-    // those whose names match the pattern (other names are left out), else
-    // any name but the listed ones, valued by additionalProperties. Left
-    // out under property counts.
+    // In any order (an %unordered term) the property counts hold exactly;
+    // in the listed order they bound only the optional members.
+    const bool unordered = any_order_ && !members.empty() && members.size() < kMaxUnorderedItems;
+    const bool counted = has_lo || has_hi;
+    // With unlisted_, members not listed: with patternProperties those
+    // whose names match the pattern (other names are left out), else any
+    // name but the listed ones, valued by additionalProperties. In the
+    // listed order they come after the listed ones, and are left out under
+    // property counts.
     std::string pair;
     if (s.contains("patternProperties")) {
       // Checked either way: a listed name the pattern matches is refused.
       PVLLM_RETURN_IF_ERROR(pattern_member(s, members, ptr, hint, depth, &pair));
-      if (!unlisted_ || has_lo || has_hi) pair.clear();
-    } else if (unlisted_ && !extra.empty() && !has_lo && !has_hi) {
+      if (!unlisted_ || (counted && !unordered)) pair.clear();
+    } else if (unlisted_ && !extra.empty() && (!counted || unordered)) {
       std::vector<std::string> names;
       for (const Member& m : members) names.push_back(m.key);
       if (props) {
@@ -1123,6 +1168,7 @@ class Converter {
     if (!pair.empty()) {
       members.push_back({"", add_rule(hint + "-extra", pair), false, true});
     }
+    if (unordered) return unordered_body(members, ptr, lo, has_hi ? hi : kUnbounded, body);
     // Only listed members are written, so the counts bound how many of the
     // optional ones come: nothing to do when every choice fits, at least
     // one when none is required and minProperties is 1; else refused.
@@ -1345,6 +1391,34 @@ class Converter {
     return punct('{') + " " + head + " \"}\"";
   }
 
+  // "{" members "}" in any order: the required members once, the optional
+  // ones at most once, unlisted ones any number of times, lo..hi of them.
+  Status unordered_body(const std::vector<Member>& members, const std::string& ptr, uint32_t lo,
+                        uint32_t hi, std::string* body) {
+    size_t n_required = 0;
+    bool extras = false;
+    std::string items;
+    for (const Member& m : members) {
+      n_required += m.required;
+      extras |= m.extras;
+      items += m.extras     ? " " + m.value + "*"
+               : m.required ? " ( " + member_term(m, false) + " )"
+                            : " ( " + member_term(m, false) + " )?";
+    }
+    if (hi != kUnbounded && hi < n_required) {
+      return matches_nothing(ptr, "maxProperties is below the required members");
+    }
+    if (!extras && lo > members.size()) {
+      return matches_nothing(ptr, "minProperties is above the members allowed");
+    }
+    std::string bounds;
+    if (lo > n_required || (hi != kUnbounded && (extras || hi < members.size()))) {
+      bounds = "{" + std::to_string(lo) + "," + (hi == kUnbounded ? "" : std::to_string(hi)) + "}";
+    }
+    *body = punct('{') + " %unordered" + bounds + "( " + punct(',') + " ;" + items + " ) \"}\"";
+    return Status::Ok();
+  }
+
   std::string member_term(const Member& m, bool comma) {
     if (m.extras) {
       return comma ? "( " + punct(',') + " " + m.value + " )+"
@@ -1558,6 +1632,7 @@ class Converter {
   const Json* root_;
   bool whitespace_;
   bool unlisted_;
+  bool any_order_;
   std::string raw_rules_;                              // rules of formats and patterns, whole lines
   std::map<std::string, std::string> format_entries_;  // format -> entry rule
   std::map<std::string, std::string> pattern_entries_;  // pattern -> entry rule

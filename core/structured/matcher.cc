@@ -50,6 +50,55 @@ void Matcher::grow() {
   }
 }
 
+namespace {
+
+std::string progress_key(uint32_t unordered, uint32_t count,
+                         const std::bitset<kMaxUnorderedItems>& used) {
+  std::string k(reinterpret_cast<const char*>(&unordered), sizeof unordered);
+  k.append(reinterpret_cast<const char*>(&count), sizeof count);
+  for (size_t w = 0; w < kMaxUnorderedItems; w += 64) {
+    uint64_t bits = 0;
+    for (size_t b = 0; b < 64; ++b) bits |= uint64_t{used[w + b]} << b;
+    k.append(reinterpret_cast<const char*>(&bits), sizeof bits);
+  }
+  return k;
+}
+
+}  // namespace
+
+uint32_t Matcher::progress_id(const Progress& p) {
+  auto [it, added] = progress_ids_.emplace(progress_key(p.unordered, p.count, p.used),
+                                           static_cast<uint32_t>(progress_.size()));
+  if (added) progress_.push_back(p);
+  return kProgressBase + it->second;
+}
+
+void Matcher::expand_progress(int32_t under, uint32_t id, std::vector<int32_t>* out) {
+  const Progress p = progress_[id - kProgressBase];  // a copy: progress_ may grow
+  const Unordered& u = g_->unordered[p.unordered];
+  if (p.count >= u.min && (u.once & ~p.used).none()) {  // the term may end here
+    if (under == kEmptyStack) {
+      out->push_back(kEmptyStack);
+    } else {
+      work_.emplace_back(nodes_[under].parent, nodes_[under].element);
+    }
+  }
+  if (u.max != kUnbounded && p.count >= u.max) return;
+  // Counts above both bounds' need are one: min when there is no maximum
+  // (at least 1, which tells the first item from later ones).
+  const uint32_t cap = u.max != kUnbounded ? u.max : std::max<uint32_t>(u.min, 1);
+  for (size_t i = 0; i < u.items.size(); ++i) {
+    const Unordered::Item& item = u.items[i];
+    Progress next = p;
+    if (item.count != Unordered::kMany) {
+      if (p.used[i]) continue;
+      next.used.set(i);
+    }
+    next.count = std::min(p.count + 1, cap);
+    work_.emplace_back(intern(progress_id(next), under), p.count == 0 ? item.first : item.later);
+  }
+}
+
 void Matcher::expand(int32_t parent, uint32_t pos, std::vector<int32_t>* out) {
   work_.clear();
   work_.emplace_back(parent, pos);
@@ -61,6 +110,10 @@ void Matcher::expand(int32_t parent, uint32_t pos, std::vector<int32_t>* out) {
     --budget_;
     const auto [under, at] = work_.back();
     work_.pop_back();
+    if (at >= kProgressBase) {
+      expand_progress(under, at, out);
+      continue;
+    }
     const Element& e = g_->elements[at];
     switch (e.kind) {
       case Element::kEnd:  // the rule is done: go on where its caller was
@@ -80,6 +133,14 @@ void Matcher::expand(int32_t parent, uint32_t pos, std::vector<int32_t>* out) {
         const int32_t cont =
             g_->elements[at + 1].kind == Element::kEnd ? under : intern(at + 1, under);
         for (uint32_t alt : g_->rules[e.value]) work_.emplace_back(cont, alt);
+        break;
+      }
+      case Element::kUnordered: {
+        const int32_t cont =
+            g_->elements[at + 1].kind == Element::kEnd ? under : intern(at + 1, under);
+        Progress start;
+        start.unordered = e.value;
+        work_.emplace_back(cont, progress_id(start));
         break;
       }
     }
@@ -193,6 +254,13 @@ std::string Matcher::key(const MatchState& s) const {
     std::string one;
     for (int32_t n = stack; n != kEmptyStack; n = nodes_[n].parent) {
       uint32_t e = nodes_[n].element;
+      if (e >= kProgressBase) {  // by value: progress ids are this matcher's
+        const Progress& p = progress_[e - kProgressBase];
+        e = kProgressBase;
+        one.append(reinterpret_cast<const char*>(&e), sizeof e);
+        one += progress_key(p.unordered, p.count, p.used);
+        continue;
+      }
       one.append(reinterpret_cast<const char*>(&e), sizeof e);
     }
     stacks.push_back(std::move(one));

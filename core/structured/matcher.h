@@ -6,12 +6,15 @@
 // parent) and equal stacks are the same node, so a state is a small sorted
 // vector of node ids and comparing states is comparing vectors. The top of
 // every stack in a state is a character-set element; -1 is the empty stack
-// (the root rule is complete).
+// (the root rule is complete). Below the top, a node can also stand for
+// the rest of an %unordered term: which of its items came and how many
+// (Progress, numbered from kProgressBase in this matcher).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -81,9 +84,23 @@ class Matcher {
 
  private:
   struct Node {
-    uint32_t element;
+    uint32_t element;  // a position in the grammar's elements, or a Progress
     int32_t parent;
   };
+  // Where an %unordered term is: the items that came (those that may come
+  // once) and how many came in all, counted up to what its bounds tell
+  // apart. A node's element kProgressBase + i is progress_[i].
+  static constexpr uint32_t kProgressBase = 1u << 31;
+  struct Progress {
+    uint32_t unordered = 0;
+    uint32_t count = 0;
+    std::bitset<kMaxUnorderedItems> used;
+  };
+  uint32_t progress_id(const Progress& p);
+  // Expands the rest of an %unordered term: each item that may still come
+  // (after the separator unless it is the first), and the term's end when
+  // it may end.
+  void expand_progress(int32_t parent, uint32_t id, std::vector<int32_t>* out);
   int32_t intern(uint32_t element, int32_t parent);
   // Re-interns the stacks of `s`, whose nodes are in `old`, here.
   void copy_stacks(const std::vector<Node>& old, MatchState* s);
@@ -104,6 +121,8 @@ class Matcher {
   std::vector<uint64_t> keys_;  // kNoKey = empty; capacity a power of two
   std::vector<int32_t> ids_;
   std::vector<std::pair<int32_t, uint32_t>> work_;  // expand's (parent, position) to do
+  std::vector<Progress> progress_;
+  std::unordered_map<std::string, uint32_t> progress_ids_;
   uint64_t budget_ = ~uint64_t{0};
   bool exhausted_ = false;
 };

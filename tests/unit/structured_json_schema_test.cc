@@ -435,7 +435,7 @@ TEST(JsonSchemaTest, FormatUuid) {
 TEST(JsonSchemaTest, ConstOfEveryType) {
   check(R"({"const":null})", {"null"}, {"false", "\"null\"", "0"});
   check(R"({"const":false})", {"false"}, {"true", "0", "null"});
-  check(R"({"const":-1.5})", {"-1.5"}, {"1.5", "-1.50", "-15e-1"});
+  check(R"({"const":-1.5})", {"-1.5", "-1.50"}, {"1.5", "-1.51", "-15"});
   check(R"({"const":"x y"})", {"\"x y\""}, {"\"x\"", "x y"});
   check(R"({"const":[]})", {"[]"}, {"[null]", "{}"});
   check(R"({"const":{}})", {"{}"}, {"[]", "{\"a\":1}"});
@@ -443,9 +443,12 @@ TEST(JsonSchemaTest, ConstOfEveryType) {
 
 TEST(JsonSchemaTest, DuplicateEnumValuesAreWrittenOnce) {
   std::string gbnf;
-  ASSERT_TRUE(json_schema_to_gbnf(R"({"enum":[1,"x",1,"x",null,null]})", &gbnf).ok());
-  // One alternative per distinct value: no ambiguous parses to follow.
-  EXPECT_EQ(std::count(gbnf.begin(), gbnf.end(), '|'), 2) << gbnf;
+  ASSERT_TRUE(json_schema_to_gbnf(R"({"enum":[1,"x",1.0,"x",null,null]})", &gbnf).ok());
+  // One alternative per distinct value (1.0 is 1): no ambiguous parses to
+  // follow.
+  std::string distinct;
+  ASSERT_TRUE(json_schema_to_gbnf(R"({"enum":[1,"x",null]})", &distinct).ok());
+  EXPECT_EQ(gbnf, distinct);
   check(R"({"enum":[1,"x",1,"x",null,null]})", {"1", "\"x\"", "null"}, {"2", "\"y\"", "11"});
 }
 
@@ -473,9 +476,40 @@ TEST(JsonSchemaTest, TrueSubschemasAcceptAnyValue) {
 TEST(JsonSchemaTest, EmptyPropertiesAndRepeatedRequiredNames) {
   check(R"({"type":"object","properties":{},"additionalProperties":false})", {"{}"},
         {R"({"a":1})", "[]"});
-  check(R"({"properties":{}})", {"{}", R"({"a":[1]})"}, {"[]", "1"});
+  // Without "type" every type is allowed (the object keywords constrain
+  // objects only), as JSON Schema has it.
+  check(R"({"properties":{}})", {"{}", R"({"a":[1]})", "[]", "1"}, {"{", "nul"});
   check(R"({"properties":{"a":{"type":"integer"}},"required":["a","a"]})", {R"({"a":1})"},
         {"{}", R"({"a":1,"a":1})"});
+}
+
+TEST(JsonSchemaTest, KeywordsBesideRefAreIgnoredInDraftsFourToSeven) {
+  const std::string defs =
+      R"("definitions":{"o":{"type":"object"}},"properties":{"a":{"type":"string","$ref":"#/definitions/o"}},"required":["a"]})";
+  for (const char* draft : {"draft-04", "draft-06", "draft-07"}) {
+    check(std::string(R"({"$schema":"http://json-schema.org/)") + draft + R"(/schema#",)" + defs,
+          {R"({"a":{}})"}, {R"({"a":"s"})"});
+  }
+  // 2019-09 on, and without "$schema", they hold beside it: nothing is both
+  // a string and an object.
+  expect_refused(R"({"$schema":"https://json-schema.org/draft/2020-12/schema",)" + defs,
+                 StatusCode::kInvalidArgument, {"nothing can match"});
+  expect_refused("{" + defs, StatusCode::kInvalidArgument, {"nothing can match"});
+}
+
+TEST(JsonSchemaTest, EnumNumbersMatchByValue) {
+  // JSON Schema compares numbers by value: 2.0 is 2.
+  check(R"({"enum":[2.0,"a"]})", {"2", "2.0", "2.00", R"("a")"}, {"2.5", "20", "3"});
+  check(R"({"const":-0.5})", {"-0.5", "-0.50", "-5e-1"}, {"0.5", "-0.51"});
+  check(R"({"type":"integer","enum":[3.0,4.5]})", {"3", "3.0"}, {"4.5"});
+}
+
+TEST(JsonSchemaTest, KeywordsWithoutTypeConstrainOnlyTheirTypes) {
+  check(R"({"properties":{"a":{"type":"integer"}},"required":["a"],"maxLength":2,"minimum":3,
+            "items":{"type":"boolean"}})",
+        {R"({"a":1})", R"("ab")", "5", "[]", "[true]", "true", "null", "3.5"},
+        {"{}", R"({"a":"x"})", R"("abc")", "2", "2.5", "[1]"});
+  check(R"({"format":"date"})", {R"("2024-02-29")", "7", "{}"}, {R"("2023-02-29")", R"("x")"});
 }
 
 TEST(JsonSchemaTest, IdenticalAndLookAlikeSubschemasKeepTheirMeaning) {

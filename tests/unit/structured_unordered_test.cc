@@ -1,0 +1,260 @@
+// GBNF's %unordered (grammar.h): items in any order, each as often as its
+// postfix says, within the term's count bounds. Checked against a direct
+// reading of that rule over every sequence of items up to a length, with
+// items that share prefixes, whitespace separators, nesting and recursion;
+// the matcher's keys and the token mask's trie walk with the term's progress
+// on the stacks; and the parser's refusals.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/structured/grammar.h"
+#include "core/structured/matcher.h"
+#include "core/structured/token_mask.h"
+#include "core/structured/vocab_trie.h"
+
+namespace pvllm::structured {
+namespace {
+
+Grammar parse(const std::string& text) {
+  Grammar g;
+  Status st = parse_gbnf(text, &g);
+  EXPECT_TRUE(st.ok()) << st.message() << "\n" << text;
+  return g;
+}
+
+struct Item {
+  std::string text;
+  char count;  // ' ' once, '?' at most once, '*' any number
+};
+
+// Whether `seq` (indices into `items`) is what the term allows.
+bool allowed(const std::vector<Item>& items, const std::vector<int>& seq, uint32_t min,
+             uint32_t max) {
+  if (seq.size() < min || (max != kUnbounded && seq.size() > max)) return false;
+  std::map<int, int> seen;
+  for (int i : seq) ++seen[i];
+  for (size_t i = 0; i < items.size(); ++i) {
+    const int n = seen[static_cast<int>(i)];
+    if (items[i].count == ' ' && n != 1) return false;
+    if (items[i].count == '?' && n > 1) return false;
+  }
+  return true;
+}
+
+// Every sequence of items up to `max_len` long, joined by `sep`, against
+// the rule; items are distinct texts that no join of others spells.
+void check_all_sequences(const std::vector<Item>& items, const std::string& sep, uint32_t min,
+                         uint32_t max, int max_len) {
+  std::string bounds;
+  if (min != 0 || max != kUnbounded) {
+    bounds = "{" + std::to_string(min) + "," +
+             (max == kUnbounded ? std::string() : std::to_string(max)) + "}";
+  }
+  std::string text = "root ::= \"<\" %unordered" + bounds + "( " + gbnf_literal(sep) + " ;";
+  for (const Item& item : items) {
+    text += " " + gbnf_literal(item.text) + (item.count == ' ' ? "" : std::string(1, item.count));
+  }
+  text += " ) \">\"";
+  const Grammar g = parse(text);
+  std::vector<int> seq;
+  int checked = 0;
+  std::function<void()> visit = [&]() {
+    std::string s = "<";
+    for (size_t k = 0; k < seq.size(); ++k) s += (k ? sep : "") + items[seq[k]].text;
+    s += ">";
+    EXPECT_EQ(grammar_accepts(g, s), allowed(items, seq, min, max)) << text << "\n" << s;
+    ++checked;
+    if (static_cast<int>(seq.size()) == max_len) return;
+    for (size_t i = 0; i < items.size(); ++i) {
+      seq.push_back(static_cast<int>(i));
+      visit();
+      seq.pop_back();
+    }
+  };
+  visit();
+  EXPECT_GT(checked, 1);
+}
+
+TEST(UnorderedTest, EverySequenceOfItemsAsTheRuleSays) {
+  check_all_sequences({{"a", ' '}, {"b", ' '}, {"c", ' '}}, ",", 0, kUnbounded, 4);
+  check_all_sequences({{"a", ' '}, {"b", '?'}, {"c", '?'}, {"d", '*'}}, ",", 0, kUnbounded, 5);
+  check_all_sequences({{"x", '?'}, {"y", '?'}, {"z", '?'}}, ", ", 1, 2, 4);
+  check_all_sequences({{"x", '*'}, {"y", '?'}}, ";", 2, kUnbounded, 5);
+  check_all_sequences({{"p", ' '}, {"q", '*'}}, "", 0, 3, 5);  // no separator
+  check_all_sequences({{"k", '?'}}, ",", 0, 0, 2);             // nothing may come
+}
+
+TEST(UnorderedTest, RandomItemSetsAndBounds) {
+  std::mt19937 rng(11);
+  const char names[] = "abcdef";
+  for (int round = 0; round < 30; ++round) {
+    std::vector<Item> items;
+    const int n = 1 + static_cast<int>(rng() % 5);
+    for (int i = 0; i < n; ++i) items.push_back({std::string(1, names[i]), " ?*"[rng() % 3]});
+    const uint32_t min = rng() % 3;
+    const uint32_t max = rng() % 3 == 0 ? kUnbounded : min + rng() % 3;
+    check_all_sequences(items, ",", min, max, 4);
+  }
+}
+
+TEST(UnorderedTest, ItemsThatShareAPrefixAndJsonMembers) {
+  // Members whose keys share prefixes; values that nest objects of the
+  // same rule; whitespace around the separator.
+  const Grammar g = parse(R"(
+    root ::= "{" ws %unordered( ws "," ws ; a ab? abc? extra* ) ws "}"
+    a ::= "\"a\"" ws ":" ws value
+    ab ::= "\"ab\"" ws ":" ws value
+    abc ::= "\"abc\"" ws ":" ws value
+    extra ::= "\"x" [0-9] "\"" ws ":" ws value
+    value ::= [0-9]+ | root
+    ws ::= [ ]?
+  )");
+  for (const char* ok :
+       {R"({"a":1})", R"({ "ab":2 , "a":1 })", R"({"abc":3,"a":{"a":1,"x1":2},"ab":2})",
+        R"({"x1":1,"a":2,"x1":3,"x2":4})", R"({"a":{"ab":{"a":5},"a":{"a":6}}})"}) {
+    EXPECT_TRUE(grammar_accepts(g, ok)) << ok;
+  }
+  for (const char* bad : {"{}", R"({"ab":2})", R"({"a":1,"a":1})", R"({"a":1,"ab":2,"ab":3})",
+                          R"({"a":1,})", R"({,"a":1})", R"({"a":{"ab":1}})", R"({"a":1"ab":2})"}) {
+    EXPECT_FALSE(grammar_accepts(g, bad)) << bad;
+  }
+}
+
+TEST(UnorderedTest, TermsInsideRepetitionsAndAlternatives) {
+  const Grammar g = parse(R"(
+    root ::= ( "[" %unordered{1,}( "," ; "a" "b"? ) "]" | "-" )+
+  )");
+  for (const char* ok : {"[a]", "[b,a][a]", "-[a,b]-", "[a]-[b,a]"}) {
+    EXPECT_TRUE(grammar_accepts(g, ok)) << ok;
+  }
+  for (const char* bad : {"[]", "[b]", "[a,a]", "[a][b]", "[a,b,a]"}) {
+    EXPECT_FALSE(grammar_accepts(g, bad)) << bad;
+  }
+}
+
+TEST(UnorderedTest, KeysTellProgressApartAcrossMatchers) {
+  const Grammar g = parse(R"(root ::= %unordered( "," ; "a" "b"? "c"? ) "."?)");
+  auto run = [&g](Matcher* m, const std::string& text) {
+    MatchState s = m->initial(), next;
+    for (char c : text) {
+      m->advance(s, static_cast<uint8_t>(c), &next);
+      s = next;
+    }
+    return s;
+  };
+  Matcher a(&g), b(&g);
+  run(&b, "c,b,a");  // b's arena and progress table fill in another order
+  const MatchState sa = run(&a, "a,b"), sb = run(&b, "b,a");
+  ASSERT_FALSE(sa.dead());
+  // The same items came (in another order): the same state.
+  EXPECT_EQ(a.key(sa), b.key(sb));
+  EXPECT_NE(a.key(sa), b.key(run(&b, "a,c")));
+  EXPECT_NE(a.key(sa), b.key(run(&b, "a")));
+  // Compacting keeps the progress.
+  MatchState compacted = sa;
+  const std::string before = a.key(sa);
+  a.compact(&compacted);
+  EXPECT_EQ(a.key(compacted), before);
+  MatchState next;
+  a.advance(compacted, ',', &next);
+  MatchState after;
+  a.advance(next, 'a', &after);
+  EXPECT_TRUE(after.dead()) << "a came already";
+  a.advance(next, 'c', &after);
+  ASSERT_FALSE(after.dead());
+  EXPECT_TRUE(a.can_end(after));
+  a.advance(after, ',', &next);
+  EXPECT_TRUE(next.dead()) << "every item came";
+}
+
+TEST(UnorderedTest, TrieWalkEqualsTokenByToken) {
+  std::mt19937 rng(5);
+  const std::string alphabet[] = {"{", "}", "\"", "a", "b", "c", ":", ",", "1", " ", "ab"};
+  std::vector<std::string> tokens;
+  for (int i = 0; i < 2000; ++i) {
+    std::string t;
+    const int len = 1 + static_cast<int>(rng() % 6);
+    for (int k = 0; k < len; ++k) t += alphabet[rng() % std::size(alphabet)];
+    tokens.push_back(t);
+  }
+  const VocabTrie trie(tokens);
+  const Grammar g = parse(R"(
+    root ::= "{" %unordered( "," ; ( "\"a\":" v ) ( "\"b\":" v )? ( "\"ab\":" v )?
+                                 ( "\"c" [a-c]* "\":" v )* ) "}"
+    v ::= "1"+ | root
+  )");
+  for (const std::string prefix : {"{", "{\"a\":1", "{\"b\":1,", "{\"a\":1,\"b\":1",
+                                   "{\"c\":{\"ab\":1", "{\"ca\":1,\"a\":1"}) {
+    Matcher m(&g);
+    MatchState s = m.initial(), next;
+    for (char c : prefix) {
+      m.advance(s, static_cast<uint8_t>(c), &next);
+      ASSERT_FALSE(next.dead()) << prefix;
+      s = next;
+    }
+    std::vector<uint64_t> reference((tokens.size() + 63) / 64, 0);
+    for (size_t id = 0; id < tokens.size(); ++id) {
+      Matcher r(&g);
+      MatchState t = r.initial();
+      bool alive = true;
+      for (char c : prefix + tokens[id]) {
+        r.advance(t, static_cast<uint8_t>(c), &next);
+        if (next.dead()) {
+          alive = false;
+          break;
+        }
+        t = next;
+      }
+      if (alive) reference[id / 64] |= uint64_t{1} << (id % 64);
+    }
+    std::vector<uint64_t> mask(reference.size(), 0);
+    compute_token_mask(&m, s, 0, trie, mask.data());
+    EXPECT_EQ(mask, reference) << prefix;
+    int allowed = 0;
+    for (uint64_t w : mask) allowed += __builtin_popcountll(w);
+    EXPECT_GT(allowed, 0) << prefix;
+  }
+}
+
+TEST(UnorderedTest, RefusalsSayWhat) {
+  struct Case {
+    const char* text;
+    const char* says;
+  };
+  for (const Case& c : {
+           Case{"root ::= %ordered( \",\" ; \"a\" )", "unknown directive"},
+           Case{"root ::= %unordered \"a\"", "expected '('"},
+           Case{"root ::= %unordered( \"a\" \"b\" )", "expected ';'"},
+           Case{"root ::= %unordered( \",\" ; \"a\"+ )", "takes '?', '*' or nothing"},
+           Case{"root ::= %unordered( \",\" ; \"a\"{2} )", "takes '?', '*' or nothing"},
+           Case{"root ::= %unordered( \",\" ; \"a\"", "unclosed %unordered("},
+           Case{"root ::= %unordered{3,2}( \",\" ; \"a\" )", "maximum below its minimum"},
+           Case{"root ::= %unordered( \",\" ; \"a\" e* )\ne ::= \"b\"?", "empty text"},
+           Case{"root ::= %unordered( \",\" ; root \"a\" )", "left-recursive"},
+           Case{"root ::= \"[\" %unordered( \",\" | \";\" ; e? ) \"]\"\ne ::= \"x\" | root ",
+                nullptr},
+       }) {
+    Grammar g;
+    const Status st = parse_gbnf(c.text, &g);
+    if (c.says == nullptr) {
+      EXPECT_TRUE(st.ok()) << c.text << ": " << st.message();
+      continue;
+    }
+    ASSERT_FALSE(st.ok()) << c.text;
+    EXPECT_NE(st.message().find(c.says), std::string::npos) << c.text << ": " << st.message();
+  }
+  std::string many = "root ::= %unordered( \",\" ;";
+  for (size_t i = 0; i <= kMaxUnorderedItems; ++i) many += " \"k" + std::to_string(i) + "\"?";
+  Grammar g;
+  const Status st = parse_gbnf(many + " )", &g);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("more than 256 items"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace pvllm::structured
