@@ -489,10 +489,6 @@ class Converter {
 
   Status object_schema_body(const Json& s, const std::string& ptr, const std::string& hint,
                             int depth, std::string* body) {
-    // Drafts 4 to 7: the keywords beside "$ref" are ignored.
-    if (s.contains("$ref") && s.size() > 1 && refs_stand_alone()) {
-      return ref_body(Json{{"$ref", s["$ref"]}}, {"$ref"}, ptr, body);
-    }
     uint8_t inferred = 0;
     std::vector<std::string> constraining;  // non-annotation keywords
     for (const auto& [key, value] : s.items()) {
@@ -763,20 +759,6 @@ class Converter {
       if (!expr.empty()) return "( " + expr + " )";
     }
     return value_gbnf(v);
-  }
-
-  // Whether the document says it is of draft 4, 6 or 7, where "$ref"
-  // stands for the whole schema it is in. Without "$schema" the keywords
-  // beside it hold too (2019-09 on), which is the stricter reading.
-  bool refs_stand_alone() const {
-    if (!root_->is_object() || !root_->contains("$schema") || !(*root_)["$schema"].is_string()) {
-      return false;
-    }
-    const std::string& id = (*root_)["$schema"].get_ref<const std::string&>();
-    for (const char* draft : {"draft-04/", "draft-06/", "draft-07/"}) {
-      if (id.find(draft) != std::string::npos) return true;
-    }
-    return false;
   }
 
   RefResolver resolver(const std::string& ptr) {
