@@ -48,15 +48,17 @@ static_assert(static_cast<int>(pvllm::KvCacheDtype::kF32) == PVLLM_KV_CACHE_DTYP
 // pvllm_sampling_params.constraint_flags (since 0.11): known bits only, and
 // only with the JSON kinds.
 Status check_constraint_flags(const pvllm_sampling_params& in) {
-  constexpr uint32_t kKnown =
-      PVLLM_CONSTRAINT_JSON_WHITESPACE | PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES;
+  constexpr uint32_t kKnown = PVLLM_CONSTRAINT_JSON_WHITESPACE |
+                              PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES |
+                              PVLLM_CONSTRAINT_JSON_ANY_ORDER;
   if (in.constraint_flags == 0) return Status::Ok();
   if ((in.constraint_flags & ~kKnown) != 0) {
     char bits[16];
     std::snprintf(bits, sizeof bits, "0x%x", in.constraint_flags & ~kKnown);
     return invalid(std::string("request->sampling->constraint_flags has unknown bits ") + bits +
                    " (known: PVLLM_CONSTRAINT_JSON_WHITESPACE (1), "
-                   "PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES (2))");
+                   "PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES (2), "
+                   "PVLLM_CONSTRAINT_JSON_ANY_ORDER (4))");
   }
   if (in.constraint_kind != PVLLM_CONSTRAINT_JSON_SCHEMA &&
       in.constraint_kind != PVLLM_CONSTRAINT_JSON_OBJECT) {
@@ -73,10 +75,12 @@ Status to_constraint(const pvllm_sampling_params& in, pvllm::structured::Constra
   using pvllm::structured::ConstraintKind;
   PVLLM_RETURN_IF_ERROR(check_constraint_flags(in));
   out->json_whitespace = (in.constraint_flags & PVLLM_CONSTRAINT_JSON_WHITESPACE) != 0;
-  // Any object takes any member already: one cache entry either way.
+  // Any object takes any member, in any order, already: one cache entry
+  // either way.
+  const bool schema = in.constraint_kind == PVLLM_CONSTRAINT_JSON_SCHEMA;
   out->json_unlisted_properties =
-      in.constraint_kind == PVLLM_CONSTRAINT_JSON_SCHEMA &&
-      (in.constraint_flags & PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES) != 0;
+      schema && (in.constraint_flags & PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES) != 0;
+  out->json_any_order = schema && (in.constraint_flags & PVLLM_CONSTRAINT_JSON_ANY_ORDER) != 0;
   switch (in.constraint_kind) {
     case PVLLM_CONSTRAINT_NONE:
       return Status::Ok();

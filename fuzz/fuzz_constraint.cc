@@ -1,6 +1,6 @@
 // Output constraints: the first byte picks the kind (JSON schema, GBNF
 // grammar, regular expression) and the JSON options (whitespace, unlisted
-// members), the rest is its text. What compiles is then
+// members, members in any order), the rest is its text. What compiles is then
 // walked over a small vocabulary with multi-byte and split UTF-8 tokens:
 // each step's mask is computed, and a token the mask allows must be
 // accepted (and one it refuses refused), or the target aborts; the walk
@@ -47,6 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   spec.text.assign(reinterpret_cast<const char*>(data) + 1, size - 1);
   spec.json_whitespace = (data[0] & 16) != 0;
   spec.json_unlisted_properties = (data[0] & 32) != 0;
+  spec.json_any_order = (data[0] & 64) != 0;
   std::shared_ptr<const CompiledConstraint> compiled;
   if (!compiler.compile(spec, &compiled).ok()) return 0;
   const auto vocab = static_cast<int32_t>(vocabulary().size());

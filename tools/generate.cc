@@ -41,6 +41,7 @@ struct GenerateOptions {
   std::vector<std::string> choices;
   bool json_whitespace = false;           // --json-whitespace
   bool json_unlisted_properties = false;  // --json-unlisted-properties
+  bool json_any_order = false;            // --json-any-order
   bool ignore_eos = false;
   std::string early_stopping = "heuristic";  // --early-stopping: heuristic, true or never
   CLI::Option* temperature_option = nullptr;
@@ -242,15 +243,16 @@ class Generator {
       sampling->num_choices = choices->size();
     }
     const bool json = !o_.json_schema_file.empty() || o_.json_object;
-    if ((o_.json_whitespace || o_.json_unlisted_properties) && !json) {
+    if ((o_.json_whitespace || o_.json_unlisted_properties || o_.json_any_order) && !json) {
       std::fprintf(stderr,
-                   "pvllm: --json-whitespace and --json-unlisted-properties go with "
-                   "--json-schema or --json-object\n");
+                   "pvllm: --json-whitespace, --json-unlisted-properties and --json-any-order go "
+                   "with --json-schema or --json-object\n");
       return 2;
     }
     sampling->constraint_flags =
         (o_.json_whitespace ? PVLLM_CONSTRAINT_JSON_WHITESPACE : 0u) |
-        (o_.json_unlisted_properties ? PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES : 0u);
+        (o_.json_unlisted_properties ? PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES : 0u) |
+        (o_.json_any_order ? PVLLM_CONSTRAINT_JSON_ANY_ORDER : 0u);
     return 0;
   }
 
@@ -585,6 +587,11 @@ void add_generate_command(CLI::App& app, int* exit_code) {
                 "--json-schema: allow members the schema does not list where its "
                 "additionalProperties or patternProperties allow them, as JSON Schema reads it; "
                 "without it an object whose schema lists properties gets only those")
+      ->group(json_options);
+  sub->add_flag("--json-any-order", o->json_any_order,
+                "--json-schema: allow an object's members in any order (each at most once, the "
+                "required ones present), as JSON Schema reads it; without it they come in the "
+                "order the schema lists them")
       ->group(json_options);
   sub->add_flag("--ignore-eos", o->ignore_eos,
                 "Keep generating past EOS until --max-tokens (useful for benchmarks)")

@@ -103,6 +103,19 @@ class CapiStructuredTest : public ::testing::Test {
     return out;
   }
 
+  // One seeded sample of a JSON kind at temperature 1 within 60 tokens:
+  // `schema` is JSON_SCHEMA's (JSON_OBJECT has none), `flags` the options.
+  Sample run_json(int32_t kind, const char* schema, uint32_t flags, uint64_t seed) {
+    pvllm_sampling_params s = sampling(seed);
+    s.constraint_kind = kind;
+    s.constraint = kind == PVLLM_CONSTRAINT_JSON_SCHEMA ? schema : nullptr;
+    s.constraint_flags = flags;
+    s.max_tokens = 60;
+    const Sample out = run(s);
+    EXPECT_NE(out.finish_reason, PVLLM_FINISH_ERROR) << flags << ": " << out.error;
+    return out;
+  }
+
   // After refusals: a step finds no request to run.
   void expect_nothing_queued() {
     int32_t unfinished = -1;
@@ -243,13 +256,7 @@ TEST_F(CapiStructuredTest, JsonFlagsAllowWhitespaceAndUnlistedMembers) {
   const auto sample = [&](int32_t kind, uint32_t flags) -> Seen {
     Seen seen;
     for (uint64_t seed = 1; seed <= 8; ++seed) {
-      pvllm_sampling_params s = sampling(seed);
-      s.constraint_kind = kind;
-      s.constraint = kind == PVLLM_CONSTRAINT_JSON_SCHEMA ? schema : nullptr;
-      s.constraint_flags = flags;
-      s.max_tokens = 60;
-      const Sample out = run(s);
-      EXPECT_NE(out.finish_reason, PVLLM_FINISH_ERROR) << out.error;
+      const Sample out = run_json(kind, schema, flags, seed);
       if (has_whitespace_between_tokens(out.text)) ++seen.whitespace;
       if (kind == PVLLM_CONSTRAINT_JSON_SCHEMA && out.text.rfind(R"({"a":1,)", 0) == 0) {
         ++seen.unlisted;
@@ -282,6 +289,42 @@ TEST_F(CapiStructuredTest, JsonFlagsAllowWhitespaceAndUnlistedMembers) {
       0);
 }
 
+// PVLLM_CONSTRAINT_JSON_ANY_ORDER is taken by both JSON kinds, alone and
+// with the other bits, and what comes out is still what the schema allows:
+// both required members, each once, compact (in whichever order the
+// grammar lets them come).
+TEST_F(CapiStructuredTest, JsonAnyOrderIsTakenByTheJsonKinds) {
+  const char* schema = R"({"type": "object", "properties": {"a": {"const": 1},
+      "b": {"const": true}}, "required": ["a", "b"], "additionalProperties": false})";
+  const auto sample = [&](int32_t kind, uint32_t flags) {
+    int stopped = 0;
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+      const Sample out = run_json(kind, schema, flags, seed);
+      if (out.finish_reason != PVLLM_FINISH_STOP) continue;
+      ++stopped;
+      const nlohmann::json doc = nlohmann::json::parse(out.text, nullptr, false);
+      EXPECT_TRUE(doc.is_object()) << out.text;
+      if ((flags & PVLLM_CONSTRAINT_JSON_WHITESPACE) == 0) {
+        EXPECT_FALSE(has_whitespace_between_tokens(out.text)) << out.text;
+      }
+      if (!doc.is_object() || kind != PVLLM_CONSTRAINT_JSON_SCHEMA) continue;
+      EXPECT_EQ(doc.size(), 2u) << out.text;
+      EXPECT_EQ(doc.value("a", 0), 1) << out.text;
+      EXPECT_EQ(doc.value("b", false), true) << out.text;
+    }
+    return stopped;
+  };
+  // The schema's members are constants: the text has nothing to choose but
+  // their order, so it ends well within max_tokens.
+  EXPECT_GT(sample(PVLLM_CONSTRAINT_JSON_SCHEMA, PVLLM_CONSTRAINT_JSON_ANY_ORDER), 0);
+  sample(PVLLM_CONSTRAINT_JSON_SCHEMA, PVLLM_CONSTRAINT_JSON_ANY_ORDER |
+                                           PVLLM_CONSTRAINT_JSON_WHITESPACE |
+                                           PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES);
+  // Any object takes its members in any order already: the bit is accepted
+  // and changes nothing.
+  sample(PVLLM_CONSTRAINT_JSON_OBJECT, PVLLM_CONSTRAINT_JSON_ANY_ORDER);
+}
+
 TEST_F(CapiStructuredTest, JsonFlagsAreRefusedWhereTheyMeanNothing) {
   struct Case {
     int32_t kind;
@@ -290,12 +333,16 @@ TEST_F(CapiStructuredTest, JsonFlagsAreRefusedWhereTheyMeanNothing) {
     const char* needle;
   };
   const Case cases[] = {
-      {PVLLM_CONSTRAINT_JSON_SCHEMA, "{}", 4, "unknown bits 0x4"},
+      {PVLLM_CONSTRAINT_JSON_SCHEMA, "{}", 8, "unknown bits 0x8"},
+      {PVLLM_CONSTRAINT_JSON_SCHEMA, "{}", 8, "PVLLM_CONSTRAINT_JSON_ANY_ORDER (4)"},
       {PVLLM_CONSTRAINT_JSON_OBJECT, nullptr, 0x80000001u, "unknown bits 0x80000000"},
       {PVLLM_CONSTRAINT_NONE, nullptr, PVLLM_CONSTRAINT_JSON_WHITESPACE, "not 0"},
       {PVLLM_CONSTRAINT_REGEX, "a+", PVLLM_CONSTRAINT_JSON_WHITESPACE, "not 4"},
       {PVLLM_CONSTRAINT_GRAMMAR, "root ::= \"a\"", PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES,
        "not 3"},
+      {PVLLM_CONSTRAINT_NONE, nullptr, PVLLM_CONSTRAINT_JSON_ANY_ORDER, "not 0"},
+      {PVLLM_CONSTRAINT_REGEX, "a+", PVLLM_CONSTRAINT_JSON_ANY_ORDER, "not 4"},
+      {PVLLM_CONSTRAINT_GRAMMAR, "root ::= \"a\"", PVLLM_CONSTRAINT_JSON_ANY_ORDER, "not 3"},
   };
   for (const Case& c : cases) {
     pvllm_sampling_params s = sampling(1);
@@ -315,11 +362,14 @@ TEST_F(CapiStructuredTest, JsonFlagsAreRefusedWhereTheyMeanNothing) {
   s.constraint_kind = PVLLM_CONSTRAINT_CHOICE;
   s.choices = choices;
   s.num_choices = 1;
-  s.constraint_flags = PVLLM_CONSTRAINT_JSON_WHITESPACE;
   uint64_t id = 0;
   std::string message;
-  EXPECT_EQ(submit(s, &id, &message), PVLLM_STATUS_INVALID_ARGUMENT);
-  EXPECT_NE(message.find("constraint_flags"), std::string::npos) << message;
+  for (const uint32_t flags : {PVLLM_CONSTRAINT_JSON_WHITESPACE, PVLLM_CONSTRAINT_JSON_ANY_ORDER}) {
+    s.constraint_flags = flags;
+    EXPECT_EQ(submit(s, &id, &message), PVLLM_STATUS_INVALID_ARGUMENT) << flags;
+    EXPECT_NE(message.find("constraint_flags"), std::string::npos) << message;
+    EXPECT_NE(message.find("not 5"), std::string::npos) << message;
+  }
   s.constraint_flags = 0;
   s.struct_size = static_cast<uint32_t>(offsetof(pvllm_sampling_params, constraint_flags) + 2);
   EXPECT_EQ(submit(s, &id, &message), PVLLM_STATUS_INVALID_ARGUMENT);

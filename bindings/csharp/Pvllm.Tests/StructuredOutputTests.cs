@@ -258,10 +258,52 @@ namespace Pvllm.Tests
         [Test]
         public void AnUnknownJsonOptionIsRefusedByTheLibrary()
         {
-            PvllmException e = Refused(Constraint.JsonObject((JsonOptions)4));
+            PvllmException e = Refused(Constraint.JsonObject((JsonOptions)8));
             Assert.AreEqual(PvllmStatus.InvalidArgument, e.Status, e.Message);
             StringAssert.Contains("constraint_flags", e.Message);
-            StringAssert.Contains("0x4", e.Message);
+            StringAssert.Contains("0x8", e.Message);
+        }
+
+        [Test]
+        public void JsonOptionsAreTheirConstraintFlagBits()
+        {
+            Assert.AreEqual(4, (int)JsonOptions.AnyOrder, "PVLLM_CONSTRAINT_JSON_ANY_ORDER");
+            var p = new SamplingParams
+            {
+                Constraint = Constraint.JsonSchema("{}", JsonOptions.Whitespace | JsonOptions.AnyOrder),
+            };
+            using (var scope = new NativeScope())
+            {
+                Assert.AreEqual(1u | 4u, p.ToNative(scope).constraint_flags);
+            }
+        }
+
+        /// <summary>
+        /// AnyOrder is taken by both JSON kinds; whichever order the grammar
+        /// lets the members come in, what ends is what the schema allows: both
+        /// members, each once, compact.
+        /// </summary>
+        [Test]
+        public void JsonAnyOrderIsTakenByBothJsonKinds()
+        {
+            const string schema = "{\"type\": \"object\", \"properties\": {\"a\": {\"const\": 1}, "
+                + "\"b\": {\"const\": true}}, \"required\": [\"a\", \"b\"], \"additionalProperties\": false}";
+            SamplingParams p = Constrained(Constraint.JsonSchema(schema, JsonOptions.AnyOrder), 1f, 11);
+            p.MaxTokens = 60;
+            p.N = 4;
+            int stopped = 0;
+            foreach (Sample s in engine.Generate(new Request(Prompt, p)).Samples)
+            {
+                Assert.IsFalse(HasWhitespace(s.Text), s.Text);
+                if (s.FinishReason != FinishReason.Stop) continue;
+                ++stopped;
+                var doc = (JsonObject)JsonValue.Parse(s.Text);
+                Assert.AreEqual(2, doc.Count, s.Text);
+                Assert.AreEqual(1, (int)doc["a"], s.Text);
+                Assert.AreEqual(true, (bool)doc["b"], s.Text);
+            }
+            Assert.Greater(stopped, 0, "AnyOrder: no sample ended");
+            Assert.AreEqual(0, JsonSamples(Constraint.JsonObject(JsonOptions.AnyOrder)).spaced, "JsonObject");
         }
 
         [Test]
@@ -280,6 +322,7 @@ namespace Pvllm.Tests
             Constraint spaced = Constraint.JsonSchema("{}", JsonOptions.Whitespace | JsonOptions.UnlistedProperties);
             Assert.AreEqual(JsonOptions.Whitespace | JsonOptions.UnlistedProperties, spaced.JsonOptions);
             Assert.AreEqual("JsonSchema({}) [Whitespace, UnlistedProperties]", spaced.ToString());
+            Assert.AreEqual("JsonObject [AnyOrder]", Constraint.JsonObject(JsonOptions.AnyOrder).ToString());
             Assert.IsNull(new SamplingParams().Constraint, "none by default");
         }
     }

@@ -156,7 +156,7 @@ namespace Pvllm
     [Flags]
     public enum JsonOptions
     {
-        /// <summary>Compact JSON; an object whose schema lists properties gets only those.</summary>
+        /// <summary>Compact JSON; an object whose schema lists properties gets only those, in that order.</summary>
         None = 0,
         /// <summary>JSON's whitespace (space, tab, newline, carriage return) between tokens, as in pretty-printed JSON.</summary>
         Whitespace = 1,
@@ -167,6 +167,14 @@ namespace Pvllm
         /// so JsonObject is unchanged by it.
         /// </summary>
         UnlistedProperties = 2,
+        /// <summary>
+        /// JsonSchema: an object's members may come in any order, each at most
+        /// once and the required ones present, as JSON Schema reads objects;
+        /// without it they come in the order the schema lists them. Any object
+        /// takes its members in any order already, so JsonObject is unchanged
+        /// by it.
+        /// </summary>
+        AnyOrder = 4,
     }
 
     /// <summary>

@@ -8,3 +8,7 @@ func SetWaitDelivery(on bool) { forceWaitDelivery = on }
 
 // UsesOutputHandlers says whether eng delivers through output handlers.
 func UsesOutputHandlers(eng *Engine) bool { return eng.e.handlers }
+
+// JSONFlags is pvllm_sampling_params.constraint_flags for o, as Submit sets
+// it.
+func JSONFlags(o JSONOptions) uint32 { return o.flags() }

@@ -186,6 +186,9 @@ func TestConstraintRefusals(t *testing.T) {
 			pvllm.StatusInvalidArgument, []string{"constraint_flags"}},
 		{pvllm.Constraint{JSON: pvllm.JSONOptions{UnlistedProperties: true}},
 			pvllm.StatusInvalidArgument, []string{"constraint_flags"}},
+		{pvllm.Constraint{Kind: pvllm.ConstraintGrammar, Text: `root ::= "a"`,
+			JSON: pvllm.JSONOptions{AnyOrder: true}},
+			pvllm.StatusInvalidArgument, []string{"constraint_flags"}},
 		{pvllm.Regex(`(ab`), pvllm.StatusInvalidArgument, []string{"regex:"}},
 		{pvllm.Grammar(`root ::= "a" other`), pvllm.StatusInvalidArgument,
 			[]string{"grammar:", "'other'"}},
@@ -308,5 +311,58 @@ func TestConstraintJSONOptions(t *testing.T) {
 	object.JSON = pvllm.JSONOptions{Whitespace: true}
 	if s, _ := count(object); s == 0 {
 		t.Errorf("JSONObject with Whitespace: no sample has whitespace")
+	}
+}
+
+// Each JSON option is its pvllm_constraint_flag bit.
+func TestJSONOptionsFlags(t *testing.T) {
+	cases := []struct {
+		o    pvllm.JSONOptions
+		want uint32
+	}{
+		{pvllm.JSONOptions{}, 0},
+		{pvllm.JSONOptions{Whitespace: true}, 1},
+		{pvllm.JSONOptions{UnlistedProperties: true}, 2},
+		{pvllm.JSONOptions{AnyOrder: true}, 4},
+		{pvllm.JSONOptions{Whitespace: true, UnlistedProperties: true, AnyOrder: true}, 7},
+	}
+	for _, c := range cases {
+		if got := pvllm.JSONFlags(c.o); got != c.want {
+			t.Errorf("%+v: flags %d, want %d", c.o, got, c.want)
+		}
+	}
+}
+
+// AnyOrder (pvllm.h since 0.11) is taken by both JSON kinds; whichever
+// order the grammar lets the members come in, what ends is what the schema
+// allows: both members, each once, compact.
+func TestConstraintJSONAnyOrder(t *testing.T) {
+	eng := stories260K(t)
+	c := pvllm.JSONSchema(`{"type":"object","properties":{"a":{"const":1},"b":{"const":true}},
+		"required":["a","b"],"additionalProperties":false}`)
+	c.JSON.AnyOrder = true
+	ended := 0
+	for _, text := range jsonSamples(t, eng, c) {
+		if hasWhitespace(text) {
+			t.Errorf("%q has whitespace", text)
+		}
+		var v map[string]interface{}
+		if json.Unmarshal([]byte(text), &v) != nil {
+			continue // cut short by MaxTokens
+		}
+		ended++
+		if len(v) != 2 || v["a"] != 1.0 || v["b"] != true {
+			t.Errorf("%q: want the members a: 1 and b: true", text)
+		}
+	}
+	if ended == 0 {
+		t.Errorf("AnyOrder: no sample ended")
+	}
+	object := pvllm.JSONObject()
+	object.JSON.AnyOrder = true
+	for _, text := range jsonSamples(t, eng, object) {
+		if hasWhitespace(text) {
+			t.Errorf("JSONObject with AnyOrder: %q has whitespace", text)
+		}
 	}
 }

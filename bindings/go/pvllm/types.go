@@ -243,9 +243,10 @@ type Constraint struct {
 	// ConstraintChoice: the texts allowed, each non-empty.
 	Choices []string
 	// The JSON kinds' options (pvllm.h since 0.11, constraint_flags); the
-	// zero value is compact JSON with the listed members only. Submit
-	// refuses them on another kind with StatusInvalidArgument, and with
-	// StatusUnsupported a library older than 0.11, which would ignore them.
+	// zero value is compact JSON with the listed members only, in the order
+	// the schema lists them. Submit refuses them on another kind with
+	// StatusInvalidArgument, and with StatusUnsupported a library older than
+	// 0.11, which would ignore them.
 	JSON JSONOptions
 }
 
@@ -261,6 +262,12 @@ type JSONOptions struct {
 	// lists properties gets only those. Any object takes any member
 	// already, so ConstraintJSONObject is unchanged by it.
 	UnlistedProperties bool
+	// ConstraintJSONSchema: an object's members may come in any order, each
+	// at most once and the required ones present, as JSON Schema reads
+	// objects; false: in the order the schema lists them. Any object takes
+	// its members in any order already, so ConstraintJSONObject is
+	// unchanged by it.
+	AnyOrder bool
 }
 
 // flags is pvllm_sampling_params.constraint_flags for o.
@@ -271,6 +278,9 @@ func (o JSONOptions) flags() uint32 {
 	}
 	if o.UnlistedProperties {
 		f |= 2 // PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES
+	}
+	if o.AnyOrder {
+		f |= 4 // PVLLM_CONSTRAINT_JSON_ANY_ORDER
 	}
 	return f
 }

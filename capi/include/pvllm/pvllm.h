@@ -466,9 +466,10 @@ typedef struct pvllm_sampling_params {
   size_t num_choices;
   /* Since 0.11. Options of the JSON kinds, pvllm_constraint_flag bits ORed
    * together; default 0 (compact JSON; an object whose schema lists
-   * properties gets only those). A bit this library does not know, or any
-   * bit with a kind other than JSON_SCHEMA and JSON_OBJECT (NONE included),
-   * is INVALID_ARGUMENT at pvllm_submit, naming it. The flags are part of
+   * properties gets only those, in that order). A bit this library does
+   * not know, or any bit with a kind other than JSON_SCHEMA and
+   * JSON_OBJECT (NONE included), is INVALID_ARGUMENT at pvllm_submit,
+   * naming it. The flags are part of
    * the compiled constraint's cache key. A library older than 0.11 ignores
    * the field: check pvllm_version_number() >= 1100. */
   uint32_t constraint_flags;
@@ -505,7 +506,12 @@ typedef enum pvllm_constraint_flag {
    * properties gets only those (as OpenAI's strict schemas have it); an
    * object that lists none takes any member either way. JSON_OBJECT takes
    * the bit and is unchanged by it. */
-  PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES = 2
+  PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES = 2,
+  /* JSON_SCHEMA: an object's members may come in any order, each at most
+   * once and the required ones present, as JSON Schema reads objects.
+   * Without it they come in the order the schema lists them. JSON_OBJECT
+   * takes the bit and is unchanged by it. */
+  PVLLM_CONSTRAINT_JSON_ANY_ORDER = 4
 } pvllm_constraint_flag;
 
 /* Values of pvllm_sampling_params.early_stopping (since 0.5), as Hugging

@@ -1044,6 +1044,7 @@ pub type pvllm_constraint_kind = ::std::os::raw::c_uint;
 pub const pvllm_constraint_flag_PVLLM_CONSTRAINT_JSON_WHITESPACE: pvllm_constraint_flag = 1;
 pub const pvllm_constraint_flag_PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES: pvllm_constraint_flag =
     2;
+pub const pvllm_constraint_flag_PVLLM_CONSTRAINT_JSON_ANY_ORDER: pvllm_constraint_flag = 4;
 pub type pvllm_constraint_flag = ::std::os::raw::c_uint;
 pub const pvllm_early_stopping_PVLLM_EARLY_STOPPING_HEURISTIC: pvllm_early_stopping = 0;
 pub const pvllm_early_stopping_PVLLM_EARLY_STOPPING_TRUE: pvllm_early_stopping = 1;

@@ -74,8 +74,9 @@ pub struct SamplingParams {
     /// constraint; `None` (the default) leaves it free. See [`Constraint`].
     pub constraint: Option<Constraint>,
     /// Options of the JSON constraints (libpvllm 0.11): whitespace between
-    /// tokens, members a schema does not list. The default is compact JSON
-    /// with the listed members only. See [`JsonOptions`].
+    /// tokens, members a schema does not list, members in any order. The
+    /// default is compact JSON with the listed members only, in the order
+    /// the schema lists them. See [`JsonOptions`].
     pub json_options: JsonOptions,
 }
 
@@ -105,6 +106,12 @@ pub struct JsonOptions {
     /// lists properties gets only those. Any object takes any member
     /// already, so [`Constraint::JsonObject`] is unchanged by it.
     pub unlisted_properties: bool,
+    /// JSON schemas: an object's members may come in any order, each at most
+    /// once and the required ones present, as JSON Schema reads objects;
+    /// `false`: in the order the schema lists them. Any object takes its
+    /// members in any order already, so [`Constraint::JsonObject`] is
+    /// unchanged by it.
+    pub any_order: bool,
 }
 
 impl JsonOptions {
@@ -115,6 +122,9 @@ impl JsonOptions {
         }
         if self.unlisted_properties {
             flags |= sys::pvllm_constraint_flag_PVLLM_CONSTRAINT_JSON_UNLISTED_PROPERTIES;
+        }
+        if self.any_order {
+            flags |= sys::pvllm_constraint_flag_PVLLM_CONSTRAINT_JSON_ANY_ORDER;
         }
         flags as u32
     }
@@ -493,5 +503,38 @@ impl Delivery {
             Delivery::Shared => i64::from(sys::pvllm_delivery_PVLLM_DELIVERY_SHARED),
             Delivery::PerRequest => i64::from(sys::pvllm_delivery_PVLLM_DELIVERY_PER_REQUEST),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_options_become_constraint_flag_bits() {
+        let flags = |options: JsonOptions| {
+            SamplingParams::greedy(8)
+                .with_constraint(Constraint::JsonObject)
+                .with_json_options(options)
+                .to_raw()
+                .unwrap()
+                .raw
+                .constraint_flags
+        };
+        assert_eq!(flags(JsonOptions::default()), 0);
+        let any_order = JsonOptions {
+            any_order: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            flags(any_order),
+            sys::pvllm_constraint_flag_PVLLM_CONSTRAINT_JSON_ANY_ORDER
+        );
+        let all = JsonOptions {
+            whitespace: true,
+            unlisted_properties: true,
+            any_order: true,
+        };
+        assert_eq!(flags(all), 1 | 2 | 4);
     }
 }

@@ -375,6 +375,50 @@ fn json_options_let_whitespace_and_unlisted_members_in() {
 }
 
 #[test]
+fn json_any_order_is_taken_by_the_json_constraints() {
+    // Whichever order the grammar lets the members come in, what ends is
+    // what the schema allows: both members, each once, compact.
+    let engine = engine();
+    let schema = r#"{"type": "object", "properties": {"a": {"const": 1},
+        "b": {"const": true}}, "required": ["a", "b"], "additionalProperties": false}"#;
+    let any_order = JsonOptions {
+        any_order: true,
+        ..Default::default()
+    };
+    let params = |constraint: Constraint| {
+        SamplingParams {
+            temperature: 1.0,
+            seed: Some(11),
+            max_tokens: 60,
+            n: 4,
+            ..Default::default()
+        }
+        .with_constraint(constraint)
+        .with_json_options(any_order)
+    };
+    let completions = engine
+        .generate(PROMPT, &params(Constraint::JsonSchema(schema.to_string())))
+        .unwrap();
+    let mut stopped = 0;
+    for completion in completions {
+        let text = &completion.text;
+        assert!(!has_whitespace(text), "{:?}", text);
+        if completion.finish_reason != FinishReason::Stop {
+            continue;
+        }
+        stopped += 1;
+        let doc: serde_json::Value =
+            serde_json::from_str(text).unwrap_or_else(|e| panic!("{:?} is not JSON: {}", text, e));
+        assert_eq!(doc, serde_json::json!({"a": 1, "b": true}), "{:?}", text);
+    }
+    assert!(stopped > 0, "any_order: no sample ended");
+    // Any object takes its members in any order already: the option is
+    // taken and changes nothing.
+    let (spaced, _) = json_samples(&engine, Constraint::JsonObject, any_order);
+    assert_eq!(spaced, 0, "JsonObject with any_order");
+}
+
+#[test]
 fn json_options_without_a_json_constraint_are_refused() {
     let whitespace = JsonOptions {
         whitespace: true,
@@ -388,6 +432,17 @@ fn json_options_without_a_json_constraint_are_refused() {
     assert_eq!(err.status(), Status::InvalidArgument, "{:?}", err);
     assert!(err.message().contains("constraint_flags"), "{:?}", err);
     let err = refused_with(SamplingParams::greedy(8).with_json_options(whitespace));
+    assert_eq!(err.status(), Status::InvalidArgument, "{:?}", err);
+    assert!(err.message().contains("constraint_flags"), "{:?}", err);
+    let any_order = JsonOptions {
+        any_order: true,
+        ..Default::default()
+    };
+    let err = refused_with(
+        SamplingParams::greedy(8)
+            .with_constraint(Constraint::Choice(vec!["a".to_string()]))
+            .with_json_options(any_order),
+    );
     assert_eq!(err.status(), Status::InvalidArgument, "{:?}", err);
     assert!(err.message().contains("constraint_flags"), "{:?}", err);
 }
