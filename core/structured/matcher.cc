@@ -242,6 +242,22 @@ bool Matcher::uniform_partial(const MatchState& s, uint64_t* bits) const {
   return true;
 }
 
+bool Matcher::non_ascii_uniform(const MatchState& s) const {
+  if (s.partial.need != 0) return false;
+  bool some = false;
+  for (int32_t stack : s.stacks) {
+    if (stack == kEmptyStack) continue;
+    const CharSet& set = g_->char_sets[g_->elements[nodes_[stack].element].value];
+    // No set holds a surrogate (gbnf_parser.cc), so "all" skips them.
+    if (set.covers(0x80, 0xD7FF) && set.covers(0xE000, kMaxCodePoint)) {
+      some = true;
+    } else if (set.intersects(0x80, kMaxCodePoint)) {
+      return false;
+    }
+  }
+  return some;
+}
+
 std::string Matcher::key(const MatchState& s) const {
   std::string k;
   auto put = [&k](uint32_t v) { k.append(reinterpret_cast<const char*>(&v), sizeof v); };

@@ -61,6 +61,11 @@ class Matcher {
   // same futures.
   bool uniform_partial(const MatchState& s, uint64_t* bits) const;
 
+  // Whether every stack of `s` (a state with no partial character) takes
+  // either every non-ASCII character or none, and some stack takes them:
+  // then all of them lead to one same state.
+  bool non_ascii_uniform(const MatchState& s) const;
+
   // A serialization of `s` that does not depend on the arena: equal keys
   // for equal states in any matcher of the same grammar.
   std::string key(const MatchState& s) const;

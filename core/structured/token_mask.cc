@@ -94,9 +94,14 @@ enum class Next { kAlive, kDead, kGiveUp };
 // and a subtree with nothing but plain bytes below is skipped whole. Inside
 // a JSON string (bounded by maxLength or not) that is most of the
 // vocabulary.
+//
+// `text`: every text token (VocabTrie::Node::text) continues `start`, and
+// the caller sets every token of trie.text_mask(): a text node with only
+// text below is skipped whole. Inside a JSON string without bounds that
+// is nearly all of the vocabulary, the non-ASCII tokens included.
 template <typename State, typename Advance>
 bool walk(const VocabTrie& trie, int leading_spaces, const State& start, Advance advance,
-          uint64_t* mask, const std::vector<State>* plain = nullptr) {
+          uint64_t* mask, const std::vector<State>* plain = nullptr, bool text = false) {
   const std::vector<VocabTrie::Node>& nodes = trie.nodes();
   std::vector<State> level(trie.max_depth() + 1);
   std::vector<uint8_t> stripped(trie.max_depth() + 1, 0);
@@ -107,6 +112,10 @@ bool walk(const VocabTrie& trie, int leading_spaces, const State& start, Advance
   for (size_t i = 0; i < nodes.size();) {
     const VocabTrie::Node& n = nodes[i];
     const uint32_t d = n.depth;
+    if (text && n.text && n.text_below) {
+      i = n.subtree_end;  // all in text_mask()
+      continue;
+    }
     plain_path[d] = plain_path[d - 1] && VocabTrie::is_plain(n.byte);
     if (plain_path[d]) {
       if (n.plain_below) {
@@ -169,11 +178,23 @@ bool walk_memoized(Matcher* matcher, const MatchState& state, int leading_spaces
     }
   }
   const bool plain_known = plain.size() == trie.max_depth() + 1;
+  // Text tokens all continue a state that every plain byte and every
+  // non-ASCII character lead back to (a JSON string without bounds): the
+  // characters are uniform (Matcher::non_ascii_uniform), so one of them
+  // shows where all go.
+  bool text = false;
+  if (plain_known && plain[1] == start && matcher->non_ascii_uniform(memo->state(start))) {
+    int32_t mid = MaskMemo::kDead, end = MaskMemo::kDead;
+    if (!memo->step(matcher, start, 0xC3, &mid)) return false;  // U+00E9
+    if (mid != MaskMemo::kDead && !memo->step(matcher, mid, 0xA9, &end)) return false;
+    text = end == start;
+  }
+  const std::vector<uint64_t>& bits = text ? trie.text_mask() : trie.plain_mask();
   if (plain_known) {
-    const std::vector<uint64_t>& bits = trie.plain_mask();
     for (size_t w = 0; w < bits.size(); ++w) (*mask)[w] |= bits[w];
   }
-  return walk(trie, leading_spaces, start, by_memo, mask->data(), plain_known ? &plain : nullptr);
+  return walk(trie, leading_spaces, start, by_memo, mask->data(), plain_known ? &plain : nullptr,
+              text);
 }
 
 }  // namespace

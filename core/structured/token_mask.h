@@ -37,6 +37,7 @@ class MaskMemo {
   bool step(Matcher* matcher, int32_t from, uint8_t b, int32_t* to);
   void clear();
   size_t size() const { return states_.size(); }
+  const MatchState& state(int32_t id) const { return states_[static_cast<size_t>(id)]; }
 
  private:
   static constexpr int32_t kUnknown = -2;

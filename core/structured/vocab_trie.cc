@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/structured/utf8_decoder.h"
+
 namespace pvllm::structured {
 
 VocabTrie::VocabTrie(const std::vector<std::string>& token_bytes)
@@ -47,15 +49,37 @@ VocabTrie::VocabTrie(const std::vector<std::string>& token_bytes)
     nodes_[path.back()].subtree_end = static_cast<uint32_t>(nodes_.size());
     path.pop_back();
   }
+  // Whether each node's path is text: in pre-order, a node's parent is the
+  // last node met one level up, whose decoder state is kept per depth.
+  std::vector<Utf8Decoder> decoder(max_depth_ + 1);
+  std::vector<uint8_t> text_path(max_depth_ + 1, 1);
+  for (Node& n : nodes_) {
+    const uint32_t d = n.depth;
+    Utf8Decoder next = decoder[d - 1];
+    uint32_t cp = 0;
+    const Utf8Decoder::Result r = next.feed(n.byte, &cp);
+    const bool ok =
+        text_path[d - 1] && r != Utf8Decoder::kInvalid && (n.byte >= 0x80 || is_plain(n.byte));
+    text_path[d] = ok;
+    decoder[d] = next;
+    n.text = ok;
+  }
   // A node's subtree is plain when its children are plain bytes with plain
-  // subtrees: from the back, children come after their parent.
+  // subtrees, and text when they are text with text subtrees: from the
+  // back, children come after their parent.
   for (size_t i = nodes_.size(); i-- > 0;) {
     Node& n = nodes_[i];
     for (size_t c = i + 1; c < n.subtree_end; c = nodes_[c].subtree_end) {
-      if (!is_plain(nodes_[c].byte) || !nodes_[c].plain_below) {
-        n.plain_below = false;
-        break;
-      }
+      if (!is_plain(nodes_[c].byte) || !nodes_[c].plain_below) n.plain_below = false;
+      if (!nodes_[c].text || !nodes_[c].text_below) n.text_below = false;
+    }
+  }
+  text_mask_.assign((static_cast<size_t>(vocab_size_) + 63) / 64, 0);
+  for (const Node& n : nodes_) {
+    if (!n.text) continue;
+    for (uint32_t t = n.tokens_begin; t < n.tokens_end; ++t) {
+      const auto id = static_cast<uint32_t>(token_ids_[t]);
+      text_mask_[id >> 6] |= uint64_t{1} << (id & 63);
     }
   }
   plain_mask_.assign((static_cast<size_t>(vocab_size_) + 63) / 64, 0);

@@ -20,6 +20,12 @@ class VocabTrie {
     // Every byte below this node is plain (is_plain): the subtree holds
     // only tokens that plain_mask() has, once the path to it is plain.
     bool plain_below = true;
+    // The path to this node is text: plain bytes and whole non-ASCII
+    // characters, the last of which may be cut short (valid UTF-8 so far).
+    bool text = false;
+    // Every node below is text too: the subtree holds only tokens that
+    // text_mask() has.
+    bool text_below = true;
   };
 
   // Printable ASCII but the quote and the backslash: what fills a JSON
@@ -38,6 +44,9 @@ class VocabTrie {
   uint32_t max_depth() const { return max_depth_; }
   // The tokens made of plain bytes only (vocab_size() bits).
   const std::vector<uint64_t>& plain_mask() const { return plain_mask_; }
+  // The tokens whose bytes are text (Node::text): what a state inside a
+  // JSON string without bounds takes, whatever the characters.
+  const std::vector<uint64_t>& text_mask() const { return text_mask_; }
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
 
  private:
@@ -45,6 +54,7 @@ class VocabTrie {
   std::vector<int32_t> token_ids_;
   std::vector<std::string> bytes_;
   std::vector<uint64_t> plain_mask_;
+  std::vector<uint64_t> text_mask_;
   int32_t vocab_size_ = 0;
   uint32_t max_depth_ = 0;
 };

@@ -406,6 +406,45 @@ TEST(TokenMaskTest, TrieWalkEqualsTokenByTokenOverRandomVocabularies) {
   }
 }
 
+TEST(TokenMaskTest, TextTokensInsideAStringEqualTokenByToken) {
+  // Inside a JSON string every plain byte and every non-ASCII character
+  // lead back to the same state, so the walk skips text subtrees whole
+  // (VocabTrie::text_mask): the pieces that are not text (overlong forms,
+  // surrogates, lone continuation bytes, past U+10FFFF, control
+  // characters, quotes, escapes) must still be walked.
+  std::mt19937 rng(13);
+  const std::string alphabet[] = {
+      "a",        "Z",    " ",    "\\",       "\\n",  "\"",       ",",    "\t",
+      "é",        "中",   "😀",   "\xC3",     "\xA9", "\xE4\xB8", "\xAD", "\xF0\x9F",
+      "\x98\x80", "\x80", "\xC0", "\xC1\xBF", "\xF5", "\xED\xA0", "\xED", "\xE0\x80",
+      "\xF4\x90", "\xFF", "}"};
+  std::vector<std::string> tokens;
+  for (int i = 0; i < 4000; ++i) {
+    std::string t;
+    const int len = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < len; ++k) t += alphabet[rng() % std::size(alphabet)];
+    tokens.push_back(t);
+  }
+  const VocabTrie trie(tokens);
+  const Grammar g = parse(R"(root ::= "\"" ( [^"\\\x00-\x1F] | "\\" ["\\nt] )* "\"" ","? "}")");
+  for (const std::string prefix : {"\"", "\"ab", "\"\xC3\xA9", "\"\xE4", "\"\\"}) {
+    Matcher m(&g);
+    MatchState s = m.initial(), next;
+    for (char c : prefix) {
+      m.advance(s, static_cast<uint8_t>(c), &next);
+      ASSERT_FALSE(next.dead()) << prefix;
+      s = next;
+    }
+    const std::vector<uint64_t> reference = reference_mask(g, tokens, prefix, 0);
+    std::vector<uint64_t> mask((tokens.size() + 63) / 64, 0);
+    compute_token_mask(&m, s, 0, trie, mask.data());
+    EXPECT_EQ(mask, reference) << "prefix " << prefix;
+    int allowed = 0;
+    for (uint64_t w : mask) allowed += __builtin_popcountll(w);
+    EXPECT_GT(allowed, 100) << prefix;
+  }
+}
+
 TEST(TokenMatcherTest, FollowsTokensAndTheStrippedLeadingSpace) {
   std::vector<std::string> tokens = {"", "{", " {", "}", "\"a\"", ":1", "{}", " ", "x"};
   ConstraintCompiler compiler(tokens);
