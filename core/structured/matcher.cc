@@ -242,8 +242,8 @@ bool Matcher::uniform_partial(const MatchState& s, uint64_t* bits) const {
   return true;
 }
 
-bool Matcher::non_ascii_uniform(const MatchState& s) const {
-  if (s.partial.need != 0) return false;
+Matcher::NonAscii Matcher::non_ascii(const MatchState& s) const {
+  if (s.partial.need != 0) return NonAscii::kMixed;
   bool some = false;
   for (int32_t stack : s.stacks) {
     if (stack == kEmptyStack) continue;
@@ -252,10 +252,10 @@ bool Matcher::non_ascii_uniform(const MatchState& s) const {
     if (set.covers(0x80, 0xD7FF) && set.covers(0xE000, kMaxCodePoint)) {
       some = true;
     } else if (set.intersects(0x80, kMaxCodePoint)) {
-      return false;
+      return NonAscii::kMixed;
     }
   }
-  return some;
+  return some ? NonAscii::kAll : NonAscii::kNone;
 }
 
 std::string Matcher::key(const MatchState& s) const {

@@ -61,10 +61,12 @@ class Matcher {
   // same futures.
   bool uniform_partial(const MatchState& s, uint64_t* bits) const;
 
-  // Whether every stack of `s` (a state with no partial character) takes
-  // either every non-ASCII character or none, and some stack takes them:
-  // then all of them lead to one same state.
-  bool non_ascii_uniform(const MatchState& s) const;
+  // How the stacks of `s` (a state with no partial character) take the
+  // non-ASCII characters: kNone, kAll (each stack every one or none of
+  // them, and some stack every one: then all lead to one same state), or
+  // kMixed.
+  enum class NonAscii { kNone, kAll, kMixed };
+  NonAscii non_ascii(const MatchState& s) const;
 
   // A serialization of `s` that does not depend on the arena: equal keys
   // for equal states in any matcher of the same grammar.

@@ -152,25 +152,31 @@ bool walk_memoized(Matcher* matcher, const MatchState& state, int leading_spaces
     return *to == MaskMemo::kDead ? Next::kDead : Next::kAlive;
   };
   // The states after 0, 1, ... plain bytes, while every plain byte leads to
-  // the same live one; a state that leads back to itself holds from there.
+  // the same live one; a state that leads back to itself holds from there
+  // (`loops`), and a chain may end in a state that takes no plain byte
+  // (`ends`: a string of at most so many characters).
   std::vector<int32_t> plain;
+  bool loops = false, ends = false;
   if (leading_spaces == 0) {
     plain.push_back(start);
     while (plain.size() <= trie.max_depth()) {
       const int32_t from = plain.back();
       int32_t common = MaskMemo::kDead;
-      for (int b = 0x20; b < 0x7F; ++b) {
+      bool same = true;
+      for (int b = 0x20; b < 0x7F && same; ++b) {
         if (!VocabTrie::is_plain(static_cast<uint8_t>(b))) continue;
         int32_t to = MaskMemo::kDead;
         if (!memo->step(matcher, from, static_cast<uint8_t>(b), &to)) return false;
-        if (to == MaskMemo::kDead || (common != MaskMemo::kDead && to != common)) {
-          common = MaskMemo::kDead;
-          break;
-        }
+        same = b == 0x20 || to == common;
         common = to;
       }
-      if (common == MaskMemo::kDead) break;
+      if (!same) break;
+      if (common == MaskMemo::kDead) {
+        ends = true;
+        break;
+      }
       if (common == from) {
+        loops = true;
         plain.resize(trie.max_depth() + 1, from);
         break;
       }
@@ -178,19 +184,36 @@ bool walk_memoized(Matcher* matcher, const MatchState& state, int leading_spaces
     }
   }
   const bool plain_known = plain.size() == trie.max_depth() + 1;
-  // Text tokens all continue a state that every plain byte and every
-  // non-ASCII character lead back to (a JSON string without bounds): the
-  // characters are uniform (Matcher::non_ascii_uniform), so one of them
-  // shows where all go.
+  // Text tokens of up to n characters all continue a state whose chain
+  // takes every plain byte and every non-ASCII character alike for n
+  // steps and no character after (a JSON string of at most n more
+  // characters; n unbounded when the chain loops): the characters are
+  // uniform (Matcher::NonAscii::kAll), so one of them shows where all go.
   bool text = false;
-  if (plain_known && plain[1] == start && matcher->non_ascii_uniform(memo->state(start))) {
-    int32_t mid = MaskMemo::kDead, end = MaskMemo::kDead;
-    if (!memo->step(matcher, start, 0xC3, &mid)) return false;  // U+00E9
-    if (mid != MaskMemo::kDead && !memo->step(matcher, mid, 0xA9, &end)) return false;
-    text = end == start;
+  uint32_t limit = VocabTrie::kAnyLength;
+  if (plain_known || ends) {
+    size_t steps = plain.size() - 1;  // states that must take every character
+    if (loops) {
+      steps = 0;
+      while (plain[steps] != plain[steps + 1]) ++steps;
+      ++steps;
+    }
+    text = true;
+    for (size_t k = 0; k < steps && text; ++k) {
+      int32_t mid = MaskMemo::kDead, end = MaskMemo::kDead;
+      text = matcher->non_ascii(memo->state(plain[k])) == Matcher::NonAscii::kAll;
+      if (!text) break;
+      if (!memo->step(matcher, plain[k], 0xC3, &mid)) return false;  // U+00E9
+      if (mid != MaskMemo::kDead && !memo->step(matcher, mid, 0xA9, &end)) return false;
+      text = end == plain[k + 1];
+    }
+    if (text && ends) {
+      text = matcher->non_ascii(memo->state(plain.back())) == Matcher::NonAscii::kNone;
+      limit = static_cast<uint32_t>(plain.size() - 1);
+    }
   }
-  const std::vector<uint64_t>& bits = text ? trie.text_mask() : trie.plain_mask();
-  if (plain_known) {
+  if (text || plain_known) {
+    const std::vector<uint64_t>& bits = text ? trie.text_mask(limit) : trie.plain_mask();
     for (size_t w = 0; w < bits.size(); ++w) (*mask)[w] |= bits[w];
   }
   return walk(trie, leading_spaces, start, by_memo, mask->data(), plain_known ? &plain : nullptr,

@@ -1,6 +1,7 @@
 #include "core/structured/vocab_trie.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "core/structured/utf8_decoder.h"
@@ -53,6 +54,7 @@ VocabTrie::VocabTrie(const std::vector<std::string>& token_bytes)
   // last node met one level up, whose decoder state is kept per depth.
   std::vector<Utf8Decoder> decoder(max_depth_ + 1);
   std::vector<uint8_t> text_path(max_depth_ + 1, 1);
+  std::vector<uint32_t> chars(max_depth_ + 1, 0);  // complete characters
   for (Node& n : nodes_) {
     const uint32_t d = n.depth;
     Utf8Decoder next = decoder[d - 1];
@@ -62,7 +64,9 @@ VocabTrie::VocabTrie(const std::vector<std::string>& token_bytes)
         text_path[d - 1] && r != Utf8Decoder::kInvalid && (n.byte >= 0x80 || is_plain(n.byte));
     text_path[d] = ok;
     decoder[d] = next;
+    chars[d] = chars[d - 1] + (r == Utf8Decoder::kChar);
     n.text = ok;
+    n.chars = chars[d] + (next.need > 0);
   }
   // A node's subtree is plain when its children are plain bytes with plain
   // subtrees, and text when they are text with text subtrees: from the
@@ -74,13 +78,22 @@ VocabTrie::VocabTrie(const std::vector<std::string>& token_bytes)
       if (!nodes_[c].text || !nodes_[c].text_below) n.text_below = false;
     }
   }
-  text_mask_.assign((static_cast<size_t>(vocab_size_) + 63) / 64, 0);
+  // Text tokens by length, then each length's mask with the shorter ones.
+  std::map<uint32_t, std::vector<int32_t>> by_length;
   for (const Node& n : nodes_) {
     if (!n.text) continue;
     for (uint32_t t = n.tokens_begin; t < n.tokens_end; ++t) {
-      const auto id = static_cast<uint32_t>(token_ids_[t]);
-      text_mask_[id >> 6] |= uint64_t{1} << (id & 63);
+      by_length[n.chars].push_back(token_ids_[t]);
     }
+  }
+  const size_t words = (static_cast<size_t>(vocab_size_) + 63) / 64;
+  text_masks_.emplace_back(0, std::vector<uint64_t>(words, 0));
+  for (const auto& [length, ids] : by_length) {
+    std::vector<uint64_t> mask = text_masks_.back().second;
+    for (int32_t id : ids) {
+      mask[static_cast<uint32_t>(id) >> 6] |= uint64_t{1} << (static_cast<uint32_t>(id) & 63);
+    }
+    text_masks_.emplace_back(length, std::move(mask));
   }
   plain_mask_.assign((static_cast<size_t>(vocab_size_) + 63) / 64, 0);
   for (int32_t id = 0; id < vocab_size_; ++id) {
@@ -90,6 +103,13 @@ VocabTrie::VocabTrie(const std::vector<std::string>& token_bytes)
       plain_mask_[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
     }
   }
+}
+
+const std::vector<uint64_t>& VocabTrie::text_mask(uint32_t chars) const {
+  // The last entry whose length is at most `chars`.
+  auto it = std::upper_bound(text_masks_.begin(), text_masks_.end(), chars,
+                             [](uint32_t c, const auto& entry) { return c < entry.first; });
+  return std::prev(it)->second;
 }
 
 }  // namespace pvllm::structured

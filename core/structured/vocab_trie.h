@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pvllm::structured {
@@ -26,6 +27,9 @@ class VocabTrie {
     // Every node below is text too: the subtree holds only tokens that
     // text_mask() has.
     bool text_below = true;
+    // For a text node: the characters its path holds, a cut-short last one
+    // counted (the characters a state must take for it to continue).
+    uint32_t chars = 0;
   };
 
   // Printable ASCII but the quote and the backslash: what fills a JSON
@@ -44,9 +48,11 @@ class VocabTrie {
   uint32_t max_depth() const { return max_depth_; }
   // The tokens made of plain bytes only (vocab_size() bits).
   const std::vector<uint64_t>& plain_mask() const { return plain_mask_; }
-  // The tokens whose bytes are text (Node::text): what a state inside a
-  // JSON string without bounds takes, whatever the characters.
-  const std::vector<uint64_t>& text_mask() const { return text_mask_; }
+  // The text tokens (Node::text) of at most `chars` characters (a cut-short
+  // last one counted): what a state inside a JSON string takes when `chars`
+  // more characters may come, whatever they are. kAnyLength: all of them.
+  static constexpr uint32_t kAnyLength = UINT32_MAX;
+  const std::vector<uint64_t>& text_mask(uint32_t chars) const;
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
 
  private:
@@ -54,7 +60,9 @@ class VocabTrie {
   std::vector<int32_t> token_ids_;
   std::vector<std::string> bytes_;
   std::vector<uint64_t> plain_mask_;
-  std::vector<uint64_t> text_mask_;
+  // (characters, the text tokens of at most that many), for each length
+  // some text token has, ascending; the first entry is (0, none).
+  std::vector<std::pair<uint32_t, std::vector<uint64_t>>> text_masks_;
   int32_t vocab_size_ = 0;
   uint32_t max_depth_ = 0;
 };
