@@ -35,7 +35,26 @@ bool MaskMemo::intern(const Matcher& matcher, const MatchState& s, int32_t* id) 
   next_.emplace_back();
   next_.back().fill(kUnknown);
   by_signature_.emplace_back();
+  loops_on_text_.push_back(-1);
   return true;
+}
+
+bool MaskMemo::loops_on_text(Matcher* matcher, int32_t id) {
+  const auto at = static_cast<size_t>(id);
+  if (loops_on_text_[at] >= 0) return loops_on_text_[at] != 0;
+  // One plain byte first: most states fail there.
+  int32_t to = kDead;
+  bool loops = step(matcher, id, 'a', &to) && to == id;
+  for (int b = 0x20; b < 0x7F && loops; ++b) {
+    if (!VocabTrie::is_plain(static_cast<uint8_t>(b))) continue;
+    loops = step(matcher, id, static_cast<uint8_t>(b), &to) && to == id;
+  }
+  loops = loops && matcher->non_ascii(states_[at]) == Matcher::NonAscii::kAll;
+  int32_t mid = kDead;
+  loops = loops && step(matcher, id, 0xC3, &mid) && mid != kDead &&  // U+00E9
+          step(matcher, mid, 0xA9, &to) && to == id;
+  loops_on_text_[at] = loops ? 1 : 0;
+  return loops;
 }
 
 bool MaskMemo::step(Matcher* matcher, int32_t from, uint8_t b, int32_t* to) {
@@ -66,6 +85,7 @@ void MaskMemo::clear() {
   states_.clear();
   next_.clear();
   by_signature_.clear();
+  loops_on_text_.clear();
   ids_.clear();
 }
 
@@ -99,9 +119,16 @@ enum class Next { kAlive, kDead, kGiveUp };
 // the caller sets every token of trie.text_mask(): a text node with only
 // text below is skipped whole. Inside a JSON string without bounds that
 // is nearly all of the vocabulary, the non-ASCII tokens included.
-template <typename State, typename Advance>
+//
+// `loops(state)`: whether every text character leads `state` back to
+// itself; a node in such a state whose tail is text (VocabTrie::Node::
+// tail_text) has its whole subtree allowed, without walking it. Asked
+// only of nodes with a large subtree.
+template <typename State, typename Advance, typename Loops>
 bool walk(const VocabTrie& trie, int leading_spaces, const State& start, Advance advance,
-          uint64_t* mask, const std::vector<State>* plain = nullptr, bool text = false) {
+          Loops loops, uint64_t* mask, const std::vector<State>* plain = nullptr,
+          bool text = false) {
+  constexpr uint32_t kLargeSubtree = 32;
   const std::vector<VocabTrie::Node>& nodes = trie.nodes();
   std::vector<State> level(trie.max_depth() + 1);
   std::vector<uint8_t> stripped(trie.max_depth() + 1, 0);
@@ -133,6 +160,15 @@ bool walk(const VocabTrie& trie, int leading_spaces, const State& start, Advance
       const Next next = advance(level[d - 1], n.byte, &level[d]);
       if (next == Next::kGiveUp) return false;
       if (next == Next::kDead) {
+        i = n.subtree_end;
+        continue;
+      }
+      if (n.tail_text && n.subtree_end - i >= kLargeSubtree && loops(level[d])) {
+        const std::vector<int32_t>& ids = trie.token_ids();
+        for (uint32_t t = n.tokens_begin, end = trie.subtree_tokens_end(i); t < end; ++t) {
+          const auto id = static_cast<uint32_t>(ids[t]);
+          mask[id >> 6] |= uint64_t{1} << (id & 63);
+        }
         i = n.subtree_end;
         continue;
       }
@@ -216,8 +252,9 @@ bool walk_memoized(Matcher* matcher, const MatchState& state, int leading_spaces
     const std::vector<uint64_t>& bits = text ? trie.text_mask(limit) : trie.plain_mask();
     for (size_t w = 0; w < bits.size(); ++w) (*mask)[w] |= bits[w];
   }
-  return walk(trie, leading_spaces, start, by_memo, mask->data(), plain_known ? &plain : nullptr,
-              text);
+  auto on_text = [matcher, memo](int32_t id) { return memo->loops_on_text(matcher, id); };
+  return walk(trie, leading_spaces, start, by_memo, on_text, mask->data(),
+              plain_known ? &plain : nullptr, text);
 }
 
 }  // namespace
@@ -241,7 +278,8 @@ void compute_token_mask(Matcher* matcher, const MatchState& state, int leading_s
     matcher->advance(from, b, to);
     return to->dead() ? Next::kDead : Next::kAlive;
   };
-  walk(trie, leading_spaces, state, by_matcher, mask);
+  walk(
+      trie, leading_spaces, state, by_matcher, [](const MatchState&) { return false; }, mask);
 }
 
 }  // namespace pvllm::structured

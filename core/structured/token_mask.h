@@ -38,6 +38,10 @@ class MaskMemo {
   void clear();
   size_t size() const { return states_.size(); }
   const MatchState& state(int32_t id) const { return states_[static_cast<size_t>(id)]; }
+  // Whether every plain byte and every non-ASCII character lead state `id`
+  // back to itself (inside a JSON string or key without bounds); false
+  // also when the memo fills up finding out.
+  bool loops_on_text(Matcher* matcher, int32_t id);
 
  private:
   static constexpr int32_t kUnknown = -2;
@@ -48,6 +52,7 @@ class MaskMemo {
   // ascii_signature): the letters of a string all lead to one state, found
   // by one advance instead of one per letter.
   std::vector<std::vector<std::pair<uint64_t, int32_t>>> by_signature_;
+  std::vector<int8_t> loops_on_text_;  // per state: -1 unknown, 0, 1
   std::unordered_map<std::string, int32_t> ids_;
   MatchState scratch_;
 };

@@ -78,6 +78,24 @@ VocabTrie::VocabTrie(const std::vector<std::string>& token_bytes)
       if (!nodes_[c].text || !nodes_[c].text_below) n.text_below = false;
     }
   }
+  // Whether each node's tail is text: its subtree read with fresh decoders,
+  // stopping at the first byte that is not.
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const uint32_t base = nodes_[i].depth;
+    std::vector<Utf8Decoder>& tail = decoder;  // reused: [depth - base]
+    tail[0] = Utf8Decoder{};
+    for (size_t j = i + 1; j < nodes_[i].subtree_end; ++j) {
+      const uint32_t d = nodes_[j].depth - base;
+      Utf8Decoder next = tail[d - 1];
+      uint32_t cp = 0;
+      const uint8_t b = nodes_[j].byte;
+      if (next.feed(b, &cp) == Utf8Decoder::kInvalid || (b < 0x80 && !is_plain(b))) {
+        nodes_[i].tail_text = false;
+        break;
+      }
+      tail[d] = next;
+    }
+  }
   // Text tokens by length, then each length's mask with the shorter ones.
   std::map<uint32_t, std::vector<int32_t>> by_length;
   for (const Node& n : nodes_) {
@@ -103,6 +121,11 @@ VocabTrie::VocabTrie(const std::vector<std::string>& token_bytes)
       plain_mask_[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
     }
   }
+}
+
+uint32_t VocabTrie::subtree_tokens_end(size_t i) const {
+  const uint32_t end = nodes_[i].subtree_end;
+  return end < nodes_.size() ? nodes_[end].tokens_begin : static_cast<uint32_t>(token_ids_.size());
 }
 
 const std::vector<uint64_t>& VocabTrie::text_mask(uint32_t chars) const {

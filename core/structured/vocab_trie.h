@@ -30,6 +30,10 @@ class VocabTrie {
     // For a text node: the characters its path holds, a cut-short last one
     // counted (the characters a state must take for it to continue).
     uint32_t chars = 0;
+    // The bytes below this node, read from a character's start, are text:
+    // from a state that every text character leads back to, the whole
+    // subtree is allowed.
+    bool tail_text = true;
   };
 
   // Printable ASCII but the quote and the backslash: what fills a JSON
@@ -48,6 +52,9 @@ class VocabTrie {
   uint32_t max_depth() const { return max_depth_; }
   // The tokens made of plain bytes only (vocab_size() bits).
   const std::vector<uint64_t>& plain_mask() const { return plain_mask_; }
+  // The tokens of node i's subtree are token_ids()[nodes()[i].tokens_begin,
+  // subtree_tokens_end(i)): the trie is in the tokens' sorted order.
+  uint32_t subtree_tokens_end(size_t i) const;
   // The text tokens (Node::text) of at most `chars` characters (a cut-short
   // last one counted): what a state inside a JSON string takes when `chars`
   // more characters may come, whatever they are. kAnyLength: all of them.

@@ -436,7 +436,7 @@ TEST(TokenMaskTest, TextTokensInsideAStringEqualTokenByToken) {
            R"(root ::= "\"" [a-zé中]{0,3} [^"\\\x00-\x1F]* "\"")",
        }) {
     const Grammar g = parse(text);
-    for (const std::string prefix : {"\"", "\"ab", "\"\xC3\xA9", "\"\xE4", "\"\\"}) {
+    for (const std::string prefix : {"", "\"", "\"ab", "\"\xC3\xA9", "\"\xE4", "\"\\"}) {
       Matcher m(&g);
       MatchState s = m.initial(), next;
       bool alive = true;
@@ -456,6 +456,35 @@ TEST(TokenMaskTest, TextTokensInsideAStringEqualTokenByToken) {
       EXPECT_GT(allowed, 10) << text << "\nprefix " << prefix;
     }
   }
+}
+
+TEST(TokenMaskTest, TextSubtreesBelowAStringsQuoteAreTakenWhole) {
+  // From the start a string's quote: below it, the subtrees whose bytes
+  // are all text are taken whole from the state inside the string
+  // (VocabTrie::Node::tail_text); those beside them that are not (an
+  // escape that JSON has not, a stray continuation byte) are walked.
+  std::mt19937 rng(17);
+  const std::string text[] = {"a", "Z", " ", "x", "é", "中", "😀"};
+  const std::string other[] = {"\\q", "\\n", "\x80", "\"", "\"}", "\xC3"};
+  std::vector<std::string> tokens;
+  for (int i = 0; i < 6000; ++i) {
+    std::string t = "\"";
+    const int len = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < len; ++k) t += text[rng() % std::size(text)];
+    if (i % 5 == 0) t = "\"" + other[rng() % std::size(other)] + t.substr(1);
+    tokens.push_back(i % 7 == 0 ? t.substr(1) : t);
+  }
+  const VocabTrie trie(tokens);
+  const Grammar g = parse(R"(root ::= "\"" ( [^"\\\x00-\x1F] | "\\" ["\\n] )* "\"" "}"?)");
+  Matcher m(&g);
+  const MatchState s = m.initial();
+  const std::vector<uint64_t> reference = reference_mask(g, tokens, "", 0);
+  std::vector<uint64_t> mask((tokens.size() + 63) / 64, 0);
+  compute_token_mask(&m, s, 0, trie, mask.data());
+  EXPECT_EQ(mask, reference);
+  int allowed = 0;
+  for (uint64_t w : mask) allowed += __builtin_popcountll(w);
+  EXPECT_GT(allowed, 1000);
 }
 
 TEST(TokenMatcherTest, FollowsTokensAndTheStrippedLeadingSpace) {
