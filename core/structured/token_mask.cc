@@ -115,19 +115,13 @@ enum class Next { kAlive, kDead, kGiveUp };
 // a JSON string (bounded by maxLength or not) that is most of the
 // vocabulary.
 //
-// `text`: every text token (VocabTrie::Node::text) continues `start`, and
-// the caller sets every token of trie.text_mask(): a text node with only
-// text below is skipped whole. Inside a JSON string without bounds that
-// is nearly all of the vocabulary, the non-ASCII tokens included.
-//
 // `loops(state)`: whether every text character leads `state` back to
 // itself; a node in such a state whose tail is text (VocabTrie::Node::
 // tail_text) has its whole subtree allowed, without walking it. Asked
 // only of nodes with a large subtree.
 template <typename State, typename Advance, typename Loops>
 bool walk(const VocabTrie& trie, int leading_spaces, const State& start, Advance advance,
-          Loops loops, uint64_t* mask, const std::vector<State>* plain = nullptr,
-          bool text = false) {
+          Loops loops, uint64_t* mask, const std::vector<State>* plain = nullptr) {
   constexpr uint32_t kLargeSubtree = 32;
   const std::vector<VocabTrie::Node>& nodes = trie.nodes();
   std::vector<State> level(trie.max_depth() + 1);
@@ -139,10 +133,6 @@ bool walk(const VocabTrie& trie, int leading_spaces, const State& start, Advance
   for (size_t i = 0; i < nodes.size();) {
     const VocabTrie::Node& n = nodes[i];
     const uint32_t d = n.depth;
-    if (text && n.text && n.text_below) {
-      i = n.subtree_end;  // all in text_mask()
-      continue;
-    }
     plain_path[d] = plain_path[d - 1] && VocabTrie::is_plain(n.byte);
     if (plain_path[d]) {
       if (n.plain_below) {
@@ -172,6 +162,40 @@ bool walk(const VocabTrie& trie, int leading_spaces, const State& start, Advance
         i = n.subtree_end;
         continue;
       }
+    }
+    set_tokens(trie, n, mask);
+    ++i;
+  }
+  return true;
+}
+
+// Node `first` (reached in state `before` from its parent) and its
+// subtree, as walk() takes them: for a walk from a state that takes text
+// alike, which needs only the trie's frontier (VocabTrie::frontier).
+template <typename Advance, typename Loops>
+bool walk_subtree(const VocabTrie& trie, uint32_t first, int32_t before, Advance advance,
+                  Loops loops, std::vector<int32_t>* level, uint64_t* mask) {
+  constexpr uint32_t kLargeSubtree = 32;
+  const std::vector<VocabTrie::Node>& nodes = trie.nodes();
+  const uint32_t base = nodes[first].depth;
+  (*level)[base - 1] = before;
+  for (size_t i = first; i < nodes[first].subtree_end;) {
+    const VocabTrie::Node& n = nodes[i];
+    const uint32_t d = n.depth;
+    const Next next = advance((*level)[d - 1], n.byte, &(*level)[d]);
+    if (next == Next::kGiveUp) return false;
+    if (next == Next::kDead) {
+      i = n.subtree_end;
+      continue;
+    }
+    if (n.tail_text && n.subtree_end - i >= kLargeSubtree && loops((*level)[d])) {
+      const std::vector<int32_t>& ids = trie.token_ids();
+      for (uint32_t t = n.tokens_begin, end = trie.subtree_tokens_end(i); t < end; ++t) {
+        const auto id = static_cast<uint32_t>(ids[t]);
+        mask[id >> 6] |= uint64_t{1} << (id & 63);
+      }
+      i = n.subtree_end;
+      continue;
     }
     set_tokens(trie, n, mask);
     ++i;
@@ -253,8 +277,21 @@ bool walk_memoized(Matcher* matcher, const MatchState& state, int leading_spaces
     for (size_t w = 0; w < bits.size(); ++w) (*mask)[w] |= bits[w];
   }
   auto on_text = [matcher, memo](int32_t id) { return memo->loops_on_text(matcher, id); };
+  if (text) {
+    // Every text token of up to `limit` characters is in; what is left
+    // hangs below the frontier, each reached from the state after its
+    // parent's characters (plain[chars]).
+    std::vector<int32_t> level(trie.max_depth() + 1);
+    for (const VocabTrie::Frontier& f : trie.frontier()) {
+      if (!f.boundary || f.chars >= plain.size()) continue;
+      if (!walk_subtree(trie, f.node, plain[f.chars], by_memo, on_text, &level, mask->data())) {
+        return false;
+      }
+    }
+    return true;
+  }
   return walk(trie, leading_spaces, start, by_memo, on_text, mask->data(),
-              plain_known ? &plain : nullptr, text);
+              plain_known ? &plain : nullptr);
 }
 
 }  // namespace

@@ -62,6 +62,10 @@ VocabTrie::VocabTrie(const std::vector<std::string>& token_bytes)
     const Utf8Decoder::Result r = next.feed(n.byte, &cp);
     const bool ok =
         text_path[d - 1] && r != Utf8Decoder::kInvalid && (n.byte >= 0x80 || is_plain(n.byte));
+    if (!ok && text_path[d - 1]) {
+      frontier_.push_back(
+          {static_cast<uint32_t>(&n - nodes_.data()), chars[d - 1], decoder[d - 1].need == 0});
+    }
     text_path[d] = ok;
     decoder[d] = next;
     chars[d] = chars[d - 1] + (r == Utf8Decoder::kChar);
@@ -69,13 +73,11 @@ VocabTrie::VocabTrie(const std::vector<std::string>& token_bytes)
     n.chars = chars[d] + (next.need > 0);
   }
   // A node's subtree is plain when its children are plain bytes with plain
-  // subtrees, and text when they are text with text subtrees: from the
-  // back, children come after their parent.
+  // subtrees: from the back, children come after their parent.
   for (size_t i = nodes_.size(); i-- > 0;) {
     Node& n = nodes_[i];
     for (size_t c = i + 1; c < n.subtree_end; c = nodes_[c].subtree_end) {
       if (!is_plain(nodes_[c].byte) || !nodes_[c].plain_below) n.plain_below = false;
-      if (!nodes_[c].text || !nodes_[c].text_below) n.text_below = false;
     }
   }
   // Whether each node's tail is text: its subtree read with fresh decoders,

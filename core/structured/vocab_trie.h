@@ -24,9 +24,6 @@ class VocabTrie {
     // The path to this node is text: plain bytes and whole non-ASCII
     // characters, the last of which may be cut short (valid UTF-8 so far).
     bool text = false;
-    // Every node below is text too: the subtree holds only tokens that
-    // text_mask() has.
-    bool text_below = true;
     // For a text node: the characters its path holds, a cut-short last one
     // counted (the characters a state must take for it to continue).
     uint32_t chars = 0;
@@ -52,6 +49,17 @@ class VocabTrie {
   uint32_t max_depth() const { return max_depth_; }
   // The tokens made of plain bytes only (vocab_size() bits).
   const std::vector<uint64_t>& plain_mask() const { return plain_mask_; }
+  // The nodes where a path stops being text (Node::text) after a text
+  // parent, in pre-order, with the characters the parent's path holds and
+  // whether it ends between characters (else the node's byte breaks a
+  // character off, and no grammar takes it). A walk from a state that
+  // takes text alike visits only these.
+  struct Frontier {
+    uint32_t node = 0;
+    uint32_t chars = 0;
+    bool boundary = true;
+  };
+  const std::vector<Frontier>& frontier() const { return frontier_; }
   // The tokens of node i's subtree are token_ids()[nodes()[i].tokens_begin,
   // subtree_tokens_end(i)): the trie is in the tokens' sorted order.
   uint32_t subtree_tokens_end(size_t i) const;
@@ -67,6 +75,7 @@ class VocabTrie {
   std::vector<int32_t> token_ids_;
   std::vector<std::string> bytes_;
   std::vector<uint64_t> plain_mask_;
+  std::vector<Frontier> frontier_;
   // (characters, the text tokens of at most that many), for each length
   // some text token has, ascending; the first entry is (0, none).
   std::vector<std::pair<uint32_t, std::vector<uint64_t>>> text_masks_;
