@@ -52,23 +52,27 @@ void Matcher::grow() {
 
 namespace {
 
-std::string progress_key(uint32_t unordered, uint32_t count,
-                         const std::bitset<kMaxUnorderedItems>& used) {
-  std::string k(reinterpret_cast<const char*>(&unordered), sizeof unordered);
-  k.append(reinterpret_cast<const char*>(&count), sizeof count);
+// Progress as bytes, for Matcher::key: the term, the count, the items.
+void append_progress(uint32_t unordered, uint32_t count,
+                     const std::bitset<kMaxUnorderedItems>& used, std::string* out) {
+  out->append(reinterpret_cast<const char*>(&unordered), sizeof unordered);
+  out->append(reinterpret_cast<const char*>(&count), sizeof count);
+  const std::bitset<kMaxUnorderedItems> word(~uint64_t{0});
   for (size_t w = 0; w < kMaxUnorderedItems; w += 64) {
-    uint64_t bits = 0;
-    for (size_t b = 0; b < 64; ++b) bits |= uint64_t{used[w + b]} << b;
-    k.append(reinterpret_cast<const char*>(&bits), sizeof bits);
+    const uint64_t bits = ((used >> w) & word).to_ullong();
+    out->append(reinterpret_cast<const char*>(&bits), sizeof bits);
   }
-  return k;
 }
 
 }  // namespace
 
+size_t Matcher::ProgressHash::operator()(const Progress& p) const {
+  return std::hash<std::bitset<kMaxUnorderedItems>>()(p.used) ^
+         (size_t{p.unordered} * 0x9E3779B97F4A7C15ULL) ^ (size_t{p.count} << 17);
+}
+
 uint32_t Matcher::progress_id(const Progress& p) {
-  auto [it, added] = progress_ids_.emplace(progress_key(p.unordered, p.count, p.used),
-                                           static_cast<uint32_t>(progress_.size()));
+  auto [it, added] = progress_ids_.emplace(p, static_cast<uint32_t>(progress_.size()));
   if (added) progress_.push_back(p);
   return kProgressBase + it->second;
 }
@@ -274,7 +278,7 @@ std::string Matcher::key(const MatchState& s) const {
         const Progress& p = progress_[e - kProgressBase];
         e = kProgressBase;
         one.append(reinterpret_cast<const char*>(&e), sizeof e);
-        one += progress_key(p.unordered, p.count, p.used);
+        append_progress(p.unordered, p.count, p.used, &one);
         continue;
       }
       one.append(reinterpret_cast<const char*>(&e), sizeof e);

@@ -102,6 +102,10 @@ class Matcher {
     uint32_t unordered = 0;
     uint32_t count = 0;
     std::bitset<kMaxUnorderedItems> used;
+    bool operator==(const Progress&) const = default;
+  };
+  struct ProgressHash {
+    size_t operator()(const Progress& p) const;
   };
   uint32_t progress_id(const Progress& p);
   // Expands the rest of an %unordered term: each item that may still come
@@ -129,7 +133,7 @@ class Matcher {
   std::vector<int32_t> ids_;
   std::vector<std::pair<int32_t, uint32_t>> work_;  // expand's (parent, position) to do
   std::vector<Progress> progress_;
-  std::unordered_map<std::string, uint32_t> progress_ids_;
+  std::unordered_map<Progress, uint32_t, ProgressHash> progress_ids_;
   uint64_t budget_ = ~uint64_t{0};
   bool exhausted_ = false;
 };
