@@ -203,6 +203,73 @@ bool walk_subtree(const VocabTrie& trie, uint32_t first, int32_t before, Advance
   return true;
 }
 
+// A state that sends every character but a few plain ones to one state
+// that takes text alike (a key that may be any name but the listed ones,
+// after its first character): every text token whose first character is
+// not one of the few is in, and the walk visits only the subtrees of
+// those few first bytes, of the bytes that are not text, and the trie's
+// frontier. *split is false (and nothing done) when `start` is not such
+// a state; false when the memo filled up.
+bool split_text_walk(Matcher* matcher, int32_t start, const VocabTrie& trie, MaskMemo* memo,
+                     uint64_t* mask, bool* split) {
+  constexpr int kMaxExceptions = 16;
+  *split = false;
+  if (matcher->non_ascii(memo->state(start)) != Matcher::NonAscii::kAll) return true;
+  int32_t mid = MaskMemo::kDead, text = MaskMemo::kDead;
+  if (!memo->step(matcher, start, 0xC3, &mid)) return false;  // U+00E9
+  if (mid == MaskMemo::kDead) return true;
+  if (!memo->step(matcher, mid, 0xA9, &text)) return false;
+  if (text == MaskMemo::kDead || !memo->loops_on_text(matcher, text)) return true;
+  uint8_t exceptions[kMaxExceptions];
+  int num_exceptions = 0;
+  for (int b = 0x20; b < 0x7F; ++b) {
+    if (!VocabTrie::is_plain(static_cast<uint8_t>(b))) continue;
+    int32_t to = MaskMemo::kDead;
+    if (!memo->step(matcher, start, static_cast<uint8_t>(b), &to)) return false;
+    if (to == text) continue;
+    if (num_exceptions == kMaxExceptions) return true;
+    exceptions[num_exceptions++] = static_cast<uint8_t>(b);
+  }
+  *split = true;
+  auto by_memo = [matcher, memo](int32_t from, uint8_t b, int32_t* to) {
+    if (!memo->step(matcher, from, b, to)) return Next::kGiveUp;
+    return *to == MaskMemo::kDead ? Next::kDead : Next::kAlive;
+  };
+  auto on_text = [matcher, memo](int32_t id) { return memo->loops_on_text(matcher, id); };
+  const std::vector<uint64_t>& all = trie.text_mask(VocabTrie::kAnyLength);
+  for (size_t w = 0; w < all.size(); ++w) mask[w] |= all[w];
+  // The few first bytes' subtrees: out of the text mask, then walked; and
+  // the subtrees of first bytes that are not text.
+  const std::vector<VocabTrie::Node>& nodes = trie.nodes();
+  const std::vector<int32_t>& ids = trie.token_ids();
+  bool walked[256] = {};
+  for (int k = 0; k < num_exceptions; ++k) {
+    const int32_t node = trie.first_byte_node(exceptions[k]);
+    if (node < 0) continue;
+    walked[exceptions[k]] = true;
+    for (uint32_t t = nodes[node].tokens_begin, end = trie.subtree_tokens_end(node); t < end; ++t) {
+      const auto id = static_cast<uint32_t>(ids[t]);
+      mask[id >> 6] &= ~(uint64_t{1} << (id & 63));
+    }
+  }
+  std::vector<int32_t> level(trie.max_depth() + 1);
+  for (int b = 0; b < 256; ++b) {
+    const int32_t node = trie.first_byte_node(static_cast<uint8_t>(b));
+    if (node < 0) continue;
+    if (!nodes[node].text) walked[b] = true;
+    if (walked[b] &&
+        !walk_subtree(trie, static_cast<uint32_t>(node), start, by_memo, on_text, &level, mask)) {
+      return false;
+    }
+  }
+  // Below the frontier of the other first bytes, whose text leads to `text`.
+  for (const VocabTrie::Frontier& f : trie.frontier()) {
+    if (!f.boundary || nodes[f.node].depth == 1 || walked[f.first_byte]) continue;
+    if (!walk_subtree(trie, f.node, text, by_memo, on_text, &level, mask)) return false;
+  }
+  return true;
+}
+
 bool walk_memoized(Matcher* matcher, const MatchState& state, int leading_spaces,
                    const VocabTrie& trie, MaskMemo* memo, std::vector<uint64_t>* mask) {
   int32_t start = MaskMemo::kDead;
@@ -289,6 +356,11 @@ bool walk_memoized(Matcher* matcher, const MatchState& state, int leading_spaces
       }
     }
     return true;
+  }
+  if (leading_spaces == 0 && !plain_known) {
+    bool split = false;
+    if (!split_text_walk(matcher, start, trie, memo, mask->data(), &split)) return false;
+    if (split) return true;
   }
   return walk(trie, leading_spaces, start, by_memo, on_text, mask->data(),
               plain_known ? &plain : nullptr);

@@ -50,21 +50,27 @@ VocabTrie::VocabTrie(const std::vector<std::string>& token_bytes)
     nodes_[path.back()].subtree_end = static_cast<uint32_t>(nodes_.size());
     path.pop_back();
   }
+  std::fill(std::begin(first_byte_node_), std::end(first_byte_node_), -1);
+  for (size_t i = 0; i < nodes_.size(); i = nodes_[i].subtree_end) {
+    first_byte_node_[nodes_[i].byte] = static_cast<int32_t>(i);
+  }
   // Whether each node's path is text: in pre-order, a node's parent is the
   // last node met one level up, whose decoder state is kept per depth.
   std::vector<Utf8Decoder> decoder(max_depth_ + 1);
   std::vector<uint8_t> text_path(max_depth_ + 1, 1);
   std::vector<uint32_t> chars(max_depth_ + 1, 0);  // complete characters
+  uint8_t first = 0;                               // the path's first byte
   for (Node& n : nodes_) {
     const uint32_t d = n.depth;
+    if (d == 1) first = n.byte;
     Utf8Decoder next = decoder[d - 1];
     uint32_t cp = 0;
     const Utf8Decoder::Result r = next.feed(n.byte, &cp);
     const bool ok =
         text_path[d - 1] && r != Utf8Decoder::kInvalid && (n.byte >= 0x80 || is_plain(n.byte));
     if (!ok && text_path[d - 1]) {
-      frontier_.push_back(
-          {static_cast<uint32_t>(&n - nodes_.data()), chars[d - 1], decoder[d - 1].need == 0});
+      frontier_.push_back({static_cast<uint32_t>(&n - nodes_.data()), chars[d - 1],
+                           decoder[d - 1].need == 0, first});
     }
     text_path[d] = ok;
     decoder[d] = next;

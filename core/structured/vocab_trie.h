@@ -58,8 +58,11 @@ class VocabTrie {
     uint32_t node = 0;
     uint32_t chars = 0;
     bool boundary = true;
+    uint8_t first_byte = 0;  // the path's
   };
   const std::vector<Frontier>& frontier() const { return frontier_; }
+  // The node of each first byte, -1 where no token starts with it.
+  int32_t first_byte_node(uint8_t b) const { return first_byte_node_[b]; }
   // The tokens of node i's subtree are token_ids()[nodes()[i].tokens_begin,
   // subtree_tokens_end(i)): the trie is in the tokens' sorted order.
   uint32_t subtree_tokens_end(size_t i) const;
@@ -76,6 +79,7 @@ class VocabTrie {
   std::vector<std::string> bytes_;
   std::vector<uint64_t> plain_mask_;
   std::vector<Frontier> frontier_;
+  int32_t first_byte_node_[256];
   // (characters, the text tokens of at most that many), for each length
   // some text token has, ascending; the first entry is (0, none).
   std::vector<std::pair<uint32_t, std::vector<uint64_t>>> text_masks_;

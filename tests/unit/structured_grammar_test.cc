@@ -487,6 +487,49 @@ TEST(TokenMaskTest, TextSubtreesBelowAStringsQuoteAreTakenWhole) {
   EXPECT_GT(allowed, 1000);
 }
 
+TEST(TokenMaskTest, KeysThatMayBeAnyNameButTheListedOnes) {
+  // Inside a key that may be any name but "ab" (what the JSON schema
+  // converter writes for unlisted members), every first character but
+  // the listed names' next one leads to one state that takes text alike:
+  // the walk takes those tokens at once and walks the others (here "a"
+  // must be followed by a digit or "b", so most text after it is out).
+  std::mt19937 rng(19);
+  const std::string alphabet[] = {"a",   "b",  "ab",  "Z",   " ",    "é",    "中", "\"",
+                                  "\":", ":1", "\\n", "\\q", "\x80", "\xC3", "x"};
+  std::vector<std::string> tokens;
+  for (int i = 0; i < 6000; ++i) {
+    std::string t;
+    const int len = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < len; ++k) t += alphabet[rng() % std::size(alphabet)];
+    tokens.push_back(t);
+  }
+  const VocabTrie trie(tokens);
+  const Grammar g = parse(R"(
+    root ::= "\"" n0 ":1"
+    n0 ::= "\"" | [^"\\\x00-\x1Fa] rest | esc rest | "a" n1
+    n1 ::= [0-9] rest | "b" n2
+    n2 ::= [^"\\\x00-\x1F] rest | esc rest
+    rest ::= ( [^"\\\x00-\x1F] | esc )* "\""
+    esc ::= "\\" ["\\/bfnrt]
+  )");
+  for (const std::string prefix : {"\"", "\"a", "\"ab"}) {
+    Matcher m(&g);
+    MatchState s = m.initial(), next;
+    for (char c : prefix) {
+      m.advance(s, static_cast<uint8_t>(c), &next);
+      ASSERT_FALSE(next.dead()) << prefix;
+      s = next;
+    }
+    const std::vector<uint64_t> reference = reference_mask(g, tokens, prefix, 0);
+    std::vector<uint64_t> mask((tokens.size() + 63) / 64, 0);
+    compute_token_mask(&m, s, 0, trie, mask.data());
+    EXPECT_EQ(mask, reference) << "prefix " << prefix;
+    int allowed = 0;
+    for (uint64_t w : mask) allowed += __builtin_popcountll(w);
+    EXPECT_GT(allowed, 100) << prefix;
+  }
+}
+
 TEST(TokenMatcherTest, FollowsTokensAndTheStrippedLeadingSpace) {
   std::vector<std::string> tokens = {"", "{", " {", "}", "\"a\"", ":1", "{}", " ", "x"};
   ConstraintCompiler compiler(tokens);
