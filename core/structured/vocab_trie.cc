@@ -1,6 +1,7 @@
 #include "core/structured/vocab_trie.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <numeric>
 
@@ -86,22 +87,25 @@ VocabTrie::VocabTrie(const std::vector<std::string>& token_bytes)
       if (!is_plain(nodes_[c].byte) || !nodes_[c].plain_below) n.plain_below = false;
     }
   }
-  // Whether each node's tail is text: its subtree read with fresh decoders,
-  // stopping at the first byte that is not.
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    const uint32_t base = nodes_[i].depth;
-    std::vector<Utf8Decoder>& tail = decoder;  // reused: [depth - base]
-    tail[0] = Utf8Decoder{};
-    for (size_t j = i + 1; j < nodes_[i].subtree_end; ++j) {
-      const uint32_t d = nodes_[j].depth - base;
-      Utf8Decoder next = tail[d - 1];
-      uint32_t cp = 0;
-      const uint8_t b = nodes_[j].byte;
-      if (next.feed(b, &cp) == Utf8Decoder::kInvalid || (b < 0x80 && !is_plain(b))) {
-        nodes_[i].tail_text = false;
-        break;
-      }
-      tail[d] = next;
+  // Whether each node's tail is text, from the back: a child's byte read
+  // from a character's start either completes a character (then the
+  // child's own tail_text holds for the rest) or starts one, whose
+  // continuation bytes below are read on, at most three levels.
+  std::function<bool(size_t, Utf8Decoder)> continues = [&](size_t c, Utf8Decoder d) {
+    uint32_t cp = 0;
+    const uint8_t b = nodes_[c].byte;
+    const Utf8Decoder::Result r = d.feed(b, &cp);
+    if (r == Utf8Decoder::kInvalid || (b < 0x80 && !is_plain(b))) return false;
+    if (r == Utf8Decoder::kChar) return nodes_[c].tail_text;
+    for (size_t g = c + 1; g < nodes_[c].subtree_end; g = nodes_[g].subtree_end) {
+      if (!continues(g, d)) return false;
+    }
+    return true;
+  };
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    for (size_t c = i + 1; c < nodes_[i].subtree_end && nodes_[i].tail_text;
+         c = nodes_[c].subtree_end) {
+      nodes_[i].tail_text = continues(c, Utf8Decoder{});
     }
   }
   // Text tokens by length, then each length's mask with the shorter ones.
