@@ -116,7 +116,7 @@ const std::map<std::string, KeywordInfo, std::less<>>& keyword_table() {
       {"required", {kObject, true}},
       {"additionalProperties", {kObject, true}},
       {"patternProperties", {kObject, true}},
-      {"propertyNames", {kObject, false}},
+      {"propertyNames", {kObject, true}},
       {"minProperties", {kObject, true}},
       {"maxProperties", {kObject, true}},
       {"dependentRequired", {kObject, false}},
@@ -1089,6 +1089,25 @@ class Converter {
     PVLLM_RETURN_IF_ERROR(count_keyword(s, "minProperties", ptr, &lo, &has_lo));
     PVLLM_RETURN_IF_ERROR(count_keyword(s, "maxProperties", ptr, &hi, &has_hi));
     if (has_hi && lo > hi) return matches_nothing(ptr, "minProperties is above maxProperties");
+    // propertyNames: the rule of the names members may have ("" = any),
+    // and the grammar that checks listed names against it.
+    std::string names;
+    Grammar names_grammar;
+    if (s.contains("propertyNames")) {
+      bool none = false;
+      PVLLM_RETURN_IF_ERROR(
+          property_names(s["propertyNames"], ptr, hint, depth, &names, &names_grammar, &none));
+      if (none) {
+        if (!required.empty() || lo > 0) {
+          return matches_nothing(ptr, "propertyNames allows no name and a member must come");
+        }
+        *body = empty_container('{', '}');
+        return Status::Ok();
+      }
+      if (!names.empty() && s.contains("patternProperties")) {
+        return unsupported_keyword("propertyNames", ptr, " beside \"patternProperties\"");
+      }
+    }
     bool listed = (props && !props->empty()) || !required.empty();
     if (!listed && s.contains("patternProperties")) {
       std::string pair;
@@ -1110,10 +1129,11 @@ class Converter {
         if (lo > 0)
           return matches_nothing(ptr, "minProperties is above 0 and no member may appear");
         *body = empty_container('{', '}');
-      } else if (extra == "json-value" && !has_lo && !has_hi) {
+      } else if (extra == "json-value" && !has_lo && !has_hi && names.empty()) {
         *body = use("json-object");
       } else {
-        std::string pair = use("json-string") + ws() + " " + punct(':') + " " + use(extra) + ws();
+        const std::string key = names.empty() ? use("json-string") : names;
+        std::string pair = key + ws() + " " + punct(':') + " " + use(extra) + ws();
         std::string more = repeat("( " + punct(',') + " " + pair + " )", lo > 0 ? lo - 1 : 0,
                                   has_hi ? static_cast<int64_t>(hi) - 1 : -1);
         std::string list = pair + (more.empty() ? "" : " " + more);
@@ -1123,6 +1143,20 @@ class Converter {
     }
     std::vector<Member> members;
     PVLLM_RETURN_IF_ERROR(listed_members(props, required, extra, ptr, hint, depth, &members));
+    if (!names.empty()) {
+      // Listed names that propertyNames refuses may not come. Unlisted
+      // members are left out: their names would have to match
+      // propertyNames and be none of the listed ones, which one grammar
+      // rule cannot say in general (stricter, never looser).
+      for (const Member& m : members) {
+        if (m.required && !grammar_accepts(names_grammar, Json(m.key).dump())) {
+          return matches_nothing(ptr, "propertyNames refuses the required \"" + m.key + "\"");
+        }
+      }
+      std::erase_if(members, [&](const Member& m) {
+        return !grammar_accepts(names_grammar, Json(m.key).dump());
+      });
+    }
     // In any order (an %unordered term) the property counts hold exactly;
     // in the listed order they bound only the optional members.
     const bool unordered = any_order_ && !members.empty() && members.size() < kMaxUnorderedItems;
@@ -1137,7 +1171,7 @@ class Converter {
       // Checked either way: a listed name the pattern matches is refused.
       PVLLM_RETURN_IF_ERROR(pattern_member(s, members, ptr, hint, depth, &pair));
       if (!unlisted_ || (counted && !unordered)) pair.clear();
-    } else if (unlisted_ && !extra.empty() && (!counted || unordered)) {
+    } else if (unlisted_ && !extra.empty() && (!counted || unordered) && names.empty()) {
       std::vector<std::string> names;
       for (const Member& m : members) names.push_back(m.key);
       if (props) {
@@ -1171,6 +1205,40 @@ class Converter {
     }
     *body = members_body(members, hint, nonempty);
     return Status::Ok();
+  }
+
+  // propertyNames: a string schema every member's name matches. *rule
+  // matches such a name (a JSON string) in this grammar, *g alone; *none
+  // when no name can match.
+  Status property_names(const Json& schema, const std::string& ptr, const std::string& hint,
+                        int depth, std::string* rule, Grammar* g, bool* none) {
+    const std::string at = ptr + "/propertyNames";
+    if (schema.is_boolean()) {
+      *none = !schema.get<bool>();
+      return Status::Ok();
+    }
+    if (!schema.is_object()) return bad_keyword("propertyNames", ptr, "not a schema");
+    Json ns = schema;
+    if (ns.contains("type")) {
+      // Names are strings: other types match none.
+      uint8_t types = 0;
+      PVLLM_RETURN_IF_ERROR(parse_type(ns["type"], at, &types));
+      if (!(types & kTString)) {
+        *none = true;
+        return Status::Ok();
+      }
+    }
+    ns["type"] = "string";
+    Converter sub(root_, {.unlisted_properties = unlisted_, .any_order = true});
+    std::string gbnf;
+    Status st = sub.convert_at(ns, at, &gbnf);
+    if (is_matches_nothing(st)) {
+      *none = true;
+      return Status::Ok();
+    }
+    PVLLM_RETURN_IF_ERROR(st);
+    PVLLM_RETURN_IF_ERROR(parse_gbnf(gbnf, g));
+    return schema_term(ns, at, hint + "-name", depth + 1, rule);
   }
 
   // A JSON string (its quotes included) that is none of `names`, spelled

@@ -495,6 +495,24 @@ TEST(JsonSchemaTest, KeywordsBesideRefHoldInEveryDraft) {
   check("{" + defs, {R"({"a":{"b":1}})"}, {R"({"a":{}})"});
 }
 
+TEST(JsonSchemaTest, PropertyNamesConstrainEveryName) {
+  check(R"({"type":"object","propertyNames":{"pattern":"^[a-z]+$"},
+            "additionalProperties":{"type":"integer"}})",
+        {"{}", R"({"ab":1})", R"({"a":1,"b":2})"}, {R"({"A":1})", R"({"a1":1})", R"({"a":"s"})"});
+  check(R"({"type":"object","propertyNames":{"enum":["x","y"]}})", {R"({"x":1})", R"({"y":[]})"},
+        {R"({"z":1})", R"({"xy":1})"});
+  check(R"({"type":"object","propertyNames":{"maxLength":2},
+            "properties":{"ab":{"type":"integer"},"abc":{"type":"integer"}}})",
+        {"{}", R"({"ab":1})"}, {R"({"abc":1})", R"({"ab":1,"abc":2})"});
+  check(R"({"type":"object","propertyNames":false})", {"{}"}, {R"({"a":1})"});
+  check(R"({"type":"object","propertyNames":{"type":"integer"}})", {"{}"}, {R"({"1":1})"});
+  expect_refused(R"({"type":"object","propertyNames":{"maxLength":2},"required":["abc"]})",
+                 StatusCode::kInvalidArgument, {"nothing can match", "\"abc\""});
+  expect_unsupported(
+      R"({"type":"object","propertyNames":{"maxLength":2},"patternProperties":{"^a":{}}})",
+      "propertyNames", "the root");
+}
+
 TEST(JsonSchemaTest, EnumNumbersMatchByValue) {
   // JSON Schema compares numbers by value: 2.0 is 2.
   check(R"({"enum":[2.0,"a"]})", {"2", "2.0", "2.00", R"("a")"}, {"2.5", "20", "3"});
