@@ -277,6 +277,12 @@ class Parser {
       skip_space();
       if (at_end()) return error_at(start, "unclosed %unordered(");
       if (peek() == ')') break;
+      if (peek() == ';') {
+        PVLLM_RETURN_IF_ERROR(parse_needs(&u));
+        skip_space();
+        if (peek() != ')') return error_at(start, "unclosed %unordered(");
+        break;
+      }
       if (u.items.size() == kMaxUnorderedItems) {
         return Unsupported("grammar: more than " + std::to_string(kMaxUnorderedItems) +
                            " items in one %unordered (byte " + std::to_string(start) + ")");
@@ -312,6 +318,46 @@ class Parser {
     seq->push_back({Element::kUnordered, static_cast<uint32_t>(g_.unordered.size())});
     g_.unordered.push_back(std::move(u));
     return Status::Ok();
+  }
+
+  // An %unordered's dependencies after its items: "; 2 -> 3 4, 1 -> 2",
+  // items numbered from 1: when item 2 came, items 3 and 4 must too.
+  Status parse_needs(Unordered* u) {
+    ++pos_;  // ';'
+    auto item_number = [&](size_t* index) {
+      skip_space();
+      const size_t at = pos_;
+      size_t n = 0;
+      while (peek() >= '0' && peek() <= '9' && n <= kMaxUnorderedItems) {
+        n = n * 10 + static_cast<size_t>(peek() - '0');
+        ++pos_;
+      }
+      if (pos_ == at) return error("expected an item number");
+      if (n == 0 || n > u->items.size()) {
+        return error_at(at, "no item " + std::to_string(n) + " in this %unordered");
+      }
+      *index = n - 1;
+      if (u->items[*index].count == Unordered::kMany) {
+        return error_at(at, "a dependency of an item repeated with '*'");
+      }
+      return Status::Ok();
+    };
+    u->needs.assign(u->items.size(), {});
+    for (;;) {
+      size_t from = 0;
+      PVLLM_RETURN_IF_ERROR(item_number(&from));
+      skip_space();
+      if (text_.substr(pos_, 2) != "->") return error("expected '->'");
+      pos_ += 2;
+      do {
+        size_t to = 0;
+        PVLLM_RETURN_IF_ERROR(item_number(&to));
+        u->needs[from].set(to);
+        skip_space();
+      } while (peek() >= '0' && peek() <= '9');
+      if (peek() != ',') return Status::Ok();
+      ++pos_;
+    }
   }
 
   Element chars(std::vector<CharRange> ranges, bool negate) {

@@ -17,7 +17,9 @@
 // matches items separated by the alternatives before the `;` ("," here),
 // in any order: an item with no postfix exactly once, one with `?` at most
 // once, one with `*` any number of times; the optional {m}, {m,} or {m,n}
-// bounds how many items come in all. Items are single terms (a literal, a
+// bounds how many items come in all; after the items, "; 2 -> 3 4, 1 -> 2"
+// says that when item 2 came (items count from 1) items 3 and 4 must come
+// too (JSON Schema's dependentRequired). Items are single terms (a literal, a
 // class, a rule, a group); at most kMaxUnorderedItems of them, and one
 // repeated with `*` must not match the empty text. `a b? c*` is
 // a JSON object's required, optional and unlisted members. The matcher
@@ -70,7 +72,10 @@ struct Unordered {
   };
   std::vector<Item> items;
   std::bitset<kMaxUnorderedItems> once;  // the items that must come
-  uint32_t min = 0;                      // items in all, kUnbounded: no maximum
+  // Per item (empty when there are no dependencies): the items that must
+  // come too once it came.
+  std::vector<std::bitset<kMaxUnorderedItems>> needs;
+  uint32_t min = 0;  // items in all, kUnbounded: no maximum
   uint32_t max = kUnbounded;
 };
 

@@ -119,9 +119,9 @@ const std::map<std::string, KeywordInfo, std::less<>>& keyword_table() {
       {"propertyNames", {kObject, true}},
       {"minProperties", {kObject, true}},
       {"maxProperties", {kObject, true}},
-      {"dependentRequired", {kObject, false}},
+      {"dependentRequired", {kObject, true}},
       {"dependentSchemas", {kObject, false}},
-      {"dependencies", {kObject, false}},
+      {"dependencies", {kObject, true}},
       {"unevaluatedProperties", {kObject, false}},
       {"items", {kArray, true}},
       {"minItems", {kArray, true}},
@@ -1068,6 +1068,9 @@ class Converter {
     return Status::Ok();
   }
 
+  // dependentRequired: a member's name and the names it needs.
+  using Dependencies = std::vector<std::pair<std::string, std::vector<std::string>>>;
+
   // One object member, listed in `properties` or `required`.
   struct Member {
     std::string key;
@@ -1108,7 +1111,10 @@ class Converter {
         return unsupported_keyword("propertyNames", ptr, " beside \"patternProperties\"");
       }
     }
-    bool listed = (props && !props->empty()) || !required.empty();
+    // Dependencies name members, so they take the listed members' way.
+    const bool has_deps = (s.contains("dependentRequired") && !s["dependentRequired"].empty()) ||
+                          (s.contains("dependencies") && !s["dependencies"].empty());
+    bool listed = (props && !props->empty()) || !required.empty() || has_deps;
     if (!listed && s.contains("patternProperties")) {
       std::string pair;
       PVLLM_RETURN_IF_ERROR(pattern_member(s, {}, ptr, hint, depth, &pair));
@@ -1157,9 +1163,28 @@ class Converter {
         return !grammar_accepts(names_grammar, Json(m.key).dump());
       });
     }
+    // dependentRequired (and draft 4-7's dependencies of names): each a
+    // member that needs others. In any order only (an %unordered term's
+    // dependencies); the names it speaks of become members where unlisted
+    // members may come.
+    Dependencies deps;
+    PVLLM_RETURN_IF_ERROR(dependent_required(s, ptr, &deps));
+    if (!deps.empty()) {
+      if (!any_order_) {
+        return unsupported_keyword(
+            s.contains("dependentRequired") ? "dependentRequired" : "dependencies", ptr,
+            " in the listed order (members in any order take it)");
+      }
+      PVLLM_RETURN_IF_ERROR(settle_dependencies(deps, extra, names, ptr, &members));
+    }
     // In any order (an %unordered term) the property counts hold exactly;
     // in the listed order they bound only the optional members.
     const bool unordered = any_order_ && !members.empty() && members.size() < kMaxUnorderedItems;
+    if (!deps.empty() && !unordered && !members.empty()) {
+      return unsupported_keyword(
+          s.contains("dependentRequired") ? "dependentRequired" : "dependencies", ptr,
+          " beside more than 255 members");
+    }
     const bool counted = has_lo || has_hi;
     // With unlisted_, members not listed: with patternProperties those
     // whose names match the pattern (other names are left out), else any
@@ -1184,7 +1209,7 @@ class Converter {
     if (!pair.empty()) {
       members.push_back({"", add_rule(hint + "-extra", pair), false, true});
     }
-    if (unordered) return unordered_body(members, ptr, lo, has_hi ? hi : kUnbounded, body);
+    if (unordered) return unordered_body(members, deps, ptr, lo, has_hi ? hi : kUnbounded, body);
     // Only listed members are written, so the counts bound how many of the
     // optional ones come: nothing to do when every choice fits, at least
     // one when none is required and minProperties is 1; else refused.
@@ -1443,8 +1468,8 @@ class Converter {
 
   // "{" members "}" in any order: the required members once, the optional
   // ones at most once, unlisted ones any number of times, lo..hi of them.
-  Status unordered_body(const std::vector<Member>& members, const std::string& ptr, uint32_t lo,
-                        uint32_t hi, std::string* body) {
+  Status unordered_body(const std::vector<Member>& members, const Dependencies& deps,
+                        const std::string& ptr, uint32_t lo, uint32_t hi, std::string* body) {
     size_t n_required = 0;
     bool extras = false;
     std::string items;
@@ -1465,7 +1490,89 @@ class Converter {
     if (lo > n_required || (hi != kUnbounded && (extras || hi < members.size()))) {
       bounds = "{" + std::to_string(lo) + "," + (hi == kUnbounded ? "" : std::to_string(hi)) + "}";
     }
-    *body = punct('{') + " %unordered" + bounds + "( " + punct(',') + " ;" + items + " ) \"}\"";
+    // Dependencies by item number (from 1), each member's key once.
+    std::string needs;
+    auto item_of = [&members](const std::string& key) {
+      for (size_t i = 0; i < members.size(); ++i) {
+        if (!members[i].extras && members[i].key == key) return i + 1;
+      }
+      return size_t{0};
+    };
+    for (const auto& [name, needed] : deps) {
+      const size_t from = item_of(name);
+      if (from == 0 || needed.empty()) continue;  // a member that may not come
+      needs += (needs.empty() ? " ; " : ", ") + std::to_string(from) + " ->";
+      for (const std::string& n : needed) needs += " " + std::to_string(item_of(n));
+    }
+    *body =
+        punct('{') + " %unordered" + bounds + "( " + punct(',') + " ;" + items + needs + " ) \"}\"";
+    return Status::Ok();
+  }
+
+  // dependentRequired, and dependencies whose values are name lists, by
+  // the member that needs the others.
+  Status dependent_required(const Json& s, const std::string& ptr, Dependencies* deps) {
+    for (const char* key : {"dependentRequired", "dependencies"}) {
+      if (!s.contains(key)) continue;
+      const Json& d = s[key];
+      if (!d.is_object()) return bad_keyword(key, ptr, "not an object");
+      for (const auto& [name, needed] : d.items()) {
+        if (!needed.is_array()) {
+          if (key == std::string("dependencies")) {
+            return unsupported_keyword(key, ptr, " with a schema (\"" + name + "\")");
+          }
+          return bad_keyword(key, ptr, "a value that is not an array of names");
+        }
+        std::vector<std::string> names;
+        for (const Json& n : needed) {
+          if (!n.is_string()) return bad_keyword(key, ptr, "holds a non-string name");
+          if (n.get<std::string>() != name &&
+              std::find(names.begin(), names.end(), n.get<std::string>()) == names.end()) {
+            names.push_back(n.get<std::string>());
+          }
+        }
+        deps->emplace_back(name, std::move(names));
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Makes every name a dependency speaks of a member where unlisted members
+  // may come (valued by additionalProperties), then leaves out the members
+  // that need one that may not come (refusing a required one).
+  Status settle_dependencies(const Dependencies& deps, const std::string& extra,
+                             const std::string& names, const std::string& ptr,
+                             std::vector<Member>* members) {
+    auto has = [members](const std::string& key) {
+      return std::any_of(members->begin(), members->end(),
+                         [&key](const Member& m) { return !m.extras && m.key == key; });
+    };
+    if (unlisted_ && !extra.empty() && names.empty()) {
+      for (const auto& [name, needed] : deps) {
+        if (!has(name)) members->push_back({name, use(extra), false});
+        for (const std::string& n : needed) {
+          if (!has(n)) members->push_back({n, use(extra), false});
+        }
+      }
+    }
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (const auto& [name, needed] : deps) {
+        if (!has(name)) continue;
+        for (const std::string& n : needed) {
+          if (has(n)) continue;
+          auto it = std::find_if(members->begin(), members->end(),
+                                 [&name](const Member& m) { return !m.extras && m.key == name; });
+          if (it->required) {
+            return matches_nothing(
+                ptr, "\"" + name + "\" is required and needs \"" + n + "\", which may not come");
+          }
+          members->erase(it);
+          changed = true;
+          break;
+        }
+      }
+    }
     return Status::Ok();
   }
 

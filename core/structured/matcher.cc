@@ -80,7 +80,11 @@ uint32_t Matcher::progress_id(const Progress& p) {
 void Matcher::expand_progress(int32_t under, uint32_t id, std::vector<int32_t>* out) {
   const Progress p = progress_[id - kProgressBase];  // a copy: progress_ may grow
   const Unordered& u = g_->unordered[p.unordered];
-  if (p.count >= u.min && (u.once & ~p.used).none()) {  // the term may end here
+  bool may_end = p.count >= u.min && (u.once & ~p.used).none();
+  for (size_t i = 0; may_end && i < u.needs.size(); ++i) {
+    may_end = !p.used[i] || (u.needs[i] & ~p.used).none();
+  }
+  if (may_end) {  // the term may end here
     if (under == kEmptyStack) {
       out->push_back(kEmptyStack);
     } else {

@@ -6,6 +6,7 @@
 // the declared order stays the default.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <random>
 #include <set>
@@ -35,6 +36,8 @@ struct ObjectSchema {
   std::set<std::string> required;
   int additional = 0;  // 0 absent, 1 true, 2 false, 3 strings only
   int min = -1, max = -1;
+  std::vector<std::pair<std::string, std::string>> needs;  // dependentRequired: a needs b
+  bool draft4 = false;  // "dependencies" rather than "dependentRequired"
 
   std::string json() const {
     std::string s = "{\"type\":\"object\",\"properties\":{";
@@ -54,6 +57,13 @@ struct ObjectSchema {
     const char* additional_values[] = {"", "true", "false", "{\"type\":\"string\"}"};
     if (additional != 0)
       s += std::string(",\"additionalProperties\":") + additional_values[additional];
+    if (!needs.empty()) {
+      s += draft4 ? ",\"dependencies\":{" : ",\"dependentRequired\":{";
+      for (size_t i = 0; i < needs.size(); ++i) {
+        s += (i ? ",\"" : "\"") + needs[i].first + "\":[\"" + needs[i].second + "\"]";
+      }
+      s += "}";
+    }
     if (min >= 0) s += ",\"minProperties\":" + std::to_string(min);
     if (max >= 0) s += ",\"maxProperties\":" + std::to_string(max);
     return s + "}";
@@ -75,6 +85,9 @@ struct ObjectSchema {
     for (const std::string& r : required) {
       if (!names.count(r)) return false;
     }
+    for (const auto& [a, b] : needs) {
+      if (names.count(a) && !names.count(b)) return false;
+    }
     const int n = static_cast<int>(members.size());
     return n >= min && (max < 0 || n <= max);
   }
@@ -95,6 +108,13 @@ TEST(JsonAnyOrderTest, RandomObjectSchemasOverEveryOrderOfTheirMembers) {
     if (rng() % 3 == 0) o.min = static_cast<int>(rng() % 4);
     if (rng() % 3 == 0) o.max = static_cast<int>(rng() % 4);
     if (o.max >= 0 && o.min > o.max) std::swap(o.min, o.max);
+    for (int k = static_cast<int>(rng() % 3); k > 0; --k) {
+      const std::string a = names[rng() % names.size()], b = names[rng() % names.size()];
+      const bool known =
+          std::any_of(o.needs.begin(), o.needs.end(), [&a](const auto& n) { return n.first == a; });
+      if (a != b && !known) o.needs.emplace_back(a, b);  // one list per name
+    }
+    o.draft4 = rng() % 2;
     const bool unlisted = rng() % 2;
     Grammar g;
     std::string gbnf;
@@ -139,6 +159,31 @@ TEST(JsonAnyOrderTest, RandomObjectSchemasOverEveryOrderOfTheirMembers) {
   }
   EXPECT_GT(checked, 10000);
   EXPECT_GT(accepted, 500);
+}
+
+TEST(JsonAnyOrderTest, DependenciesTakeAnyOrderOnly) {
+  std::string gbnf;
+  for (const char* schema : {R"({"type":"object","dependentRequired":{"a":["b"]}})",
+                             R"({"type":"object","dependencies":{"a":["b"]}})"}) {
+    const Status st = json_schema_to_gbnf(schema, &gbnf);
+    ASSERT_FALSE(st.ok()) << schema;
+    EXPECT_NE(st.message().find("members in any order take it"), std::string::npos) << st.message();
+  }
+  const Status st = json_schema_to_gbnf(
+      R"({"type":"object","dependencies":{"a":{"required":["b"]}}})", &gbnf, {.any_order = true});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("with a schema"), std::string::npos) << st.message();
+  Grammar g;
+  ASSERT_TRUE(compile(R"({"type":"object","properties":{"a":{},"b":{}},"required":["a"],
+                          "dependentRequired":{"a":["c"]}})",
+                      {.unlisted_properties = true, .any_order = true}, &g, &gbnf));
+  EXPECT_TRUE(grammar_accepts(g, R"({"c":1,"a":2})"));
+  EXPECT_FALSE(grammar_accepts(g, R"({"a":2,"b":1})"));
+  const Status none = json_schema_to_gbnf(
+      R"({"type":"object","properties":{"a":{}},"required":["a"],"additionalProperties":false,
+          "dependentRequired":{"a":["c"]}})",
+      &gbnf, {.any_order = true});
+  EXPECT_NE(none.message().find("nothing can match"), std::string::npos) << none.message();
 }
 
 TEST(JsonAnyOrderTest, DeclaredOrderStaysTheDefault) {

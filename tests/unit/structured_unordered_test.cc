@@ -32,9 +32,12 @@ struct Item {
   char count;  // ' ' once, '?' at most once, '*' any number
 };
 
+// Item i needs item j: (i, j), indices from 0.
+using Needs = std::vector<std::pair<int, int>>;
+
 // Whether `seq` (indices into `items`) is what the term allows.
 bool allowed(const std::vector<Item>& items, const std::vector<int>& seq, uint32_t min,
-             uint32_t max) {
+             uint32_t max, const Needs& needs = {}) {
   if (seq.size() < min || (max != kUnbounded && seq.size() > max)) return false;
   std::map<int, int> seen;
   for (int i : seq) ++seen[i];
@@ -43,13 +46,16 @@ bool allowed(const std::vector<Item>& items, const std::vector<int>& seq, uint32
     if (items[i].count == ' ' && n != 1) return false;
     if (items[i].count == '?' && n > 1) return false;
   }
+  for (const auto& [i, j] : needs) {
+    if (seen[i] > 0 && seen[j] == 0) return false;
+  }
   return true;
 }
 
 // Every sequence of items up to `max_len` long, joined by `sep`, against
 // the rule; items are distinct texts that no join of others spells.
 void check_all_sequences(const std::vector<Item>& items, const std::string& sep, uint32_t min,
-                         uint32_t max, int max_len) {
+                         uint32_t max, int max_len, const Needs& needs = {}) {
   std::string bounds;
   if (min != 0 || max != kUnbounded) {
     bounds = "{" + std::to_string(min) + "," +
@@ -59,6 +65,10 @@ void check_all_sequences(const std::vector<Item>& items, const std::string& sep,
   for (const Item& item : items) {
     text += " " + gbnf_literal(item.text) + (item.count == ' ' ? "" : std::string(1, item.count));
   }
+  for (size_t k = 0; k < needs.size(); ++k) {
+    text += (k ? ", " : " ; ") + std::to_string(needs[k].first + 1) + " -> " +
+            std::to_string(needs[k].second + 1);
+  }
   text += " ) \">\"";
   const Grammar g = parse(text);
   std::vector<int> seq;
@@ -67,7 +77,7 @@ void check_all_sequences(const std::vector<Item>& items, const std::string& sep,
     std::string s = "<";
     for (size_t k = 0; k < seq.size(); ++k) s += (k ? sep : "") + items[seq[k]].text;
     s += ">";
-    EXPECT_EQ(grammar_accepts(g, s), allowed(items, seq, min, max)) << text << "\n" << s;
+    EXPECT_EQ(grammar_accepts(g, s), allowed(items, seq, min, max, needs)) << text << "\n" << s;
     ++checked;
     if (static_cast<int>(seq.size()) == max_len) return;
     for (size_t i = 0; i < items.size(); ++i) {
@@ -98,7 +108,13 @@ TEST(UnorderedTest, RandomItemSetsAndBounds) {
     for (int i = 0; i < n; ++i) items.push_back({std::string(1, names[i]), " ?*"[rng() % 3]});
     const uint32_t min = rng() % 3;
     const uint32_t max = rng() % 3 == 0 ? kUnbounded : min + rng() % 3;
-    check_all_sequences(items, ",", min, max, 4);
+    // Dependencies between items that are not repeated.
+    Needs needs;
+    for (int k = static_cast<int>(rng() % 3); k > 0; --k) {
+      const int i = static_cast<int>(rng() % n), j = static_cast<int>(rng() % n);
+      if (i != j && items[i].count != '*' && items[j].count != '*') needs.emplace_back(i, j);
+    }
+    check_all_sequences(items, ",", min, max, 4, needs);
   }
 }
 
@@ -236,6 +252,10 @@ TEST(UnorderedTest, RefusalsSayWhat) {
            Case{"root ::= %unordered{3,2}( \",\" ; \"a\" )", "maximum below its minimum"},
            Case{"root ::= %unordered( \",\" ; \"a\" e* )\ne ::= \"b\"?", "empty text"},
            Case{"root ::= %unordered( \",\" ; root \"a\" )", "left-recursive"},
+           Case{"root ::= %unordered( \",\" ; \"a\" \"b\"? ; 1 -> 3 )", "no item 3"},
+           Case{"root ::= %unordered( \",\" ; \"a\" \"b\"? ; 1 3 )", "expected '->'"},
+           Case{"root ::= %unordered( \",\" ; \"a\" \"b\"* ; 1 -> 2 )", "repeated with '*'"},
+           Case{"root ::= %unordered( \",\" ; \"a\"? \"b\"? \"c\"? ; 1 -> 2 3, 2 -> 1 )", nullptr},
            Case{"root ::= \"[\" %unordered( \",\" | \";\" ; e? ) \"]\"\ne ::= \"x\" | root ",
                 nullptr},
        }) {
