@@ -1561,8 +1561,9 @@ class Converter {
         if (!has(name)) continue;
         for (const std::string& n : needed) {
           if (has(n)) continue;
+          const std::string& key = name;  // a binding cannot be captured before C++20
           auto it = std::find_if(members->begin(), members->end(),
-                                 [&name](const Member& m) { return !m.extras && m.key == name; });
+                                 [&key](const Member& m) { return !m.extras && m.key == key; });
           if (it->required) {
             return matches_nothing(
                 ptr, "\"" + name + "\" is required and needs \"" + n + "\", which may not come");
