@@ -735,30 +735,11 @@ class Converter {
       if (!value_has_type(*v, types)) continue;
       std::string text = v->dump();
       if (others && !grammar_accepts(others_grammar, text)) continue;
-      // Numbers are one value however written (1.0 is 1).
-      Decimal d;
-      std::string key =
-          v->is_number() && parse_decimal(text, &d).ok() ? "number " + decimal_to_string(d) : text;
-      if (seen.insert(key).second) alts.push_back(enum_value_gbnf(*v));
+      if (seen.insert(text).second) alts.push_back(value_gbnf(*v));
     }
     if (alts.empty()) return matches_nothing(ptr, "no enum or const value is allowed");
     *body = join_alternatives(alts);
     return Status::Ok();
-  }
-
-  // An enum or const value's spellings: a number's value in any spelling
-  // number_range.h takes (2.0 is 2, as JSON Schema compares numbers),
-  // other values as value_gbnf writes them.
-  std::string enum_value_gbnf(const Json& v) {
-    Decimal d;
-    if (v.is_number() && parse_decimal(v.dump(), &d).ok()) {
-      NumberBounds exactly;
-      exactly.has_lo = exactly.has_hi = true;
-      exactly.lo = exactly.hi = d;
-      std::string expr = number_range_gbnf(exactly);
-      if (!expr.empty()) return "( " + expr + " )";
-    }
-    return value_gbnf(v);
   }
 
   RefResolver resolver(const std::string& ptr) {
