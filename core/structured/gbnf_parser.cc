@@ -251,41 +251,49 @@ class Parser {
     return error("unexpected '" + std::string(1, c) + "'");
   }
 
-  // %unordered{m,n}( separator ; item item? item* ... ) (grammar.h).
+  // %unordered{m,n}( separator ; item item? item* ... ) and %ordered
+  // (grammar.h).
   Status parse_unordered(Sequence* seq, int depth) {
     const size_t start = pos_;
-    constexpr std::string_view kKeyword = "%unordered";
-    if (text_.substr(pos_, kKeyword.size()) != kKeyword || is_name_char(peek(kKeyword.size()))) {
-      return error("unknown directive (the one there is: %unordered)");
-    }
-    pos_ += kKeyword.size();
+    auto keyword = [&](std::string_view k) {
+      return text_.substr(pos_, k.size()) == k && !is_name_char(peek(k.size()));
+    };
     Unordered u;
+    if (keyword("%unordered")) {
+      pos_ += std::string_view("%unordered").size();
+    } else if (keyword("%ordered")) {
+      pos_ += std::string_view("%ordered").size();
+      u.ordered = true;
+    } else {
+      return error("unknown directive (those there are: %unordered, %ordered)");
+    }
+    const std::string name = u.ordered ? "%ordered" : "%unordered";
     if (peek() == '{') {
       PVLLM_RETURN_IF_ERROR(parse_braces(&u.min, &u.max));
     }
     skip_space();
-    if (peek() != '(') return error("expected '(' after %unordered");
+    if (peek() != '(') return error("expected '(' after " + name);
     ++pos_;
     Alternatives sep;
     PVLLM_RETURN_IF_ERROR(parse_alternatives(&sep, depth + 1));
     skip_space();
-    if (peek() != ';') return error("expected ';' after %unordered's separator");
+    if (peek() != ';') return error("expected ';' after " + name + "'s separator");
     ++pos_;
     const uint32_t sep_rule = new_rule(current_);
     PVLLM_RETURN_IF_ERROR(define(sep_rule, sep));
     for (;;) {
       skip_space();
-      if (at_end()) return error_at(start, "unclosed %unordered(");
+      if (at_end()) return error_at(start, "unclosed " + name + "(");
       if (peek() == ')') break;
       if (peek() == ';') {
         PVLLM_RETURN_IF_ERROR(parse_needs(&u));
         skip_space();
-        if (peek() != ')') return error_at(start, "unclosed %unordered(");
+        if (peek() != ')') return error_at(start, "unclosed " + name + "(");
         break;
       }
       if (u.items.size() == kMaxUnorderedItems) {
         return Unsupported("grammar: more than " + std::to_string(kMaxUnorderedItems) +
-                           " items in one %unordered (byte " + std::to_string(start) + ")");
+                           " items in one " + name + " (byte " + std::to_string(start) + ")");
       }
       Sequence term;
       PVLLM_RETURN_IF_ERROR(parse_term(&term, depth + 1));
@@ -294,7 +302,7 @@ class Parser {
         item.count = peek() == '?' ? Unordered::kOptional : Unordered::kMany;
         ++pos_;
       } else if (peek() == '+' || peek() == '{') {
-        return error("an %unordered item takes '?', '*' or nothing");
+        return error("an " + name + " item takes '?', '*' or nothing");
       }
       Element element = term.size() == 1 ? term[0] : Element{};
       if (term.size() != 1) {
@@ -334,7 +342,7 @@ class Parser {
       }
       if (pos_ == at) return error("expected an item number");
       if (n == 0 || n > u->items.size()) {
-        return error_at(at, "no item " + std::to_string(n) + " in this %unordered");
+        return error_at(at, "no item " + std::to_string(n) + " in this term");
       }
       *index = n - 1;
       if (u->items[*index].count == Unordered::kMany) {
@@ -355,9 +363,24 @@ class Parser {
         u->needs[from].set(to);
         skip_space();
       } while (peek() >= '0' && peek() <= '9');
-      if (peek() != ',') return Status::Ok();
+      if (peek() != ',') break;
       ++pos_;
     }
+    // Closed under "needs": what an item needs, the items it needs need.
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (auto& n : u->needs) {
+        std::bitset<kMaxUnorderedItems> all = n;
+        for (size_t j = 0; j < u->needs.size(); ++j) {
+          if (n[j]) all |= u->needs[j];
+        }
+        if (all != n) {
+          n = all;
+          changed = true;
+        }
+      }
+    }
+    return Status::Ok();
   }
 
   Element chars(std::vector<CharRange> ranges, bool negate) {

@@ -26,6 +26,15 @@
 // keeps which items came in its stacks, so the cost is per item, not per
 // order.
 //
+// `%ordered` takes the same form and keeps the items in the order listed:
+// an item comes only after the ones before it that came (one repeated with
+// `*` may follow itself), so `%ordered( "," ; a? b? c? ; 1 -> 3 )` is a
+// JSON object's members in declared order with JSON Schema's
+// dependentRequired and property counts held exactly. In both, an item
+// comes only where the term can still end: what must come (items without
+// a postfix, dependencies of the items that came) still can, within the
+// maximum, and the minimum is still in reach.
+//
 // Left recursion (a rule reaching itself before consuming a character,
 // through rules that can be empty too) is refused: the matcher expands
 // rules eagerly and would not end.
@@ -74,8 +83,10 @@ struct Unordered {
   std::bitset<kMaxUnorderedItems> once;  // the items that must come
   // Per item (empty when there are no dependencies): the items that must
   // come too once it came.
+  // Closed: when 1 -> 2 and 2 -> 3, item 1 needs item 3 too.
   std::vector<std::bitset<kMaxUnorderedItems>> needs;
-  uint32_t min = 0;  // items in all, kUnbounded: no maximum
+  bool ordered = false;  // %ordered: the items in the order listed
+  uint32_t min = 0;      // items in all, kUnbounded: no maximum
   uint32_t max = kUnbounded;
 };
 

@@ -1145,39 +1145,35 @@ class Converter {
       });
     }
     // dependentRequired (and draft 4-7's dependencies of names): each a
-    // member that needs others. In any order only (an %unordered term's
-    // dependencies); the names it speaks of become members where unlisted
-    // members may come.
+    // member that needs others (a term's dependencies); the names it
+    // speaks of become members where unlisted members may come.
     Dependencies deps;
     PVLLM_RETURN_IF_ERROR(dependent_required(s, ptr, &deps));
     if (!deps.empty()) {
-      if (!any_order_) {
-        return unsupported_keyword(
-            s.contains("dependentRequired") ? "dependentRequired" : "dependencies", ptr,
-            " in the listed order (members in any order take it)");
-      }
       PVLLM_RETURN_IF_ERROR(settle_dependencies(deps, extra, names, ptr, &members));
     }
-    // In any order (an %unordered term) the property counts hold exactly;
-    // in the listed order they bound only the optional members.
-    const bool unordered = any_order_ && !members.empty() && members.size() < kMaxUnorderedItems;
-    if (!deps.empty() && !unordered && !members.empty()) {
+    const bool counted = has_lo || has_hi;
+    // In any order an %unordered term; in the listed order an %ordered one
+    // where dependencies or property counts must hold (exactly, unlisted
+    // members counted), else the plain rules of members_body.
+    const bool term = !members.empty() && members.size() < kMaxUnorderedItems &&
+                      (any_order_ || !deps.empty() || counted);
+    if (!deps.empty() && !term && !members.empty()) {
       return unsupported_keyword(
           s.contains("dependentRequired") ? "dependentRequired" : "dependencies", ptr,
           " beside more than 255 members");
     }
-    const bool counted = has_lo || has_hi;
     // With unlisted_, members not listed: with patternProperties those
     // whose names match the pattern (other names are left out), else any
     // name but the listed ones, valued by additionalProperties. In the
-    // listed order they come after the listed ones, and are left out under
-    // property counts.
+    // listed order they come after the listed ones (left out under
+    // property counts beside more than 255 members).
     std::string pair;
     if (s.contains("patternProperties")) {
       // Checked either way: a listed name the pattern matches is refused.
       PVLLM_RETURN_IF_ERROR(pattern_member(s, members, ptr, hint, depth, &pair));
-      if (!unlisted_ || (counted && !unordered)) pair.clear();
-    } else if (unlisted_ && !extra.empty() && (!counted || unordered) && names.empty()) {
+      if (!unlisted_ || (counted && !term)) pair.clear();
+    } else if (unlisted_ && !extra.empty() && (!counted || term) && names.empty()) {
       std::vector<std::string> names;
       for (const Member& m : members) names.push_back(m.key);
       if (props) {
@@ -1190,7 +1186,9 @@ class Converter {
     if (!pair.empty()) {
       members.push_back({"", add_rule(hint + "-extra", pair), false, true});
     }
-    if (unordered) return unordered_body(members, deps, ptr, lo, has_hi ? hi : kUnbounded, body);
+    if (term) {
+      return unordered_body(members, deps, ptr, lo, has_hi ? hi : kUnbounded, !any_order_, body);
+    }
     // Only listed members are written, so the counts bound how many of the
     // optional ones come: nothing to do when every choice fits, at least
     // one when none is required and minProperties is 1; else refused.
@@ -1447,10 +1445,12 @@ class Converter {
     return punct('{') + " " + head + " \"}\"";
   }
 
-  // "{" members "}" in any order: the required members once, the optional
-  // ones at most once, unlisted ones any number of times, lo..hi of them.
+  // "{" members "}" in any order (`ordered`: in the order of `members`):
+  // the required members once, the optional ones at most once, unlisted
+  // ones any number of times, lo..hi of them, dependencies held.
   Status unordered_body(const std::vector<Member>& members, const Dependencies& deps,
-                        const std::string& ptr, uint32_t lo, uint32_t hi, std::string* body) {
+                        const std::string& ptr, uint32_t lo, uint32_t hi, bool ordered,
+                        std::string* body) {
     size_t n_required = 0;
     bool extras = false;
     std::string items;
@@ -1485,8 +1485,8 @@ class Converter {
       needs += (needs.empty() ? " ; " : ", ") + std::to_string(from) + " ->";
       for (const std::string& n : needed) needs += " " + std::to_string(item_of(n));
     }
-    *body =
-        punct('{') + " %unordered" + bounds + "( " + punct(',') + " ;" + items + needs + " ) \"}\"";
+    *body = punct('{') + (ordered ? " %ordered" : " %unordered") + bounds + "( " + punct(',') +
+            " ;" + items + needs + " ) \"}\"";
     return Status::Ok();
   }
 

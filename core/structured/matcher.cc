@@ -52,11 +52,13 @@ void Matcher::grow() {
 
 namespace {
 
-// Progress as bytes, for Matcher::key: the term, the count, the items.
-void append_progress(uint32_t unordered, uint32_t count,
+// Progress as bytes, for Matcher::key: the term, the count, the last item,
+// the items.
+void append_progress(uint32_t unordered, uint32_t count, uint32_t last,
                      const std::bitset<kMaxUnorderedItems>& used, std::string* out) {
   out->append(reinterpret_cast<const char*>(&unordered), sizeof unordered);
   out->append(reinterpret_cast<const char*>(&count), sizeof count);
+  out->append(reinterpret_cast<const char*>(&last), sizeof last);
   const std::bitset<kMaxUnorderedItems> word(~uint64_t{0});
   for (size_t w = 0; w < kMaxUnorderedItems; w += 64) {
     const uint64_t bits = ((used >> w) & word).to_ullong();
@@ -68,7 +70,35 @@ void append_progress(uint32_t unordered, uint32_t count,
 
 size_t Matcher::ProgressHash::operator()(const Progress& p) const {
   return std::hash<std::bitset<kMaxUnorderedItems>>()(p.used) ^
-         (size_t{p.unordered} * 0x9E3779B97F4A7C15ULL) ^ (size_t{p.count} << 17);
+         (size_t{p.unordered} * 0x9E3779B97F4A7C15ULL) ^ (size_t{p.count} << 17) ^
+         (size_t{p.last} << 41);
+}
+
+bool Matcher::can_end_after(const Unordered& u, const Progress& p, size_t item) const {
+  const size_t n = u.items.size();
+  // What must still come: the items without a postfix, and what the items
+  // that came need (closed, grammar.h).
+  std::bitset<kMaxUnorderedItems> missing = u.once;
+  if (!u.needs.empty()) {
+    for (size_t i = 0; i < n; ++i) {
+      if (p.used[i]) missing |= u.needs[i];
+    }
+  }
+  missing &= ~p.used;
+  if (u.ordered && (missing & ~(~std::bitset<kMaxUnorderedItems>() << (item + 1))).any()) {
+    return false;  // one of them was passed over
+  }
+  const size_t must = missing.count();
+  if (u.max != kUnbounded && p.count + must > u.max) return false;
+  if (p.count + must >= u.min) return true;
+  // The minimum: each item that may still come at most once counts one,
+  // one that may repeat fills it.
+  size_t may = 0;
+  for (size_t i = u.ordered ? item : 0; i < n; ++i) {
+    if (u.items[i].count == Unordered::kMany) return true;
+    may += !p.used[i];
+  }
+  return p.count + may >= u.min;
 }
 
 uint32_t Matcher::progress_id(const Progress& p) {
@@ -95,7 +125,8 @@ void Matcher::expand_progress(int32_t under, uint32_t id, std::vector<int32_t>* 
   // Counts above both bounds' need are one: min when there is no maximum
   // (at least 1, which tells the first item from later ones).
   const uint32_t cap = u.max != kUnbounded ? u.max : std::max<uint32_t>(u.min, 1);
-  for (size_t i = 0; i < u.items.size(); ++i) {
+  // %ordered: from the last item on (itself again only when it repeats).
+  for (size_t i = u.ordered && p.last > 0 ? p.last - 1 : 0; i < u.items.size(); ++i) {
     const Unordered::Item& item = u.items[i];
     Progress next = p;
     if (item.count != Unordered::kMany) {
@@ -103,6 +134,8 @@ void Matcher::expand_progress(int32_t under, uint32_t id, std::vector<int32_t>* 
       next.used.set(i);
     }
     next.count = std::min(p.count + 1, cap);
+    if (u.ordered) next.last = static_cast<uint32_t>(i + 1);
+    if (!can_end_after(u, next, i)) continue;
     work_.emplace_back(intern(progress_id(next), under), p.count == 0 ? item.first : item.later);
   }
 }
@@ -282,7 +315,7 @@ std::string Matcher::key(const MatchState& s) const {
         const Progress& p = progress_[e - kProgressBase];
         e = kProgressBase;
         one.append(reinterpret_cast<const char*>(&e), sizeof e);
-        append_progress(p.unordered, p.count, p.used, &one);
+        append_progress(p.unordered, p.count, p.last, p.used, &one);
         continue;
       }
       one.append(reinterpret_cast<const char*>(&e), sizeof e);

@@ -94,13 +94,15 @@ class Matcher {
     uint32_t element;  // a position in the grammar's elements, or a Progress
     int32_t parent;
   };
-  // Where an %unordered term is: the items that came (those that may come
-  // once) and how many came in all, counted up to what its bounds tell
-  // apart. A node's element kProgressBase + i is progress_[i].
+  // Where an %unordered or %ordered term is: the items that came (those
+  // that may come once), how many came in all, counted up to what its
+  // bounds tell apart, and in an %ordered term the last item that came. A
+  // node's element kProgressBase + i is progress_[i].
   static constexpr uint32_t kProgressBase = 1u << 31;
   struct Progress {
     uint32_t unordered = 0;
     uint32_t count = 0;
+    uint32_t last = 0;  // %ordered: the last item's index + 1, 0 before the first
     std::bitset<kMaxUnorderedItems> used;
     bool operator==(const Progress&) const = default;
   };
@@ -112,6 +114,8 @@ class Matcher {
   // (after the separator unless it is the first), and the term's end when
   // it may end.
   void expand_progress(int32_t parent, uint32_t id, std::vector<int32_t>* out);
+  // Whether a term whose item `item` just came (giving `p`) can still end.
+  bool can_end_after(const Unordered& u, const Progress& p, size_t item) const;
   int32_t intern(uint32_t element, int32_t parent);
   // Re-interns the stacks of `s`, whose nodes are in `old`, here.
   void copy_stacks(const std::vector<Node>& old, MatchState* s);

@@ -91,13 +91,33 @@ struct ObjectSchema {
     const int n = static_cast<int>(members.size());
     return n >= min && (max < 0 || n <= max);
   }
+
+  // The declared order: the listed members as listed, then the unlisted
+  // names dependencies speak of, as they first come in them, then any
+  // other names.
+  bool in_declared_order(const std::vector<std::pair<std::string, std::string>>& members) const {
+    std::vector<std::string> order = listed;
+    for (const auto& [a, b] : needs) {
+      for (const std::string& name : {a, b}) {
+        if (std::find(order.begin(), order.end(), name) == order.end()) order.push_back(name);
+      }
+    }
+    const auto unranked = static_cast<ptrdiff_t>(order.size());
+    ptrdiff_t last = -1;
+    for (const auto& m : members) {
+      const ptrdiff_t rank = std::find(order.begin(), order.end(), m.first) - order.begin();
+      if (rank < last || (rank == last && rank < unranked)) return false;
+      last = rank;
+    }
+    return true;
+  }
 };
 
 TEST(JsonAnyOrderTest, RandomObjectSchemasOverEveryOrderOfTheirMembers) {
   std::mt19937 rng(3);
   const std::vector<std::string> names = {"a", "b", "c", "x"};  // "x" is never listed
   int checked = 0, accepted = 0;
-  for (int round = 0; round < 120; ++round) {
+  for (int round = 0; round < 240; ++round) {
     ObjectSchema o;
     const int n = 1 + static_cast<int>(rng() % 3);
     for (int i = 0; i < n; ++i) {
@@ -116,13 +136,14 @@ TEST(JsonAnyOrderTest, RandomObjectSchemasOverEveryOrderOfTheirMembers) {
     }
     o.draft4 = rng() % 2;
     const bool unlisted = rng() % 2;
+    const bool any_order = round % 2 == 0;  // else the declared order (an %ordered term)
     Grammar g;
     std::string gbnf;
     const std::string schema = o.json();
     // A schema that nothing can match is refused as such; then no document
     // may be valid.
-    const Status st =
-        json_schema_to_gbnf(schema, &gbnf, {.unlisted_properties = unlisted, .any_order = true});
+    const Status st = json_schema_to_gbnf(
+        schema, &gbnf, {.unlisted_properties = unlisted, .any_order = any_order});
     const bool matches_nothing = !st.ok();
     if (matches_nothing) {
       EXPECT_NE(st.message().find("nothing can match"), std::string::npos) << st.message();
@@ -137,9 +158,10 @@ TEST(JsonAnyOrderTest, RandomObjectSchemasOverEveryOrderOfTheirMembers) {
         doc += (k ? ",\"" : "\"") + members[k].first + "\":" + members[k].second;
       }
       doc += "}";
-      const bool expect = o.valid(members, unlisted);
+      const bool expect = o.valid(members, unlisted) && (any_order || o.in_declared_order(members));
       EXPECT_EQ(!matches_nothing && grammar_accepts(g, doc), expect)
-          << "schema " << schema << (unlisted ? " (unlisted)" : "") << "\ndocument " << doc << "\n"
+          << "schema " << schema << (unlisted ? " (unlisted)" : "")
+          << (any_order ? " (any order)" : "") << "\ndocument " << doc << "\n"
           << gbnf;
       ++checked;
       accepted += expect;
@@ -161,13 +183,20 @@ TEST(JsonAnyOrderTest, RandomObjectSchemasOverEveryOrderOfTheirMembers) {
   EXPECT_GT(accepted, 500);
 }
 
-TEST(JsonAnyOrderTest, DependenciesTakeAnyOrderOnly) {
+TEST(JsonAnyOrderTest, DependenciesInEitherOrder) {
   std::string gbnf;
   for (const char* schema : {R"({"type":"object","dependentRequired":{"a":["b"]}})",
                              R"({"type":"object","dependencies":{"a":["b"]}})"}) {
-    const Status st = json_schema_to_gbnf(schema, &gbnf);
-    ASSERT_FALSE(st.ok()) << schema;
-    EXPECT_NE(st.message().find("members in any order take it"), std::string::npos) << st.message();
+    for (bool any_order : {false, true}) {
+      Grammar g;
+      ASSERT_TRUE(
+          compile(schema, {.unlisted_properties = true, .any_order = any_order}, &g, &gbnf));
+      EXPECT_TRUE(grammar_accepts(g, R"({"a":1,"b":2})")) << gbnf;
+      EXPECT_TRUE(grammar_accepts(g, R"({"b":2,"z":3})")) << gbnf;
+      EXPECT_FALSE(grammar_accepts(g, R"({"a":1})")) << gbnf;
+      EXPECT_FALSE(grammar_accepts(g, R"({"a":1,"z":3})")) << gbnf;
+      EXPECT_EQ(grammar_accepts(g, R"({"b":2,"a":1})"), any_order) << gbnf;
+    }
   }
   const Status st = json_schema_to_gbnf(
       R"({"type":"object","dependencies":{"a":{"required":["b"]}}})", &gbnf, {.any_order = true});
@@ -233,12 +262,18 @@ TEST(JsonAnyOrderTest, NestedRecursiveWhitespacedAndPatternMembers) {
 }
 
 TEST(JsonAnyOrderTest, PropertyCountsHoldExactly) {
-  // Refused in the declared order (the counts bound the optional members
-  // only there); exact in any order, unlisted members counted too.
+  // Exact in any order and in the declared one, unlisted members counted
+  // too.
   const std::string schema =
       R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"},"c":{"type":"integer"}},"minProperties":2,"maxProperties":2})";
   std::string gbnf;
-  EXPECT_FALSE(json_schema_to_gbnf(schema, &gbnf).ok());
+  Grammar declared;
+  ASSERT_TRUE(compile(schema, {.unlisted_properties = true}, &declared, &gbnf));
+  EXPECT_TRUE(grammar_accepts(declared, R"({"a":1,"c":2})"));
+  EXPECT_TRUE(grammar_accepts(declared, R"({"b":2,"z":1})"));
+  EXPECT_FALSE(grammar_accepts(declared, R"({"c":1,"a":2})"));
+  EXPECT_FALSE(grammar_accepts(declared, R"({"a":1,"b":2,"c":3})"));
+  EXPECT_FALSE(grammar_accepts(declared, R"({"z":1})"));
   Grammar g;
   ASSERT_TRUE(compile(schema, {.unlisted_properties = true, .any_order = true}, &g, &gbnf));
   EXPECT_TRUE(grammar_accepts(g, R"({"c":1,"a":2})"));

@@ -706,13 +706,6 @@ TEST(JsonSchemaTest, UnsupportedKeywordsNameKeywordAndPointer) {
   expect_unsupported(R"({"if":{"type":"integer"},"then":{"minimum":1}})", "if", "the root");
   expect_unsupported(R"({"type":"object","patternProperties":{"^x":{},"^y":{"type":"null"}}})",
                      "patternProperties", "the root");
-  expect_unsupported(R"({"type":"object","dependentRequired":{"a":["b"]}})", "dependentRequired",
-                     "the root");
-  expect_unsupported(R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"minProperties":2})",
-                     "minProperties", "the root");
-  expect_unsupported(R"({"type":"object","required":["a"],"properties":{"b":{},"c":{}},
-                         "maxProperties":2})",
-                     "maxProperties", "the root");
   expect_unsupported(R"({"type":"string","format":"idn-email"})", "format", "the root");
   expect_unsupported(R"({"$ref":"http://example.com/s.json"})", "$ref", "the root");
   expect_unsupported(R"({"$defs":{"d":{"properties":{"q":{"type":"array","uniqueItems":true}}}},
@@ -966,6 +959,18 @@ TEST(JsonSchemaTest, PropertyCounts) {
         {R"({"a":1})", R"({"b":1})", R"({"a":1,"b":2})"}, {"{}"});
   check(R"({"type":"object","properties":{"a":{}},"required":["a"],"maxProperties":1})",
         {R"({"a":1})"}, {"{}"});
+  // Counts between the required and the listed members, in the declared
+  // order (an %ordered term).
+  check(R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"minProperties":2})",
+        {R"({"a":1,"b":2})", R"({"a":1,"c":2})", R"({"b":1,"c":2})", R"({"a":1,"b":2,"c":3})"},
+        {"{}", R"({"a":1})", R"({"c":1})", R"({"b":1,"a":2})"});
+  check(R"({"type":"object","required":["a"],"properties":{"b":{},"c":{}},"maxProperties":2})",
+        {R"({"b":1,"a":2})", R"({"a":2})", R"({"c":1,"a":2})"},
+        {R"({"b":1,"c":1,"a":2})", R"({"b":1})", R"({"a":2,"b":1})"});
+  // dependentRequired in the declared order: b needs c, which follows it.
+  check(R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"dependentRequired":{"b":["c"]}})",
+        {"{}", R"({"a":1})", R"({"b":1,"c":2})", R"({"a":1,"b":1,"c":2})", R"({"c":2})"},
+        {R"({"b":1})", R"({"a":1,"b":1})", R"({"c":2,"b":1})"});
 }
 
 TEST(JsonSchemaTest, WhitespaceOptionAcceptsJsonWhitespaceBetweenTokens) {

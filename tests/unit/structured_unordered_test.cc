@@ -1,4 +1,5 @@
-// GBNF's %unordered (grammar.h): items in any order, each as often as its
+// GBNF's %unordered (grammar.h): items in any order (and %ordered's in the
+// listed order), each as often as its
 // postfix says, within the term's count bounds. Checked against a direct
 // reading of that rule over every sequence of items up to a length, with
 // items that share prefixes, whitespace separators, nesting and recursion;
@@ -6,6 +7,7 @@
 // on the stacks; and the parser's refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <random>
@@ -35,10 +37,12 @@ struct Item {
 // Item i needs item j: (i, j), indices from 0.
 using Needs = std::vector<std::pair<int, int>>;
 
-// Whether `seq` (indices into `items`) is what the term allows.
+// Whether `seq` (indices into `items`) is what the term allows; `ordered`:
+// an %ordered term.
 bool allowed(const std::vector<Item>& items, const std::vector<int>& seq, uint32_t min,
-             uint32_t max, const Needs& needs = {}) {
+             uint32_t max, const Needs& needs = {}, bool ordered = false) {
   if (seq.size() < min || (max != kUnbounded && seq.size() > max)) return false;
+  if (ordered && !std::is_sorted(seq.begin(), seq.end())) return false;
   std::map<int, int> seen;
   for (int i : seq) ++seen[i];
   for (size_t i = 0; i < items.size(); ++i) {
@@ -52,16 +56,42 @@ bool allowed(const std::vector<Item>& items, const std::vector<int>& seq, uint32
   return true;
 }
 
+// Whether some sequence the term allows starts with `seq`, looking at
+// sequences up to `limit` items long. What decides is how often each item
+// came (2 standing for more), the length and the last item: memoized so.
+bool completes(const std::vector<Item>& items, std::vector<int>* seq, uint32_t min, uint32_t max,
+               const Needs& needs, bool ordered, size_t limit, std::map<std::string, bool>* memo) {
+  if (ordered && !std::is_sorted(seq->begin(), seq->end())) return false;
+  std::string key(items.size(), '0');
+  for (int i : *seq) key[i] = key[i] == '0' ? '1' : '2';
+  key += "/" + std::to_string(seq->size()) + "/" + std::to_string(seq->empty() ? -1 : seq->back());
+  if (auto it = memo->find(key); it != memo->end()) return it->second;
+  bool ok = allowed(items, *seq, min, max, needs, ordered);
+  for (size_t i = 0; !ok && seq->size() < limit && i < items.size(); ++i) {
+    seq->push_back(static_cast<int>(i));
+    ok = completes(items, seq, min, max, needs, ordered, limit, memo);
+    seq->pop_back();
+  }
+  (*memo)[key] = ok;
+  return ok;
+}
+
 // Every sequence of items up to `max_len` long, joined by `sep`, against
-// the rule; items are distinct texts that no join of others spells.
+// the rule; items are distinct texts that no join of others spells. Each
+// sequence that is not whole yet leaves the matcher alive exactly when a
+// whole one can follow it (no dead ends), where an item's needs do not
+// meet a minimum (there the matcher may let an item come whose needs
+// overshoot the maximum: `exact_ends` false).
 void check_all_sequences(const std::vector<Item>& items, const std::string& sep, uint32_t min,
-                         uint32_t max, int max_len, const Needs& needs = {}) {
+                         uint32_t max, int max_len, const Needs& needs = {}, bool ordered = false) {
   std::string bounds;
   if (min != 0 || max != kUnbounded) {
     bounds = "{" + std::to_string(min) + "," +
              (max == kUnbounded ? std::string() : std::to_string(max)) + "}";
   }
-  std::string text = "root ::= \"<\" %unordered" + bounds + "( " + gbnf_literal(sep) + " ;";
+  const bool exact_ends = needs.empty() || min == 0;
+  std::string text = std::string("root ::= \"<\" ") + (ordered ? "%ordered" : "%unordered") +
+                     bounds + "( " + gbnf_literal(sep) + " ;";
   for (const Item& item : items) {
     text += " " + gbnf_literal(item.text) + (item.count == ' ' ? "" : std::string(1, item.count));
   }
@@ -73,11 +103,28 @@ void check_all_sequences(const std::vector<Item>& items, const std::string& sep,
   const Grammar g = parse(text);
   std::vector<int> seq;
   int checked = 0;
+  // Long enough for any item once more and the minimum.
+  const size_t limit = static_cast<size_t>(max_len) + items.size() + min + 1;
+  std::map<std::string, bool> memo;
   std::function<void()> visit = [&]() {
     std::string s = "<";
     for (size_t k = 0; k < seq.size(); ++k) s += (k ? sep : "") + items[seq[k]].text;
     s += ">";
-    EXPECT_EQ(grammar_accepts(g, s), allowed(items, seq, min, max, needs)) << text << "\n" << s;
+    EXPECT_EQ(grammar_accepts(g, s), allowed(items, seq, min, max, needs, ordered)) << text << "\n"
+                                                                                    << s;
+    Matcher m(&g);
+    MatchState state = m.initial(), next;
+    for (char c : s.substr(0, s.size() - 1)) {
+      m.advance(state, static_cast<uint8_t>(c), &next);
+      state = next;
+    }
+    std::vector<int> from = seq;
+    const bool can = completes(items, &from, min, max, needs, ordered, limit, &memo);
+    if (can) {
+      EXPECT_FALSE(state.dead()) << text << "\n" << s << " can go on";
+    } else if (exact_ends) {
+      EXPECT_TRUE(state.dead()) << text << "\n" << s << " is a dead end";
+    }
     ++checked;
     if (static_cast<int>(seq.size()) == max_len) return;
     for (size_t i = 0; i < items.size(); ++i) {
@@ -114,8 +161,34 @@ TEST(UnorderedTest, RandomItemSetsAndBounds) {
       const int i = static_cast<int>(rng() % n), j = static_cast<int>(rng() % n);
       if (i != j && items[i].count != '*' && items[j].count != '*') needs.emplace_back(i, j);
     }
-    check_all_sequences(items, ",", min, max, 4, needs);
+    check_all_sequences(items, ",", min, max, 4, needs, round % 2 == 1);
   }
+}
+
+TEST(UnorderedTest, OrderedTermsKeepTheListedOrder) {
+  check_all_sequences({{"a", ' '}, {"b", ' '}, {"c", ' '}}, ",", 0, kUnbounded, 4, {}, true);
+  check_all_sequences({{"a", '?'}, {"b", '*'}, {"c", '?'}, {"d", '*'}}, ",", 0, kUnbounded, 5, {},
+                      true);
+  check_all_sequences({{"x", '?'}, {"y", '?'}, {"z", '?'}}, ", ", 2, 2, 4, {}, true);
+  // z needs x, which comes before it; y needs z.
+  check_all_sequences({{"x", '?'}, {"y", '?'}, {"z", '?'}, {"w", '*'}}, ",", 0, 3, 5,
+                      {{2, 0}, {1, 2}}, true);
+}
+
+TEST(UnorderedTest, ItemsComeOnlyWhereTheTermCanStillEnd) {
+  // Needs closed through others: a needs b, b needs c, and at most two
+  // items: a may not come at all.
+  check_all_sequences({{"a", '?'}, {"b", '?'}, {"c", '?'}}, ",", 0, 2, 4, {{0, 1}, {1, 2}});
+  // Three items at least, of which one repeats.
+  check_all_sequences({{"a", '?'}, {"b", '?'}, {"r", '*'}}, ",", 3, kUnbounded, 5, {}, true);
+  const Grammar g = parse(R"(root ::= %ordered{0,2}( "," ; "a"? "b"? "c"? ; 1 -> 3 ))");
+  Matcher m(&g);
+  MatchState s = m.initial(), next;
+  m.advance(s, 'a', &next);
+  ASSERT_FALSE(next.dead());
+  m.advance(next, ',', &s);
+  m.advance(s, 'b', &next);
+  EXPECT_TRUE(next.dead()) << "after a and b, c could not come within two items";
 }
 
 TEST(UnorderedTest, ItemsThatShareAPrefixAndJsonMembers) {
@@ -243,7 +316,8 @@ TEST(UnorderedTest, RefusalsSayWhat) {
     const char* says;
   };
   for (const Case& c : {
-           Case{"root ::= %ordered( \",\" ; \"a\" )", "unknown directive"},
+           Case{"root ::= %sorted( \",\" ; \"a\" )", "unknown directive"},
+           Case{"root ::= %ordered( \",\" ; \"a\"+ )", "%ordered item takes"},
            Case{"root ::= %unordered \"a\"", "expected '('"},
            Case{"root ::= %unordered( \"a\" \"b\" )", "expected ';'"},
            Case{"root ::= %unordered( \",\" ; \"a\"+ )", "takes '?', '*' or nothing"},
