@@ -15,6 +15,7 @@
 #include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -107,9 +108,9 @@ const std::map<std::string, KeywordInfo, std::less<>>& keyword_table() {
       {"allOf", {kAny, true}},
       {"oneOf", {kAny, true}},
       {"not", {kAny, true}},
-      {"if", {kAny, false}},
-      {"then", {kAny, false}},
-      {"else", {kAny, false}},
+      {"if", {kAny, true}},
+      {"then", {kAny, true}},
+      {"else", {kAny, true}},
       {"$dynamicRef", {kAny, false}},
       {"$recursiveRef", {kAny, false}},
       {"properties", {kObject, true}},
@@ -353,11 +354,29 @@ struct PendingDef {
 
 class Converter {
  public:
-  Converter(const Json* root, const JsonGrammarOptions& options)
-      : root_(root),
+  // `nesting`: how many converters this one is inside (each checks enum
+  // values or member names with a grammar of its own); bounded, since a
+  // recursive schema could otherwise nest them without end.
+  Converter(const Json* root, const JsonGrammarOptions& options, int nesting = 0)
+      : nesting_(nesting),
+        root_(root),
         whitespace_(options.whitespace),
         unlisted_(options.unlisted_properties),
-        any_order_(options.any_order) {}
+        any_order_(options.any_order),
+        conditionals_(defines_conditionals(*root)) {}
+
+  // if / then / else came with draft 7: a document that names draft 3, 4
+  // or 6 in "$schema" has validators ignore them (as annotations).
+  static bool defines_conditionals(const Json& root) {
+    if (!root.is_object() || !root.contains("$schema") || !root["$schema"].is_string()) {
+      return true;
+    }
+    const std::string& uri = root["$schema"].get_ref<const std::string&>();
+    for (const char* old : {"draft-03", "draft-04", "draft-06"}) {
+      if (uri.find(old) != std::string::npos) return false;
+    }
+    return true;
+  }
 
   Status convert(std::string* gbnf) { return convert_at(*root_, "", gbnf); }
 
@@ -461,6 +480,12 @@ class Converter {
   }
 
   // A term (rule name) matching `s`.
+  Status check_nesting(const std::string& ptr) const {
+    if (nesting_ < kMaxNesting) return Status::Ok();
+    return Unsupported("json schema: enum values or propertyNames checked against schemas nested " +
+                       std::to_string(kMaxNesting) + " deep (through $ref) at " + where(ptr));
+  }
+
   Status schema_term(const Json& s, const std::string& ptr, const std::string& hint, int depth,
                      std::string* term) {
     std::string body;
@@ -489,6 +514,12 @@ class Converter {
 
   Status object_schema_body(const Json& s, const std::string& ptr, const std::string& hint,
                             int depth, std::string* body) {
+    if (!conditionals_ && (s.contains("if") || s.contains("then") || s.contains("else"))) {
+      Json rest = s;
+      for (const char* key : {"if", "then", "else"}) rest.erase(key);
+      merged_.push_back(std::move(rest));
+      return object_schema_body(merged_.back(), ptr, hint, depth, body);
+    }
     uint8_t inferred = 0;
     std::vector<std::string> constraining;  // non-annotation keywords
     for (const auto& [key, value] : s.items()) {
@@ -511,8 +542,8 @@ class Converter {
     // Keywords beside allOf, $ref, anyOf or oneOf hold together with them:
     // merged into one schema (json_schema_merge.h).
     const bool alternatives = s.contains("anyOf") || s.contains("oneOf");
-    if (s.contains("allOf") || s.contains("not") ||
-        ((s.contains("$ref") || alternatives) && constraining.size() > 1)) {
+    if (s.contains("allOf") || s.contains("not") || s.contains("if") || s.contains("then") ||
+        s.contains("else") || ((s.contains("$ref") || alternatives) && constraining.size() > 1)) {
       return merged_body(s, ptr, hint, depth, body);
     }
     if (s.contains("$ref")) return ref_body(s, constraining, ptr, body);
@@ -703,7 +734,8 @@ class Converter {
         }
         if (!names.empty()) rest["type"] = std::vector<std::string>(names.begin(), names.end());
       }
-      Converter sub(root_, {.unlisted_properties = unlisted_, .any_order = true});
+      PVLLM_RETURN_IF_ERROR(check_nesting(ptr));
+      Converter sub(root_, {.unlisted_properties = unlisted_, .any_order = true}, nesting_ + 1);
       std::string gbnf;
       PVLLM_RETURN_IF_ERROR(sub.convert_at(rest, ptr, &gbnf));
       PVLLM_RETURN_IF_ERROR(parse_gbnf(gbnf, &others_grammar));
@@ -756,7 +788,7 @@ class Converter {
   Status merged_body(const Json& s, const std::string& ptr, const std::string& hint, int depth,
                      std::string* body) {
     Json merged;
-    PVLLM_RETURN_IF_ERROR(merge_schemas({&s}, resolver(ptr), ptr, &merged));
+    PVLLM_RETURN_IF_ERROR(merge_schemas({&s}, resolver(ptr), ptr, &merged, conditionals_));
     if (merged.is_boolean() && !merged.get<bool>()) {
       return matches_nothing(ptr, "its allOf parts or alternatives exclude each other");
     }
@@ -787,12 +819,15 @@ class Converter {
       if (alt.is_boolean() && !alt.get<bool>()) continue;
       std::string term;
       std::string index = std::to_string(i);
-      PVLLM_RETURN_IF_ERROR(
-          schema_term(alt, ptr + "/" + key + "/" + index, hint + "-" + index, depth + 1, &term));
+      const Status st =
+          schema_term(alt, ptr + "/" + key + "/" + index, hint + "-" + index, depth + 1, &term);
+      if (is_matches_nothing(st)) continue;  // an alternative nothing matches adds nothing
+      PVLLM_RETURN_IF_ERROR(st);
       alts.push_back(term);
     }
     if (alts.empty()) {
-      return matches_nothing(ptr, "every " + std::string(key) + " alternative is false");
+      return matches_nothing(
+          ptr, "every " + std::string(key) + " alternative is false or matches nothing");
     }
     *body = join_alternatives(alts);
     return Status::Ok();
@@ -812,8 +847,8 @@ class Converter {
     auto flatten = [&](size_t i) -> bool {
       if (!flat_known[i]) {
         flat_known[i] = true;
-        if (!merge_schemas({&list[i]}, resolve, ptr, &flat[i]).ok() || !flat[i].is_object() ||
-            flat[i].contains("anyOf") || flat[i].contains("oneOf")) {
+        if (!merge_schemas({&list[i]}, resolve, ptr, &flat[i], conditionals_).ok() ||
+            !flat[i].is_object() || flat[i].contains("anyOf") || flat[i].contains("oneOf")) {
           flat[i] = nullptr;
         }
       }
@@ -872,29 +907,31 @@ class Converter {
                     uint8_t types, std::string* body) {
     if (types & kTNumber) types &= ~kTInteger;
     std::vector<std::string> alts;
+    // A type whose keywords nothing matches drops out; the others stay
+    // (an untyped schema whose object keywords contradict each other still
+    // takes every array, string, ...).
+    Status nothing = Status::Ok();
+    auto add = [&](const Status& st, const std::string& alt) {
+      if (is_matches_nothing(st)) {
+        nothing = st;
+        return Status::Ok();
+      }
+      if (st.ok()) alts.push_back(alt);
+      return st;
+    };
     std::string alt;
-    if (types & kTObject) {
-      PVLLM_RETURN_IF_ERROR(object_body(s, ptr, hint, depth, &alt));
-      alts.push_back(alt);
-    }
-    if (types & kTArray) {
-      PVLLM_RETURN_IF_ERROR(array_body(s, ptr, hint, depth, &alt));
-      alts.push_back(alt);
-    }
+    if (types & kTObject) PVLLM_RETURN_IF_ERROR(add(object_body(s, ptr, hint, depth, &alt), alt));
+    if (types & kTArray) PVLLM_RETURN_IF_ERROR(add(array_body(s, ptr, hint, depth, &alt), alt));
     if (types & kTString) {
-      PVLLM_RETURN_IF_ERROR(string_body(s, ptr, &alt));
-      alts.push_back(alt);
+      PVLLM_RETURN_IF_ERROR(add(s.contains(kNotStrings) ? strings_but_body(s, ptr, hint, &alt)
+                                                        : string_body(s, ptr, &alt),
+                                alt));
     }
-    if (types & kTNumber) {
-      PVLLM_RETURN_IF_ERROR(number_body(s, ptr, hint, false, &alt));
-      alts.push_back(alt);
-    }
-    if (types & kTInteger) {
-      PVLLM_RETURN_IF_ERROR(number_body(s, ptr, hint, true, &alt));
-      alts.push_back(alt);
-    }
+    if (types & kTNumber) PVLLM_RETURN_IF_ERROR(add(number_body(s, ptr, hint, false, &alt), alt));
+    if (types & kTInteger) PVLLM_RETURN_IF_ERROR(add(number_body(s, ptr, hint, true, &alt), alt));
     if (types & kTBoolean) alts.push_back(use("json-boolean"));
     if (types & kTNull) alts.push_back("\"null\"");
+    if (alts.empty()) return nothing.ok() ? matches_nothing(ptr, "no type") : nothing;
     if (alts.size() == 1) {
       *body = alts[0];
       return Status::Ok();
@@ -1077,10 +1114,14 @@ class Converter {
     // and the grammar that checks listed names against it.
     std::string names;
     Grammar names_grammar;
+    // Where propertyNames only leaves names out ({"not": {"enum": [...]}}),
+    // those names: unlisted members are then any name but the listed and
+    // these.
+    std::optional<std::vector<std::string>> names_but;
     if (s.contains("propertyNames")) {
       bool none = false;
-      PVLLM_RETURN_IF_ERROR(
-          property_names(s["propertyNames"], ptr, hint, depth, &names, &names_grammar, &none));
+      PVLLM_RETURN_IF_ERROR(property_names(s["propertyNames"], ptr, hint, depth, &names,
+                                           &names_grammar, &none, &names_but));
       if (none) {
         if (!required.empty() || lo > 0) {
           return matches_nothing(ptr, "propertyNames allows no name and a member must come");
@@ -1132,9 +1173,10 @@ class Converter {
     PVLLM_RETURN_IF_ERROR(listed_members(props, required, extra, ptr, hint, depth, &members));
     if (!names.empty()) {
       // Listed names that propertyNames refuses may not come. Unlisted
-      // members are left out: their names would have to match
-      // propertyNames and be none of the listed ones, which one grammar
-      // rule cannot say in general (stricter, never looser).
+      // members are left out (but where it only leaves names out): their
+      // names would have to match propertyNames and be none of the listed
+      // ones, which one grammar rule cannot say in general (stricter,
+      // never looser).
       for (const Member& m : members) {
         if (m.required && !grammar_accepts(names_grammar, Json(m.key).dump())) {
           return matches_nothing(ptr, "propertyNames refuses the required \"" + m.key + "\"");
@@ -1173,8 +1215,8 @@ class Converter {
       // Checked either way: a listed name the pattern matches is refused.
       PVLLM_RETURN_IF_ERROR(pattern_member(s, members, ptr, hint, depth, &pair));
       if (!unlisted_ || (counted && !term)) pair.clear();
-    } else if (unlisted_ && !extra.empty() && (!counted || term) && names.empty()) {
-      std::vector<std::string> names;
+    } else if (unlisted_ && !extra.empty() && (!counted || term) && (names.empty() || names_but)) {
+      std::vector<std::string> names = names_but.value_or(std::vector<std::string>{});
       for (const Member& m : members) names.push_back(m.key);
       if (props) {
         for (const auto& [key, sub] : props->items()) names.push_back(key);  // false ones too
@@ -1215,7 +1257,8 @@ class Converter {
   // matches such a name (a JSON string) in this grammar, *g alone; *none
   // when no name can match.
   Status property_names(const Json& schema, const std::string& ptr, const std::string& hint,
-                        int depth, std::string* rule, Grammar* g, bool* none) {
+                        int depth, std::string* rule, Grammar* g, bool* none,
+                        std::optional<std::vector<std::string>>* but) {
     const std::string at = ptr + "/propertyNames";
     if (schema.is_boolean()) {
       *none = !schema.get<bool>();
@@ -1233,7 +1276,8 @@ class Converter {
       }
     }
     ns["type"] = "string";
-    Converter sub(root_, {.unlisted_properties = unlisted_, .any_order = true});
+    PVLLM_RETURN_IF_ERROR(check_nesting(ptr));
+    Converter sub(root_, {.unlisted_properties = unlisted_, .any_order = true}, nesting_ + 1);
     std::string gbnf;
     Status st = sub.convert_at(ns, at, &gbnf);
     if (is_matches_nothing(st)) {
@@ -1242,6 +1286,20 @@ class Converter {
     }
     PVLLM_RETURN_IF_ERROR(st);
     PVLLM_RETURN_IF_ERROR(parse_gbnf(gbnf, g));
+    // Names left out and nothing else: the strings but those.
+    Json merged;
+    if (merge_schemas({&ns}, resolver(at), at, &merged, conditionals_).ok() && merged.is_object() &&
+        merged.contains(kNotStrings)) {
+      bool only = true;
+      for (const auto& [key, value] : merged.items()) {
+        only = only &&
+               (key == kNotStrings || key == "type" || keyword_info(key).family == kAnnotation);
+      }
+      if (only) {
+        but->emplace();
+        for (const Json& v : merged[kNotStrings]) (*but)->push_back(v.get<std::string>());
+      }
+    }
     return schema_term(ns, at, hint + "-name", depth + 1, rule);
   }
 
@@ -1374,7 +1432,13 @@ class Converter {
       *rule = a.get<bool>() ? "json-value" : "";
       return Status::Ok();
     }
-    return schema_term(a, ptr + "/additionalProperties", hint + "-value", depth + 1, rule);
+    const Status st =
+        schema_term(a, ptr + "/additionalProperties", hint + "-value", depth + 1, rule);
+    if (is_matches_nothing(st)) {  // as false: no unlisted members
+      rule->clear();
+      return Status::Ok();
+    }
+    return st;
   }
 
   Status listed_members(const Json* props, const std::vector<std::string>& required,
@@ -1705,6 +1769,23 @@ class Converter {
     return Status::Ok();
   }
 
+  // Strings but those `not` left out (json_schema_merge.h's kNotStrings),
+  // as string_except spells them; refused beside other string keywords
+  // (one rule cannot say both).
+  Status strings_but_body(const Json& s, const std::string& ptr, const std::string& hint,
+                          std::string* body) {
+    for (const char* key : {"minLength", "maxLength", "pattern", "format"}) {
+      if (s.contains(key) &&
+          (std::string_view(key) != "format" ||
+           (s[key].is_string() && is_standard_format(s[key].get<std::string>())))) {
+        return unsupported_keyword("not", ptr, std::string(" of strings beside \"") + key + "\"");
+      }
+    }
+    std::vector<std::string> names;
+    for (const Json& v : s[kNotStrings]) names.push_back(v.get<std::string>());
+    return string_except(names, hint + "-but", ptr, body);
+  }
+
   // The formats JSON Schema defines (drafts 4 to 2020-12). Others
   // ("int32", "color", ...) are annotations, as validators treat them.
   static bool is_standard_format(std::string_view name) {
@@ -1768,10 +1849,13 @@ class Converter {
     return Status::Ok();
   }
 
+  static constexpr int kMaxNesting = 8;
+  int nesting_;
   const Json* root_;
   bool whitespace_;
   bool unlisted_;
   bool any_order_;
+  bool conditionals_;                                  // if / then / else apply (drafts 7 on)
   std::string raw_rules_;                              // rules of formats and patterns, whole lines
   std::map<std::string, std::string> format_entries_;  // format -> entry rule
   std::map<std::string, std::string> pattern_entries_;  // pattern -> entry rule

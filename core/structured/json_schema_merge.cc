@@ -19,10 +19,86 @@ Status unsupported(const std::string& ptr, const std::string& what) {
                      (ptr.empty() ? "the root" : ptr));
 }
 
+Status unsupported_if(const std::string& ptr, const std::string& what) {
+  return Unsupported("json schema: unsupported keyword \"if\" (" + what + ") at " +
+                     (ptr.empty() ? "the root" : ptr));
+}
+
+bool is_annotation(std::string_view key);
+
+// Schemas whose union is exactly the instances `s` refuses, for the forms
+// an "if" takes: a schema's keywords all hold (a conjunction), so it fails
+// where one keyword fails: `type` and `enum` / `const` through `not`,
+// `required` (objects lacking one name), `properties` (objects with the
+// member, its value refused by its schema, recursively), `not` (its
+// schema). Other keywords: Unsupported.
+Status negate(const Json& s, const RefResolver& resolve, const std::string& ptr, int depth,
+              std::vector<Json>* out) {
+  if (depth > kMaxFlattenDepth) return unsupported_if(ptr, "nested too deep");
+  if (s.is_boolean()) {
+    if (!s.get<bool>()) out->push_back(true);
+    return Status::Ok();
+  }
+  if (!s.is_object()) return InvalidArgument("json schema: \"if\" at " + ptr + " is not a schema");
+  const Json object = Json{{"type", "object"}};
+  for (const auto& [key, value] : s.items()) {
+    if (is_annotation(key)) continue;
+    if (key == "$ref" && value.is_string()) {
+      const Json* target = nullptr;
+      PVLLM_RETURN_IF_ERROR(resolve(value.get<std::string>(), &target));
+      PVLLM_RETURN_IF_ERROR(negate(*target, resolve, ptr, depth + 1, out));
+    } else if (key == "type") {
+      out->push_back(Json{{"not", Json{{"type", value}}}});
+    } else if (key == "enum" || key == "const") {
+      out->push_back(Json{{"not", Json{{key, value}}}});
+    } else if (key == "not") {
+      out->push_back(value);
+    } else if (key == "required" && value.is_array()) {
+      for (const Json& name : value) {
+        Json alt = object;
+        alt["not"] = Json{{"required", Json::array({name})}};
+        out->push_back(std::move(alt));
+      }
+    } else if (key == "properties" && value.is_object()) {
+      for (const auto& [name, sub] : value.items()) {
+        std::vector<Json> refused;
+        PVLLM_RETURN_IF_ERROR(negate(sub, resolve, ptr, depth + 1, &refused));
+        for (Json& r : refused) {
+          Json alt = object;
+          alt["required"] = Json::array({name});
+          alt["properties"] = Json{{name, std::move(r)}};
+          out->push_back(std::move(alt));
+        }
+      }
+    } else {
+      return unsupported_if(ptr, "\"" + key + "\" in its schema");
+    }
+  }
+  return Status::Ok();
+}
+
+// if / then / else as alternatives: (if and then) or (not if and else),
+// "not if" spelled by negate. *out: {"anyOf": [...]}, or true where the
+// part says nothing (no "if": then and else are ignored).
+Status conditional(const Json& s, const RefResolver& resolve, const std::string& ptr, Json* out) {
+  *out = true;
+  if (!s.contains("if")) return Status::Ok();
+  const Json& cond = s["if"];
+  const Json then_part = s.contains("then") ? s["then"] : Json(true);
+  const Json else_part = s.contains("else") ? s["else"] : Json(true);
+  std::vector<Json> refused;
+  PVLLM_RETURN_IF_ERROR(negate(cond, resolve, ptr, 0, &refused));
+  Json alts = Json::array({Json{{"allOf", Json::array({cond, then_part})}}});
+  for (Json& r : refused) alts.push_back(Json{{"allOf", Json::array({std::move(r), else_part})}});
+  *out = Json{{"anyOf", std::move(alts)}};
+  return Status::Ok();
+}
+
 // Spreads $ref and nested allOf: the schema objects whose conjunction the
-// parts are. false: some part is the schema false.
+// parts are (if / then / else becoming a part of alternatives). false:
+// some part is the schema false.
 Status flatten(const Json& s, const RefResolver& resolve, const std::string& ptr, int depth,
-               std::vector<Json>* out, bool* is_false) {
+               std::vector<Json>* out, bool* is_false, bool conditionals) {
   if (depth > kMaxFlattenDepth) return unsupported(ptr, "$ref or allOf nested too deep");
   if (s.is_boolean()) {
     if (!s.get<bool>()) *is_false = true;
@@ -38,7 +114,7 @@ Status flatten(const Json& s, const RefResolver& resolve, const std::string& ptr
       return InvalidArgument("json schema: \"$ref\" at " + ptr + " is not a string");
     const Json* target = nullptr;
     PVLLM_RETURN_IF_ERROR(resolve(ref.get<std::string>(), &target));
-    PVLLM_RETURN_IF_ERROR(flatten(*target, resolve, ptr, depth + 1, out, is_false));
+    PVLLM_RETURN_IF_ERROR(flatten(*target, resolve, ptr, depth + 1, out, is_false, conditionals));
     rest.erase("$ref");
   }
   if (rest.contains("allOf")) {
@@ -48,9 +124,15 @@ Status flatten(const Json& s, const RefResolver& resolve, const std::string& ptr
                              ": not a non-empty array");
     }
     for (const Json& part : all) {
-      PVLLM_RETURN_IF_ERROR(flatten(part, resolve, ptr, depth + 1, out, is_false));
+      PVLLM_RETURN_IF_ERROR(flatten(part, resolve, ptr, depth + 1, out, is_false, conditionals));
     }
     rest.erase("allOf");
+  }
+  if (rest.contains("if") || rest.contains("then") || rest.contains("else")) {
+    Json cond = true;
+    if (conditionals) PVLLM_RETURN_IF_ERROR(conditional(rest, resolve, ptr, &cond));
+    for (const char* key : {"if", "then", "else"}) rest.erase(key);
+    if (cond.is_object()) out->push_back(std::move(cond));
   }
   out->push_back(std::move(rest));
   return Status::Ok();
@@ -90,6 +172,72 @@ bool is_annotation(std::string_view key) {
   return keys.count(key) > 0;
 }
 
+Status unsupported_not(const std::string& ptr, const std::string& what) {
+  return Unsupported("json schema: unsupported keyword \"not\" (" + what + ") at " +
+                     (ptr.empty() ? "the root" : ptr));
+}
+
+// `not` of enum / const values on the merged schema `m`: an enum loses
+// them; else a type whose every value is left out goes (null, both
+// booleans), strings are left out by kNotStrings (json_schema.cc writes
+// the strings but those), and values no grammar rule can leave out of a
+// type it keeps (numbers, objects, arrays, one boolean beside other types)
+// are Unsupported.
+Status exclude_values(const std::vector<Json>& excluded, const std::string& ptr, Json* m,
+                      bool* is_false) {
+  if (m->contains("enum")) {
+    Json kept = Json::array();
+    for (const auto& v : (*m)["enum"]) {
+      if (std::find(excluded.begin(), excluded.end(), v) == excluded.end()) kept.push_back(v);
+    }
+    (*m)["enum"] = kept;
+    m->erase(kNotStrings);
+    return Status::Ok();
+  }
+  std::set<std::string> types =
+      m->contains("type")
+          ? type_set((*m)["type"])
+          : std::set<std::string>{"object", "array", "string", "number", "boolean", "null"};
+  auto has = [&types](const char* t) { return types.count(t) > 0; };
+  Json strings = Json::array();
+  bool no_true = false, no_false = false;
+  for (const Json& v : excluded) {
+    if (v.is_null()) {
+      types.erase("null");
+    } else if (v.is_boolean()) {
+      (v.get<bool>() ? no_true : no_false) = true;
+    } else if (v.is_string()) {
+      if (has("string") && std::find(strings.begin(), strings.end(), v) == strings.end()) {
+        strings.push_back(v);
+      }
+    } else if (v.is_number()) {
+      if (has("number") || has("integer")) return unsupported_not(ptr, "of a number");
+    } else if (v.is_object() ? has("object") : has("array")) {
+      return unsupported_not(ptr, v.is_object() ? "of an object" : "of an array");
+    }
+  }
+  if (has("boolean") && (no_true || no_false)) {
+    if (no_true && no_false) {
+      types.erase("boolean");
+    } else if (types.size() == 1) {
+      (*m)["enum"] = Json::array({Json(no_false)});
+    } else {
+      return unsupported_not(ptr, "of one boolean beside other types");
+    }
+  }
+  if (types.empty()) {
+    *is_false = true;
+    return Status::Ok();
+  }
+  (*m)["type"] = Json(std::vector<std::string>(types.begin(), types.end()));
+  if (strings.empty()) {
+    m->erase(kNotStrings);
+  } else {
+    (*m)[kNotStrings] = strings;
+  }
+  return Status::Ok();
+}
+
 // Merges keyword by keyword `parts` (flattened, none with allOf or $ref,
 // at most one with anyOf or oneOf spread already).
 Status merge_flat(const std::vector<Json>& parts, const RefResolver& resolve,
@@ -103,7 +251,7 @@ Status merge_flat(const std::vector<Json>& parts, const RefResolver& resolve,
   std::vector<std::string> required_order;
   for (const Json& p : parts) {
     for (const auto& [key, value] : p.items()) {
-      if (is_annotation(key) || key == "not") continue;
+      if (is_annotation(key) || key == "not" || key == kNotStrings) continue;
       if (key == "type") {
         std::set<std::string> t = type_set(value);
         if (m.contains("type")) t = intersect_types(type_set(m["type"]), t);
@@ -173,7 +321,14 @@ Status merge_flat(const std::vector<Json>& parts, const RefResolver& resolve,
     }
   }
   // not: the forms that say something keyword by keyword: nothing ({},
-  // true), anything (false), types left out, one member left out.
+  // true), anything (false), types left out, one member left out, values
+  // left out (`excluded`, settled below).
+  std::vector<Json> excluded;
+  for (const Json& p : parts) {
+    if (p.contains(kNotStrings) && p[kNotStrings].is_array()) {
+      excluded.insert(excluded.end(), p[kNotStrings].begin(), p[kNotStrings].end());
+    }
+  }
   for (const Json& p : parts) {
     if (!p.contains("not")) continue;
     const Json* n = &p["not"];
@@ -203,6 +358,11 @@ Status merge_flat(const std::vector<Json>& parts, const RefResolver& resolve,
         kept.erase("number");  // numbers that are not integers: not a type of their own
         kept.insert("number-not-integer");
       }
+      // Where the schema takes no fractions anyway, they need no rule.
+      if (kept.count("number-not-integer") && m.contains("type") &&
+          !type_set(m["type"]).count("number")) {
+        kept.erase("number-not-integer");
+      }
       if (kept.count("number-not-integer")) {
         return Unsupported(
             "json schema: unsupported keyword \"not\" (numbers that are not "
@@ -218,6 +378,17 @@ Status merge_flat(const std::vector<Json>& parts, const RefResolver& resolve,
       m["type"] = Json(std::vector<std::string>(t.begin(), t.end()));
       continue;
     }
+    if (keys.size() == 1 && (keys[0] == "enum" || keys[0] == "const")) {
+      const Json& v = (*n)[keys[0]];
+      if (keys[0] == "const") {
+        excluded.push_back(v);
+      } else if (v.is_array()) {
+        excluded.insert(excluded.end(), v.begin(), v.end());
+      } else {
+        return InvalidArgument("json schema: \"enum\" at " + ptr + " is not an array");
+      }
+      continue;
+    }
     if (keys.size() == 1 && keys[0] == "required" && (*n)["required"].is_array() &&
         (*n)["required"].size() == 1 && (*n)["required"][0].is_string()) {
       const std::string name = (*n)["required"][0].get<std::string>();
@@ -225,6 +396,16 @@ Status merge_flat(const std::vector<Json>& parts, const RefResolver& resolve,
         *out = false;
         return Status::Ok();
       }
+      // Every non-object has every member JSON Schema's `required` asks
+      // for (it constrains objects only): `not` of it takes objects only.
+      const std::set<std::string> object = {"object"};
+      const std::set<std::string> t =
+          m.contains("type") ? intersect_types(type_set(m["type"]), object) : object;
+      if (t.empty()) {
+        *out = false;
+        return Status::Ok();
+      }
+      m["type"] = Json(std::vector<std::string>(t.begin(), t.end()));
       if (!prop_parts.count(name)) {
         names.push_back(name);
         prop_parts[name] = Json::array();
@@ -235,6 +416,14 @@ Status merge_flat(const std::vector<Json>& parts, const RefResolver& resolve,
     }
     return Unsupported("json schema: unsupported keyword \"not\" at " +
                        (ptr.empty() ? std::string("the root") : ptr));
+  }
+  if (!excluded.empty()) {
+    bool is_false = false;
+    PVLLM_RETURN_IF_ERROR(exclude_values(excluded, ptr, &m, &is_false));
+    if (is_false) {
+      *out = false;
+      return Status::Ok();
+    }
   }
   if (m.contains("enum") && m["enum"].empty()) {
     *out = false;
@@ -390,11 +579,11 @@ bool schemas_disjoint(const SchemaJson& a, const SchemaJson& b, const RefResolve
 }
 
 Status merge_schemas(const std::vector<const SchemaJson*>& parts, const RefResolver& resolve,
-                     const std::string& ptr, SchemaJson* out) {
+                     const std::string& ptr, SchemaJson* out, bool conditionals) {
   std::vector<Json> flat;
   bool is_false = false;
   for (const Json* p : parts) {
-    PVLLM_RETURN_IF_ERROR(flatten(*p, resolve, ptr, 0, &flat, &is_false));
+    PVLLM_RETURN_IF_ERROR(flatten(*p, resolve, ptr, 0, &flat, &is_false, conditionals));
   }
   if (is_false) {
     *out = false;
@@ -428,6 +617,15 @@ Status merge_schemas(const std::vector<const SchemaJson*>& parts, const RefResol
                              ": not a non-empty array");
     }
     if (combos.size() * alts.size() > kMaxAlternatives) {
+      // Many lists of alternatives (if / then / else in each part of an
+      // allOf): first drop the combinations that exclude themselves.
+      std::erase_if(combos, [&](const std::vector<Json>& c) {
+        Json merged;
+        return merge_flat(c, resolve, ptr, &merged).ok() && merged.is_boolean() &&
+               !merged.get<bool>();
+      });
+    }
+    if (combos.size() * alts.size() > kMaxAlternatives) {
       return unsupported(ptr, "more than " + std::to_string(kMaxAlternatives) +
                                   " alternatives once anyOf and oneOf are spread");
     }
@@ -436,7 +634,7 @@ Status merge_schemas(const std::vector<const SchemaJson*>& parts, const RefResol
       for (const auto& a : alts) {
         std::vector<Json> sub;
         bool sub_false = false;
-        PVLLM_RETURN_IF_ERROR(flatten(a, resolve, ptr, 0, &sub, &sub_false));
+        PVLLM_RETURN_IF_ERROR(flatten(a, resolve, ptr, 0, &sub, &sub_false, conditionals));
         if (sub_false) continue;
         std::vector<Json> n = c;
         n.push_back(p);
