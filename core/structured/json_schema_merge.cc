@@ -19,34 +19,77 @@ Status unsupported(const std::string& ptr, const std::string& what) {
                      (ptr.empty() ? "the root" : ptr));
 }
 
-Status unsupported_if(const std::string& ptr, const std::string& what) {
-  return Unsupported("json schema: unsupported keyword \"if\" (" + what + ") at " +
-                     (ptr.empty() ? "the root" : ptr));
+Status unsupported_in(const char* keyword, const std::string& ptr, const std::string& what) {
+  return Unsupported("json schema: unsupported keyword \"" + std::string(keyword) + "\" (" + what +
+                     ") at " + (ptr.empty() ? "the root" : ptr));
 }
 
 bool is_annotation(std::string_view key);
 
-// Schemas whose union is exactly the instances `s` refuses, for the forms
-// an "if" takes: a schema's keywords all hold (a conjunction), so it fails
-// where one keyword fails: `type` and `enum` / `const` through `not`,
-// `required` (objects lacking one name), `properties` (objects with the
-// member, its value refused by its schema, recursively), `not` (its
-// schema). Other keywords: Unsupported.
-Status negate(const Json& s, const RefResolver& resolve, const std::string& ptr, int depth,
-              std::vector<Json>* out) {
-  if (depth > kMaxFlattenDepth) return unsupported_if(ptr, "nested too deep");
+// The bound that refuses what `key` (a bound of `family`'s instances)
+// accepts: minLength 3 -> maxLength 2, maximum 5 -> exclusiveMinimum 5.
+// false when `key` is no such bound.
+bool opposite_bound(const std::string& key, const Json& value, Json* type, Json* bound) {
+  static const std::map<std::string, std::pair<const char*, const char*>, std::less<>> counts = {
+      {"minLength", {"string", "maxLength"}},
+      {"maxLength", {"string", "minLength"}},
+      {"minItems", {"array", "maxItems"}},
+      {"maxItems", {"array", "minItems"}},
+      {"minProperties", {"object", "maxProperties"}},
+      {"maxProperties", {"object", "minProperties"}}};
+  static const std::map<std::string, const char*, std::less<>> numbers = {
+      {"minimum", "exclusiveMaximum"},
+      {"maximum", "exclusiveMinimum"},
+      {"exclusiveMinimum", "maximum"},
+      {"exclusiveMaximum", "minimum"}};
+  if (auto it = counts.find(key); it != counts.end() && value.is_number()) {
+    const double n = value.get<double>();
+    if (!(n >= 0) || std::floor(n) != n) return false;
+    const bool min = key.rfind("min", 0) == 0;
+    *type = it->second.first;
+    if (min && n == 0) {
+      *bound = nullptr;  // every instance of the type has it: none refuses it
+    } else {
+      *bound = Json{{it->second.second, min ? n - 1 : n + 1}};
+    }
+    return true;
+  }
+  if (auto it = numbers.find(key); it != numbers.end() && value.is_number()) {
+    *type = "number";
+    *bound = Json{{it->second, value}};
+    return true;
+  }
+  return false;
+}
+
+// Schemas whose union is exactly the instances `s` refuses. A schema's
+// keywords all hold (a conjunction), so it fails where one keyword fails:
+// `type` and `enum` / `const` through `not`; `required` (objects lacking
+// one name); `properties` (objects with the member, its value refused by
+// its schema, recursively); length, count and numeric bounds (instances of
+// their type past the opposite bound); `allOf` (one part refused);
+// `anyOf` (every alternative refused); `not` (its schema); `$ref` (its
+// target). Other keywords: Unsupported, naming `keyword` (the "if" or
+// "not" being read).
+Status negate(const Json& s, const RefResolver& resolve, const char* keyword,
+              const std::string& ptr, int depth, std::vector<Json>* out) {
+  if (depth > kMaxFlattenDepth) return unsupported_in(keyword, ptr, "nested too deep");
   if (s.is_boolean()) {
     if (!s.get<bool>()) out->push_back(true);
     return Status::Ok();
   }
-  if (!s.is_object()) return InvalidArgument("json schema: \"if\" at " + ptr + " is not a schema");
+  if (!s.is_object()) {
+    return InvalidArgument("json schema: \"" + std::string(keyword) + "\" at " + ptr +
+                           " is not a schema");
+  }
   const Json object = Json{{"type", "object"}};
   for (const auto& [key, value] : s.items()) {
     if (is_annotation(key)) continue;
+    Json type, bound;
     if (key == "$ref" && value.is_string()) {
       const Json* target = nullptr;
       PVLLM_RETURN_IF_ERROR(resolve(value.get<std::string>(), &target));
-      PVLLM_RETURN_IF_ERROR(negate(*target, resolve, ptr, depth + 1, out));
+      PVLLM_RETURN_IF_ERROR(negate(*target, resolve, keyword, ptr, depth + 1, out));
     } else if (key == "type") {
       out->push_back(Json{{"not", Json{{"type", value}}}});
     } else if (key == "enum" || key == "const") {
@@ -62,7 +105,7 @@ Status negate(const Json& s, const RefResolver& resolve, const std::string& ptr,
     } else if (key == "properties" && value.is_object()) {
       for (const auto& [name, sub] : value.items()) {
         std::vector<Json> refused;
-        PVLLM_RETURN_IF_ERROR(negate(sub, resolve, ptr, depth + 1, &refused));
+        PVLLM_RETURN_IF_ERROR(negate(sub, resolve, keyword, ptr, depth + 1, &refused));
         for (Json& r : refused) {
           Json alt = object;
           alt["required"] = Json::array({name});
@@ -70,11 +113,46 @@ Status negate(const Json& s, const RefResolver& resolve, const std::string& ptr,
           out->push_back(std::move(alt));
         }
       }
+    } else if (opposite_bound(key, value, &type, &bound)) {
+      if (bound.is_null()) continue;
+      bound["type"] = type;
+      out->push_back(std::move(bound));
+    } else if (key == "allOf" && value.is_array()) {
+      for (const Json& part : value) {
+        PVLLM_RETURN_IF_ERROR(negate(part, resolve, keyword, ptr, depth + 1, out));
+      }
+    } else if (key == "anyOf" && value.is_array()) {
+      // Every alternative refused: one part per alternative, each the
+      // alternatives that refuse it (none: that alternative takes all).
+      Json parts = Json::array();
+      bool none = false;
+      for (const Json& alt : value) {
+        std::vector<Json> refused;
+        PVLLM_RETURN_IF_ERROR(negate(alt, resolve, keyword, ptr, depth + 1, &refused));
+        if (refused.empty()) none = true;
+        parts.push_back(Json{{"anyOf", Json(std::move(refused))}});
+      }
+      if (!none && !parts.empty()) out->push_back(Json{{"allOf", std::move(parts)}});
     } else {
-      return unsupported_if(ptr, "\"" + key + "\" in its schema");
+      return unsupported_in(keyword, ptr, "\"" + key + "\" in its schema");
     }
   }
   return Status::Ok();
+}
+
+// The forms of `not` merge_flat reads keyword by keyword: a boolean, {},
+// one `type`, `enum` or `const`, `required` of one name.
+bool direct_not(const Json& n) {
+  if (!n.is_object()) return true;
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : n.items()) {
+    if (!is_annotation(key)) keys.push_back(key);
+  }
+  if (keys.empty()) return true;
+  if (keys.size() > 1) return false;
+  const std::string& k = keys[0];
+  if (k == "type" || k == "enum" || k == "const") return true;
+  return k == "required" && n[k].is_array() && n[k].size() == 1 && n[k][0].is_string();
 }
 
 // if / then / else as alternatives: (if and then) or (not if and else),
@@ -87,7 +165,7 @@ Status conditional(const Json& s, const RefResolver& resolve, const std::string&
   const Json then_part = s.contains("then") ? s["then"] : Json(true);
   const Json else_part = s.contains("else") ? s["else"] : Json(true);
   std::vector<Json> refused;
-  PVLLM_RETURN_IF_ERROR(negate(cond, resolve, ptr, 0, &refused));
+  PVLLM_RETURN_IF_ERROR(negate(cond, resolve, "if", ptr, 0, &refused));
   Json alts = Json::array({Json{{"allOf", Json::array({cond, then_part})}}});
   for (Json& r : refused) alts.push_back(Json{{"allOf", Json::array({std::move(r), else_part})}});
   *out = Json{{"anyOf", std::move(alts)}};
@@ -127,6 +205,24 @@ Status flatten(const Json& s, const RefResolver& resolve, const std::string& ptr
       PVLLM_RETURN_IF_ERROR(flatten(part, resolve, ptr, depth + 1, out, is_false, conditionals));
     }
     rest.erase("allOf");
+  }
+  if (rest.contains("not")) {
+    // The forms merge_flat reads keyword by keyword stay; others become
+    // the alternatives that refuse their schema (negate).
+    const Json* n = &rest["not"];
+    if (n->is_object() && n->size() == 1 && n->contains("$ref") && (*n)["$ref"].is_string()) {
+      PVLLM_RETURN_IF_ERROR(resolve((*n)["$ref"].get<std::string>(), &n));
+    }
+    if (!direct_not(*n)) {
+      std::vector<Json> refused;
+      PVLLM_RETURN_IF_ERROR(negate(*n, resolve, "not", ptr, depth + 1, &refused));
+      rest.erase("not");
+      if (refused.empty()) {
+        *is_false = true;
+        return Status::Ok();
+      }
+      out->push_back(Json{{"anyOf", Json(std::move(refused))}});
+    }
   }
   if (rest.contains("if") || rest.contains("then") || rest.contains("else")) {
     Json cond = true;
@@ -238,6 +334,58 @@ Status exclude_values(const std::vector<Json>& excluded, const std::string& ptr,
   return Status::Ok();
 }
 
+// Whether `key` is a keyword of some draft (4 to 2020-12) that constrains
+// instances. Others ("x-...", "javaType", "help") are annotations, which
+// validators ignore: two parts may give them different values (the first
+// is kept, and constrains nothing either way).
+bool is_assertion(std::string_view key) {
+  static const std::set<std::string, std::less<>> keys = {"type",
+                                                          "enum",
+                                                          "const",
+                                                          "multipleOf",
+                                                          "maximum",
+                                                          "exclusiveMaximum",
+                                                          "minimum",
+                                                          "exclusiveMinimum",
+                                                          "maxLength",
+                                                          "minLength",
+                                                          "pattern",
+                                                          "format",
+                                                          "items",
+                                                          "additionalItems",
+                                                          "prefixItems",
+                                                          "maxItems",
+                                                          "minItems",
+                                                          "uniqueItems",
+                                                          "contains",
+                                                          "maxContains",
+                                                          "minContains",
+                                                          "maxProperties",
+                                                          "minProperties",
+                                                          "required",
+                                                          "properties",
+                                                          "patternProperties",
+                                                          "additionalProperties",
+                                                          "dependencies",
+                                                          "dependentRequired",
+                                                          "dependentSchemas",
+                                                          "propertyNames",
+                                                          "if",
+                                                          "then",
+                                                          "else",
+                                                          "allOf",
+                                                          "anyOf",
+                                                          "oneOf",
+                                                          "not",
+                                                          "$ref",
+                                                          "$dynamicRef",
+                                                          "$recursiveRef",
+                                                          "unevaluatedItems",
+                                                          "unevaluatedProperties",
+                                                          kNotStrings};
+  return keys.count(key) > 0;
+}
+
 // Merges keyword by keyword `parts` (flattened, none with allOf or $ref,
 // at most one with anyOf or oneOf spread already).
 Status merge_flat(const std::vector<Json>& parts, const RefResolver& resolve,
@@ -249,9 +397,16 @@ Status merge_flat(const std::vector<Json>& parts, const RefResolver& resolve,
   bool has_props = false;
   std::set<std::string> required;
   std::vector<std::string> required_order;
+  // Lists of alternatives the parts still hold: one stays in place; more
+  // are an allOf of them, spread when the result is merged again.
+  std::vector<Json> alternatives;
   for (const Json& p : parts) {
     for (const auto& [key, value] : p.items()) {
       if (is_annotation(key) || key == "not" || key == kNotStrings) continue;
+      if (key == "anyOf" || key == "oneOf") {  // not spread yet (a part's own alternatives)
+        alternatives.push_back(Json{{key, value}});
+        continue;
+      }
       if (key == "type") {
         std::set<std::string> t = type_set(value);
         if (m.contains("type")) t = intersect_types(type_set(m["type"]), t);
@@ -315,7 +470,7 @@ Status merge_flat(const std::vector<Json>& parts, const RefResolver& resolve,
         }
       } else if (!m.contains(key)) {
         m[key] = value;
-      } else if (m[key] != value) {
+      } else if (m[key] != value && is_assertion(key)) {
         return unsupported(ptr, "parts give \"" + key + "\" different values");
       }
     }
@@ -453,6 +608,11 @@ Status merge_flat(const std::vector<Json>& parts, const RefResolver& resolve,
     m["properties"] = props;
   }
   if (!required_order.empty()) m["required"] = required_order;
+  if (alternatives.size() == 1) {
+    for (const auto& [key, value] : alternatives[0].items()) m[key] = value;
+  } else if (alternatives.size() > 1) {
+    m["allOf"] = Json(std::move(alternatives));
+  }
   *out = std::move(m);
   return Status::Ok();
 }

@@ -8,7 +8,9 @@
 // Schemas: an object of members `kind` (a string, sometimes an enum),
 // `n` (an integer), `s` (a string), `flag` (a boolean), with one to three
 // conditions (in an allOf when more than one), each an "if" of one of the
-// forms below with a "then", an "else" or both, and now and then a
+// forms below (types, values, members, bounds, allOf, anyOf, not) with a
+// "then", an "else" or both (some of them a `not` of such a form), and now
+// and then a
 // condition inside a member's schema or a schema without "type".
 // Instances: objects over those names (and an unlisted `z`) with values
 // drawn from small pools that hit each condition's edges, a few values of
@@ -39,7 +41,15 @@ const POOLS = {
 
 // One condition: an "if" schema and what it implies.
 function ifSchema() {
-  switch (Math.floor(rand() * 9)) {
+  switch (Math.floor(rand() * 13)) {
+    case 9:
+      return { properties: { n: { minimum: pick([0, 3, 7]) } } };
+    case 10:
+      return { properties: { s: { maxLength: 1 } }, required: ["s"] };
+    case 11:
+      return { anyOf: [{ required: ["s"] }, { properties: { n: { maximum: 3 } }, required: ["n"] }] };
+    case 12:
+      return { allOf: [{ properties: { kind: { enum: ["a", "b"] } } }, { minProperties: 2 }] };
     case 0:
       return { properties: { kind: { const: pick(KINDS) } } };
     case 1:
@@ -62,7 +72,13 @@ function ifSchema() {
 }
 
 function implied() {
-  switch (Math.floor(rand() * 6)) {
+  switch (Math.floor(rand() * 9)) {
+    case 6:
+      return { not: { properties: { n: { exclusiveMaximum: pick([0, 3]) } } } };
+    case 7:
+      return { not: { anyOf: [{ required: ["n", "s"] }, { properties: { kind: { const: "a" } }, required: ["kind"] }] } };
+    case 8:
+      return { properties: { n: { not: { minimum: 5 } } } };
     case 0:
       return { required: [pick(["n", "s", "flag"])] };
     case 1:
