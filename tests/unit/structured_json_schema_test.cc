@@ -739,8 +739,9 @@ TEST(JsonSchemaTest, InvalidKeywordValues) {
   expect_refused(R"({"$ref":"#/$defs/missing"})", StatusCode::kInvalidArgument,
                  {"\"$ref\"", "/$defs/missing"});
   expect_refused(R"({"type":"array","minItems":3,"maxItems":2})", StatusCode::kInvalidArgument, {});
-  expect_refused(R"({"type":"object","properties":{"a":{}},"required":["b"],"additionalProperties":false})",
-                 StatusCode::kInvalidArgument, {"\"b\""});
+  expect_refused(
+      R"({"type":"object","properties":{"a":{}},"required":["b"],"additionalProperties":false})",
+      StatusCode::kInvalidArgument, {"\"b\""});
   expect_refused("[1]", StatusCode::kInvalidArgument, {});
 }
 
