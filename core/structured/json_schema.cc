@@ -792,8 +792,33 @@ class Converter {
     if (merged.is_boolean() && !merged.get<bool>()) {
       return matches_nothing(ptr, "its allOf parts or alternatives exclude each other");
     }
+    // One rule per merged schema, named before its body is written: a
+    // schema that reaches itself again through $ref beside other keywords
+    // (each level merging to the same schema) is then a recursive rule,
+    // not a nesting without end.
+    std::string key = merged.dump();
+    if (auto it = merged_rules_.find(key); it != merged_rules_.end()) {
+      *body = it->second;
+      return Status::Ok();
+    }
+    const std::string rule = unique_name(hint + "-m");
+    const size_t index = rules_.size();
+    rule_index_[rule] = index;
+    rules_.emplace_back(rule, "");
+    merged_rules_.emplace(key, rule);
     merged_.push_back(std::move(merged));
-    return schema_body(merged_.back(), ptr, hint, depth + 1, body);
+    std::string inner;
+    const Status st = schema_body(merged_.back(), ptr, rule, depth + 1, &inner);
+    if (!st.ok()) {
+      // The callers may go on without it (an alternative nothing matches):
+      // a rule that matches nothing for what referred to it meanwhile.
+      rules_[index].second = "[^\\x00-\\U0010FFFF]";
+      merged_rules_.erase(key);
+      return st;
+    }
+    rules_[index].second = inner;
+    *body = rule;
+    return Status::Ok();
   }
 
   // anyOf, and oneOf whose alternatives exclude each other pairwise (then
@@ -1869,6 +1894,7 @@ class Converter {
   std::set<std::string> used_;
   std::deque<PendingDef> pending_;
   std::deque<Json> merged_;  // schemas merged_body made (pending_ may point into them)
+  std::unordered_map<std::string, std::string> merged_rules_;  // merged schema (JSON) -> rule
 };
 
 // nlohmann's message less its "[json.exception...] parse error at line L,

@@ -770,6 +770,16 @@ TEST(JsonSchemaTest, DeepNestingIsRefusedWithoutCrashing) {
   expect_refused(deep_const, StatusCode::kUnsupported, {"\"const\""});
   std::string deep_type = R"({"type":)" + repeated("[", 100000) + repeated("]", 100000) + "}";
   expect_refused(deep_type, StatusCode::kInvalidArgument, {"\"type\""});
+  // A $ref beside other keywords that reaches itself again: each level
+  // merges to the same schema, one recursive rule (MaskBench's resjson,
+  // minecraft-loot-table): no nesting limit, and any depth of instance.
+  Grammar tree;
+  ASSERT_TRUE(compile(R"({"$defs":{"n":{"type":"object","additionalProperties":false,
+                            "properties":{"kid":{"$ref":"#/$defs/n","maxProperties":1}}}},
+                          "$ref":"#/$defs/n"})",
+                      &tree));
+  EXPECT_TRUE(grammar_accepts(tree, repeated(R"({"kid":)", 300) + "{}" + repeated("}", 300)));
+  EXPECT_FALSE(grammar_accepts(tree, repeated(R"({"kid":)", 3) + R"({"x":1})" + repeated("}", 3)));
   // An enum beside keywords that reach it again through $ref: each level
   // checks its values with a converter of its own (MaskBench's pulumi
   // schema overflowed the stack so).
