@@ -241,23 +241,20 @@ void top_candidates(std::span<const float> x, float max_x, const SamplingParams&
   std::sort(ids.begin(), ids.end());
 }
 
-// Inverse CDF over the surviving tokens, in id order so the result does not
-// depend on how the filters arranged their candidates: the first survivor
-// whose running sum of weights passes u * total. The running sums are the
-// same additions in the same order as summing the weights one by one (a
-// token of weight 0 adds nothing), kept so that the crossing is found by
-// binary search rather than a second walk.
-int32_t draw(std::span<const float> x, const SamplingParams& params, double u) {
+// The candidates a draw chooses among and their weights: every id (`*all`)
+// or s.ids ascending, weight exp(x - max) in s.weights[id] after top-k,
+// top-p and min-p (0 for those min-p drops). false when nothing is
+// possible (every logit -inf).
+bool candidate_weights(std::span<const float> x, const SamplingParams& params, Scratch& s,
+                       bool* all) {
   const float max_x = max_of(x);
-  if (max_x == -std::numeric_limits<float>::infinity()) return 0;  // nothing is possible
-
-  Scratch& s = scratch();
+  if (max_x == -std::numeric_limits<float>::infinity()) return false;
   const auto num_tokens = static_cast<int32_t>(x.size());
   s.weights.resize(num_tokens);
   const bool use_top_k = params.top_k > 0 && params.top_k < num_tokens;
   const bool use_top_p = params.top_p < 1.0f;
-  const bool all = !use_top_k && !use_top_p;  // every id a candidate
-  if (all) {
+  *all = !use_top_k && !use_top_p;  // every id a candidate
+  if (*all) {
     // exp(-inf) is +0 exactly: tokens a structured-output mask refused (or
     // the model ruled out) skip the call and weigh the same.
     const float minus_inf = -std::numeric_limits<float>::infinity();
@@ -267,16 +264,30 @@ int32_t draw(std::span<const float> x, const SamplingParams& params, double u) {
   } else {
     top_candidates(x, max_x, params, use_top_k, use_top_p, s);
   }
-  const int32_t num_candidates = all ? num_tokens : static_cast<int32_t>(s.ids.size());
-  auto id_of = [&](int32_t j) { return all ? j : s.ids[j]; };
   // min-p: p_i >= min_p * p_max  <=>  exp(x_i - max) >= min_p, whatever the
   // normaliser; the best token always survives since its weight is 1.
   if (params.min_p > 0.0f) {
-    for (int32_t j = 0; j < num_candidates; ++j) {
-      double& w = s.weights[id_of(j)];
+    const auto n = static_cast<int32_t>(*all ? num_tokens : s.ids.size());
+    for (int32_t j = 0; j < n; ++j) {
+      double& w = s.weights[*all ? j : s.ids[j]];
       if (w < params.min_p) w = 0.0;
     }
   }
+  return true;
+}
+
+// Inverse CDF over the surviving tokens, in id order so the result does not
+// depend on how the filters arranged their candidates: the first survivor
+// whose running sum of weights passes u * total. The running sums are the
+// same additions in the same order as summing the weights one by one (a
+// token of weight 0 adds nothing), kept so that the crossing is found by
+// binary search rather than a second walk.
+int32_t draw(std::span<const float> x, const SamplingParams& params, double u) {
+  Scratch& s = scratch();
+  bool all = false;
+  if (!candidate_weights(x, params, s, &all)) return 0;  // nothing is possible
+  const auto num_candidates = static_cast<int32_t>(all ? x.size() : s.ids.size());
+  auto id_of = [&](int32_t j) { return all ? j : s.ids[j]; };
   s.cum.resize(num_candidates);
   double running = 0.0;
   for (int32_t j = 0; j < num_candidates; ++j) s.cum[j] = running += s.weights[id_of(j)];
@@ -320,6 +331,54 @@ int32_t first_allowed_token(std::span<const uint64_t> allowed, int32_t vocab_siz
 float sampler_uniform(uint64_t seed, int32_t sample_index, int32_t step) {
   // 24 bits: every value is exactly representable and strictly below 1.
   return static_cast<float>(draw_bits(seed, sample_index, step) >> 40) * 0x1p-24f;
+}
+
+double sampler_uniform_stream(uint64_t seed, int32_t sample_index, int32_t step, uint32_t stream) {
+  const uint64_t bits = mix64(draw_bits(seed, sample_index, step) ^ mix64(uint64_t{stream} + 1));
+  return static_cast<double>(bits >> 11) * 0x1p-53;
+}
+
+void sample_distribution(std::span<const float> logits, const SamplingParams& params,
+                         std::span<const int32_t> prompt_ids, std::span<const int32_t> output_ids,
+                         std::span<const uint64_t> allowed, std::vector<double>* probs) {
+  probs->assign(logits.size(), 0.0);
+  if (logits.empty()) return;
+  if (!allowed.empty() && first_allowed_token(allowed, static_cast<int32_t>(logits.size())) < 0) {
+    return;
+  }
+  std::vector<float>& x = scratch().x;
+  x.resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) x[i] = sanitized(logits[i]);
+  if (!allowed.empty()) apply_mask(allowed, x);
+  apply_penalties(x, params, prompt_ids, output_ids);
+  if (params.temperature == 0.0f) {
+    // One-hot where sample_token's greedy draw lands (lowest id on ties;
+    // the first allowed token when every allowed logit is -inf).
+    int32_t id = argmax_sanitized(x);
+    if (!allowed.empty() && !token_allowed(allowed, id)) {
+      id = first_allowed_token(allowed, static_cast<int32_t>(logits.size()));
+    }
+    (*probs)[id] = 1.0;
+    return;
+  }
+  for (float& v : x) v = sanitized(v / params.temperature);
+  Scratch& s = scratch();
+  bool all = false;
+  if (!candidate_weights(x, params, s, &all)) {
+    // Every logit -inf: sample_token's draw gives its fallback token.
+    int32_t id = 0;
+    if (!allowed.empty()) id = first_allowed_token(allowed, static_cast<int32_t>(logits.size()));
+    (*probs)[id] = 1.0;
+    return;
+  }
+  double total = 0.0;
+  const auto n = static_cast<int32_t>(all ? x.size() : s.ids.size());
+  for (int32_t j = 0; j < n; ++j) {
+    const int32_t id = all ? j : s.ids[j];
+    (*probs)[id] = s.weights[id];
+    total += s.weights[id];
+  }
+  for (double& p : *probs) p /= total;
 }
 
 SampleResult sample_token(std::span<const float> logits, const SamplingParams& params,

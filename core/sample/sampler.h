@@ -50,6 +50,18 @@ Status validate_sample_rows(std::span<const SampleRow> rows, int32_t num_logits)
 
 // A uniform float in [0, 1) from the counter-based generator.
 float sampler_uniform(uint64_t seed, int32_t sample_index, int32_t step);
+// A uniform double in [0, 1) for (seed, sample_index, step) on stream
+// `stream`: independent of sampler_uniform's draw and of other streams'
+// (speculative decoding draws its acceptances and residuals so).
+double sampler_uniform_stream(uint64_t seed, int32_t sample_index, int32_t step, uint32_t stream);
+
+// The distribution sample_token draws from with these arguments,
+// normalised: (*probs)[id] for every id, 0 for those the mask, top-k, top-p
+// or min-p leave out. Temperature 0: 1 on the token sample_token returns.
+// A mask that allows nothing: all 0.
+void sample_distribution(std::span<const float> logits, const SamplingParams& params,
+                         std::span<const int32_t> prompt_ids, std::span<const int32_t> output_ids,
+                         std::span<const uint64_t> allowed, std::vector<double>* probs);
 
 // `logits`: [vocab_size] raw model output (copied internally; not changed).
 // `prompt_ids` and `output_ids` feed the penalties. `step` is the index of

@@ -1,0 +1,27 @@
+#include "core/spec/ngram_proposer.h"
+
+#include <algorithm>
+
+namespace pvllm {
+
+void NgramProposer::propose(const ProposalContext& ctx, int32_t k, std::vector<int32_t>* out) {
+  out->clear();
+  const std::span<const int32_t> t = ctx.tokens;
+  const auto len = static_cast<int64_t>(t.size());
+  if (k <= 0) return;
+  // From the longest tail down: the first n with an earlier occurrence.
+  for (int64_t n = std::min<int64_t>(max_n_, len - 1); n >= min_n_; --n) {
+    const std::span<const int32_t> tail = t.subspan(static_cast<size_t>(len - n));
+    // Occurrences ending before the tail itself, latest first; one must be
+    // followed by at least one token (it is: it ends before len - n + n).
+    for (int64_t start = len - n - 1; start >= 0; --start) {
+      if (!std::equal(tail.begin(), tail.end(), t.begin() + start)) continue;
+      const int64_t from = start + n;
+      const int64_t count = std::min<int64_t>(k, len - from);
+      out->assign(t.begin() + from, t.begin() + from + count);
+      return;
+    }
+  }
+}
+
+}  // namespace pvllm
