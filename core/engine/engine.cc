@@ -18,6 +18,7 @@
 #include "core/engine/weight_reader.h"
 #include "core/model/quantize_model.h"
 #include "core/model/random_model.h"
+#include "core/spec/ngram_proposer.h"
 
 namespace pvllm {
 
@@ -212,6 +213,14 @@ void Engine::make_request_parts() {
       std::make_unique<ModelRunner>(backend_.get(), kv_cache_.get(), model_->config.vocab_size);
   processor_ = std::make_unique<OutputProcessor>(tokenizer_.get(), model_->config.vocab_size,
                                                  max_model_len_, scheduler_.get());
+  if (config_.proposer) {
+    proposer_ = config_.proposer;
+  } else if (config_.speculative == "ngram") {
+    proposer_ = std::make_shared<NgramProposer>(config_.ngram_min, config_.ngram_max);
+  }
+  if (proposer_) {
+    scheduler_->set_proposer([this](Sequence* seq, int32_t max) { propose(seq, max); });
+  }
 }
 
 Engine::~Engine() = default;

@@ -110,7 +110,11 @@ class Engine {
     Status status;  // the first failure of the batch, if any
     int64_t num_prompt_tokens = 0;
     int64_t num_sampled = 0;
-    int64_t num_kv_tokens_attended = 0;           // see EngineStats
+    int64_t num_kv_tokens_attended = 0;  // see EngineStats
+    int64_t num_spec_drafts = 0;         // speculative decoding, see EngineStats
+    int64_t num_spec_proposed = 0;
+    int64_t num_spec_accepted = 0;
+    int64_t spec_accepted_at[EngineStats::kSpecPositions] = {};
     std::chrono::steady_clock::time_point start;  // when the step began
     bool ran = false;                             // it ran a batch
   };
@@ -143,6 +147,11 @@ class Engine {
   Status step_locked();
   void take_new_requests(std::vector<Output>* events);
   void record_ran(const ScheduledBatch& batch, StepCounts* counts);
+  // Speculative decoding: fills seq->proposed (Scheduler::ProposeFn), and
+  // after a step advances the sequences that had proposals by what stood
+  // and gives back the blocks only rejected ones used.
+  void propose(Sequence* seq, int32_t max);
+  void settle_proposals(const ScheduledBatch& batch);
   std::vector<uint64_t> lost_sequences(const ScheduledBatch& batch, std::string* why) const;
   void publish(const StepCounts& counts, std::vector<Output>* events);
   void honour_late_aborts_locked(std::vector<Output>* events);
@@ -165,6 +174,11 @@ class Engine {
 
   // Only step() touches these.
   ModelRunner::Result run_;
+  std::shared_ptr<Proposer> proposer_;  // null: no speculative decoding
+  // This step's sequences that carried proposals: their chunks as they
+  // stood (the last input token and the accepted proposals), for the
+  // scheduler after the outputs are appended.
+  ScheduledBatch speculated_;
 
   // Shared with submit / poll / abort / stats.
   mutable std::mutex mu_;

@@ -100,6 +100,22 @@ Status EngineConfig::validate() const {
     return InvalidArgument("kv_cache_bytes must be > 0 when num_kv_blocks is 0, got " +
                            std::to_string(kv_cache_bytes));
   }
+  if (speculative != "off" && speculative != "ngram") {
+    return InvalidArgument("speculative must be \"off\" or \"ngram\", got \"" + speculative + "\"");
+  }
+  if (speculative_tokens < 1 || speculative_tokens > kMaxSpeculativeTokens) {
+    return InvalidArgument("speculative_tokens must be in [1, " +
+                           std::to_string(kMaxSpeculativeTokens) + "], got " +
+                           std::to_string(speculative_tokens));
+  }
+  if (ngram_min < 1 || ngram_max < ngram_min || ngram_max > 64) {
+    return InvalidArgument("ngram sizes must satisfy 1 <= ngram_min <= ngram_max <= 64, got " +
+                           std::to_string(ngram_min) + " and " + std::to_string(ngram_max));
+  }
+  if (speculative_max_running < 0) {
+    return InvalidArgument("speculative_max_running must be >= 0, got " +
+                           std::to_string(speculative_max_running));
+  }
   if (max_num_seqs < 1) {
     return InvalidArgument("max_num_seqs must be >= 1, got " + std::to_string(max_num_seqs));
   }

@@ -13,6 +13,7 @@
 #include "core/kv/block_manager.h"
 #include "core/model/model.h"
 #include "core/sched/scheduler.h"
+#include "core/spec/proposer.h"
 
 namespace pvllm {
 
@@ -64,6 +65,19 @@ struct EngineConfig {
   // int8, CUDA int8, fp8_e4m3 and its activation dtype.
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   bool enable_cuda_graphs = true;  // replay captured graphs for pure-decode steps
+  // Speculative decoding (docs/speculative.md): "off", or "ngram" (prompt
+  // lookup, ngram_min..ngram_max tokens); up to speculative_tokens
+  // proposals per decode step (1..kMaxSpeculativeTokens); none while more
+  // than speculative_max_running sequences run (0: no limit).
+  std::string speculative = "off";
+  int32_t speculative_tokens = 4;
+  int32_t ngram_min = 1;
+  int32_t ngram_max = 4;
+  int32_t speculative_max_running = 0;
+  static constexpr int32_t kMaxSpeculativeTokens = 16;
+  // C++ only: a proposer of the embedder's (a ReplayProposer in tests and
+  // benchmarks) used whatever `speculative` says.
+  std::shared_ptr<Proposer> proposer;
   // C++ only: a backend made by the embedder instead of the device's (the
   // device string is then not resolved). Called once with the loaded model
   // and the KV pool's shape; custom backends and fault-injecting tests use it.

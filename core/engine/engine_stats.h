@@ -47,6 +47,14 @@ struct EngineStats {
   // making those masks (cache lookups, trie walks on a miss, copies).
   int64_t num_constrained_draws = 0;
   double constraint_mask_ms = 0.0;
+  // Speculative decoding: decode steps that carried proposals, the tokens
+  // proposed and those that stood, and of those steps how many had their
+  // i-th proposal stand (acceptance by position, i < kSpecPositions).
+  static constexpr int kSpecPositions = 16;
+  int64_t num_spec_drafts = 0;
+  int64_t num_spec_proposed_tokens = 0;
+  int64_t num_spec_accepted_tokens = 0;
+  int64_t spec_accepted_at[kSpecPositions] = {};
   // Wall time of the steps that ran a batch, over the last kStepWindow of
   // them (ms); 0 before the first.
   float step_time_p50_ms = 0.0f;

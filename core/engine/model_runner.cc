@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/base/check.h"
+#include "core/sample/speculative.h"
+
 namespace pvllm {
 
 void prepare_batch(const ScheduledBatch& batch, const KvCacheManager& kv_cache, BatchMetadata* md) {
@@ -28,8 +31,11 @@ void prepare_batch(const ScheduledBatch& batch, const KvCacheManager& kv_cache, 
     const Sequence& seq = *s.seq;
     const int32_t first = seq.num_computed_tokens;
     const int32_t end = first + s.num_new_tokens;
+    const int32_t num_tokens = seq.num_tokens();
     for (int32_t pos = first; pos < end; ++pos) {
-      md->input_ids.push_back(seq.token_ids[pos]);
+      // Past the sequence's tokens: its proposals (speculative decoding).
+      md->input_ids.push_back(pos < num_tokens ? seq.token_ids[pos]
+                                               : seq.proposed[pos - num_tokens]);
       md->positions.push_back(pos);
       md->slot_mapping.push_back(kv_cache.slot(seq.block_table, pos));
     }
@@ -37,7 +43,11 @@ void prepare_batch(const ScheduledBatch& batch, const KvCacheManager& kv_cache, 
     md->context_lens.push_back(end);
     std::copy(seq.block_table.blocks.begin(), seq.block_table.blocks.end(),
               md->block_tables.begin() + static_cast<size_t>(i) * max_blocks);
-    if (s.samples_next_token) md->logits_rows.push_back(md->query_start.back() - 1);
+    if (s.samples_next_token) {
+      // One row per proposal checked, then the last.
+      const auto num_rows = static_cast<int32_t>(seq.proposed.size()) + 1;
+      for (int32_t r = num_rows; r >= 1; --r) md->logits_rows.push_back(md->query_start.back() - r);
+    }
   }
   md->num_tokens = static_cast<int32_t>(md->input_ids.size());
 }
@@ -49,6 +59,7 @@ void ModelRunner::run(const ScheduledBatch& batch, std::span<const SeqPlan> plan
     o.status = Status::Ok();
     o.samples.clear();
     o.prompt_logprobs.clear();
+    o.num_accepted = 0;
   }
   out->forks_lost = Status::Ok();
   out->swaps_lost = Status::Ok();
@@ -73,8 +84,15 @@ void ModelRunner::run(const ScheduledBatch& batch, std::span<const SeqPlan> plan
       plain.push_back(i);
     }
   }
+  const bool proposals =
+      std::any_of(batch.seqs.begin(), batch.seqs.end(),
+                  [](const ScheduledSeq& s) { return !s.seq->proposed.empty(); });
   if (plain.size() == batch.seqs.size()) {
-    forward_and_sample(batch.seqs, plans, out->outcomes);
+    if (proposals) {
+      forward_and_verify(batch.seqs, plans, out->outcomes);
+    } else {
+      forward_and_sample(batch.seqs, plans, out->outcomes);
+    }
     return;
   }
   if (plain.empty()) return;
@@ -85,7 +103,11 @@ void ModelRunner::run(const ScheduledBatch& batch, std::span<const SeqPlan> plan
     seqs.push_back(batch.seqs[i]);
     rest_plans.push_back(plans[i]);
   }
-  forward_and_sample(seqs, rest_plans, outcomes);
+  if (proposals) {
+    forward_and_verify(seqs, rest_plans, outcomes);
+  } else {
+    forward_and_sample(seqs, rest_plans, outcomes);
+  }
   for (size_t k = 0; k < plain.size(); ++k) out->outcomes[plain[k]] = std::move(outcomes[k]);
 }
 
@@ -136,13 +158,79 @@ void ModelRunner::forward_and_sample(std::span<const ScheduledSeq> seqs,
     }
     return;
   }
+  retry_in_halves(st, seqs, plans, outcomes, &ModelRunner::forward_and_sample);
+}
+
+void ModelRunner::retry_in_halves(const Status& st, std::span<const ScheduledSeq> seqs,
+                                  std::span<const SeqPlan> plans, std::span<SeqOutcome> outcomes,
+                                  RunPart run) {
   if (st.code() == StatusCode::kOutOfMemory && seqs.size() > 1) {
     const size_t half = seqs.size() / 2;
-    forward_and_sample(seqs.first(half), plans.first(half), outcomes.first(half));
-    forward_and_sample(seqs.subspan(half), plans.subspan(half), outcomes.subspan(half));
+    (this->*run)(seqs.first(half), plans.first(half), outcomes.first(half));
+    (this->*run)(seqs.subspan(half), plans.subspan(half), outcomes.subspan(half));
     return;
   }
   for (SeqOutcome& o : outcomes) o.status = st;
+}
+
+void ModelRunner::forward_and_verify(std::span<const ScheduledSeq> seqs,
+                                     std::span<const SeqPlan> plans,
+                                     std::span<SeqOutcome> outcomes) {
+  ScheduledBatch sub;
+  sub.seqs.assign(seqs.begin(), seqs.end());
+  prepare_batch(sub, *kv_cache_, &metadata_);
+  const size_t vocab = static_cast<size_t>(vocab_size_);
+  logits_.resize(metadata_.logits_rows.size() * vocab);
+  const Status st = backend_->forward(metadata_, logits_.data());
+  if (!st.ok()) {
+    retry_in_halves(st, seqs, plans, outcomes, &ModelRunner::forward_and_verify);
+    return;
+  }
+  auto row_of = [&](size_t r) { return std::span<const float>(logits_.data() + r * vocab, vocab); };
+  size_t row = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (!seqs[i].samples_next_token) continue;
+    const Sequence& seq = *seqs[i].seq;
+    SeqOutcome& outcome = outcomes[i];
+    if (seq.proposed.empty()) {
+      for (const SampleRow& draw : plans[i].draws) {
+        outcome.samples.push_back(sample_token(row_of(row), *draw.params, draw.prompt_ids,
+                                               draw.output_ids, draw.seed, draw.sample_index,
+                                               draw.step, draw.allowed));
+      }
+      ++row;
+      continue;
+    }
+    // A decode with proposals: one draw planned, at the first position;
+    // each later position sees the proposals before it as output.
+    PVLLM_CHECK(plans[i].draws.size() == 1 && plans[i].draws[0].allowed.empty(),
+                "proposals for a sequence that draws more than once or under a constraint");
+    const SampleRow& base = plans[i].draws[0];
+    const SamplingParams& params = *base.params;
+    spec_output_.assign(base.output_ids.begin(), base.output_ids.end());
+    const auto k = static_cast<int32_t>(seq.proposed.size());
+    for (int32_t j = 0; j <= k; ++j) {
+      const std::span<const float> x = row_of(row + static_cast<size_t>(j));
+      const int32_t step = base.step + j;
+      if (j == k) {  // every proposal stood: the last row draws
+        outcome.samples.push_back(sample_token(x, params, base.prompt_ids, spec_output_, base.seed,
+                                               base.sample_index, step));
+        break;
+      }
+      sample_distribution(x, params, base.prompt_ids, spec_output_, {}, &probs_);
+      const SpeculativeVerdict v =
+          verify_proposal(probs_, seq.proposed[j], {}, base.seed, base.sample_index, step);
+      SampleResult r;
+      r.token_id = v.token_id;
+      if (params.logprobs >= 0 && v.token_id >= 0)
+        r = token_logprobs(x, v.token_id, params.logprobs);
+      outcome.samples.push_back(std::move(r));
+      if (!v.accepted) break;
+      ++outcome.num_accepted;
+      spec_output_.push_back(seq.proposed[j]);
+    }
+    row += static_cast<size_t>(k) + 1;
+  }
 }
 
 }  // namespace pvllm

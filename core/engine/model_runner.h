@@ -49,6 +49,19 @@ class ModelRunner {
   Status move_blocks(const ScheduledBatch& batch, Result* out);
   void forward_and_sample(std::span<const ScheduledSeq> seqs, std::span<const SeqPlan> plans,
                           std::span<SeqOutcome> outcomes);
+  // The same for a batch where some sequences carry proposals
+  // (speculative decoding): the logits of every row that draws come to the
+  // host, where each proposal is verified (core/sample/speculative.h) and
+  // the other draws made as the backend would make them.
+  void forward_and_verify(std::span<const ScheduledSeq> seqs, std::span<const SeqPlan> plans,
+                          std::span<SeqOutcome> outcomes);
+  // After a failed run of `seqs` by `run`: out of memory, each half again
+  // (so only a sequence that cannot run alone fails); else every outcome
+  // fails with `st`.
+  using RunPart = void (ModelRunner::*)(std::span<const ScheduledSeq>, std::span<const SeqPlan>,
+                                        std::span<SeqOutcome>);
+  void retry_in_halves(const Status& st, std::span<const ScheduledSeq> seqs,
+                       std::span<const SeqPlan> plans, std::span<SeqOutcome> outcomes, RunPart run);
   // Prompt logprobs (prompt_logprobs.cc).
   void forward_with_prompt_logprobs(const ScheduledSeq& s, const SeqPlan& plan,
                                     SeqOutcome* outcome);
@@ -59,6 +72,9 @@ class ModelRunner {
   BatchMetadata metadata_;
   std::vector<SampleRow> rows_;
   std::vector<SampleResult> results_;
+  std::vector<float> logits_;         // forward_and_verify's rows
+  std::vector<double> probs_;         // a position's target distribution
+  std::vector<int32_t> spec_output_;  // output ids with the proposals that stood
 };
 
 }  // namespace pvllm

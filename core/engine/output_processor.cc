@@ -106,6 +106,20 @@ std::span<const SeqPlan> OutputProcessor::plan(const ScheduledBatch& batch) {
   return std::span<const SeqPlan>(plans_).first(batch.seqs.size());
 }
 
+int32_t OutputProcessor::max_proposals(const Sequence& seq) const {
+  const Request& req = request_of(seq);
+  if (!req.params.speculative || req.beam || req.constraint || (!req.forked && req.params.n > 1) ||
+      (req.params.prompt_logprobs >= 0 && !req.prompt_logprobs_complete)) {
+    return 0;
+  }
+  if (req.samples.at(seq.sample_index)->finished) return 0;
+  // k proposals emit up to k + 1 tokens and feed positions up to
+  // num_tokens + k - 1.
+  const int32_t left = std::min(req.params.max_tokens - seq.num_generated_tokens() - 1,
+                                max_model_len_ - seq.num_tokens());
+  return std::max(left, 0);
+}
+
 void OutputProcessor::record_ran(const ScheduledSeq& s, SeqOutcome* outcome,
                                  Clock::time_point step_start) {
   Sequence& seq = *s.seq;
@@ -168,6 +182,15 @@ void OutputProcessor::process(const ScheduledBatch& batch, std::span<const SeqPl
       fork_samples(seq, &group);
     } else {
       req.forked = true;
+    }
+    if (!seq->proposed.empty()) {
+      // Speculative decoding: the proposals that stood, then the token
+      // after them, until one of them ends the sample.
+      for (const SampleResult& r : outcome.samples) {
+        if (seq->status != SequenceStatus::kRunning) break;
+        append(seq, r, events);
+      }
+      continue;
     }
     PVLLM_CHECK(group.size() == outcome.samples.size(), "one draw per sample");
     for (size_t k = 0; k < group.size(); ++k) append(group[k], outcome.samples[k], events);

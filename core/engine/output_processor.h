@@ -71,6 +71,13 @@ class OutputProcessor final : private Beams::Host {
 
   size_t num_requests() const { return requests_.size(); }
 
+  // Speculative decoding: how many proposals `seq` (about to decode) may
+  // take: 0 for a request that keeps out of it or cannot have it (beam
+  // search, a constraint, the draw that forks n samples, prompt logprobs
+  // still owed), else what max_tokens and the model's length leave after
+  // the token that follows them.
+  int32_t max_proposals(const Sequence& seq) const;
+
  private:
   // Beams::Host.
   Sequence* fork(Sequence* parent) override;

@@ -45,6 +45,7 @@ Status Engine::step_locked() {
   const std::vector<uint64_t> lost = lost_sequences(batch, &lost_why);
   record_ran(batch, &counts);
   processor_->process(batch, plans, run_.outcomes, &events);
+  settle_proposals(batch);
   for (uint64_t seq_id : lost) processor_->fail_lost(seq_id, lost_why, &events);
   publish(counts, &events);
   return counts.status;
@@ -89,17 +90,34 @@ std::vector<uint64_t> Engine::lost_sequences(const ScheduledBatch& batch, std::s
 // step; the step reports the batch's first failure.
 void Engine::record_ran(const ScheduledBatch& batch, StepCounts* counts) {
   ScheduledBatch ran;
+  speculated_.seqs.clear();
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const ScheduledSeq& s = batch.seqs[i];
     SeqOutcome& outcome = run_.outcomes[i];
-    if (s.num_new_tokens > 1 || s.seq->num_computed_tokens < s.seq->num_prompt_tokens) {
+    const bool proposals = !s.seq->proposed.empty();
+    if (!proposals &&
+        (s.num_new_tokens > 1 || s.seq->num_computed_tokens < s.seq->num_prompt_tokens)) {
       counts->num_prompt_tokens += s.num_new_tokens;
     }
     if (!outcome.status.ok()) {
       if (counts->status.ok()) counts->status = outcome.status;
       continue;
     }
-    ran.seqs.push_back(s);
+    if (proposals) {
+      // Its K/V stands for the last input token and the proposals that
+      // stood; the scheduler hears of it once they are appended.
+      ScheduledSeq stood = s;
+      stood.num_new_tokens = 1 + outcome.num_accepted;
+      speculated_.seqs.push_back(stood);
+      counts->num_spec_drafts += 1;
+      counts->num_spec_proposed += static_cast<int64_t>(s.seq->proposed.size());
+      counts->num_spec_accepted += outcome.num_accepted;
+      for (int32_t p = 0; p < outcome.num_accepted && p < EngineStats::kSpecPositions; ++p) {
+        ++counts->spec_accepted_at[p];
+      }
+    } else {
+      ran.seqs.push_back(s);
+    }
     const int64_t context = int64_t{s.seq->num_computed_tokens} + s.num_new_tokens;
     const int32_t window = model_->config.sliding_window;
     counts->num_kv_tokens_attended += window > 0 ? std::min<int64_t>(context, window) : context;
@@ -107,6 +125,36 @@ void Engine::record_ran(const ScheduledBatch& batch, StepCounts* counts) {
     processor_->record_ran(s, &outcome, counts->start);
   }
   scheduler_->on_batch_computed(ran);
+}
+
+void Engine::propose(Sequence* seq, int32_t max) {
+  if (config_.speculative_max_running > 0 &&
+      scheduler_->num_running() > config_.speculative_max_running) {
+    return;
+  }
+  const int32_t k = std::min({config_.speculative_tokens, max, processor_->max_proposals(*seq)});
+  if (k <= 0) return;
+  proposer_->propose({seq->request_id, seq->sample_index, seq->token_ids, seq->num_prompt_tokens},
+                     k, &seq->proposed);
+  if (static_cast<int32_t>(seq->proposed.size()) > k) seq->proposed.resize(k);
+  // A token outside the vocabulary ends the proposal there.
+  const int32_t vocab = model_->config.vocab_size;
+  seq->proposed.erase(std::find_if(seq->proposed.begin(), seq->proposed.end(),
+                                   [vocab](int32_t id) { return id < 0 || id >= vocab; }),
+                      seq->proposed.end());
+}
+
+void Engine::settle_proposals(const ScheduledBatch& batch) {
+  scheduler_->on_batch_computed(speculated_);
+  for (const ScheduledSeq& s : speculated_.seqs) {
+    Sequence* seq = s.seq;
+    // Blocks past the computed K/V held only rejected proposals (the next
+    // step takes a slot for its input as any decode does).
+    if (seq->status == SequenceStatus::kRunning) {
+      kv_cache_->drop_blocks_after(&seq->block_table, seq->num_computed_tokens);
+    }
+  }
+  for (const ScheduledSeq& s : batch.seqs) s.seq->proposed.clear();
 }
 
 // Hands the step's events to their request queues, forgets finished
@@ -163,6 +211,12 @@ void Engine::update_stats_locked(const StepCounts& counts) {
       m.prefix_queries > 0 ? static_cast<float>(m.prefix_hits) / m.prefix_queries : 0.0f;
   stats_.num_cached_prompt_tokens = m.prefix_hits * kv_cache_->block_size();
   stats_.num_preemptions = scheduler_->num_preemptions();
+  stats_.num_spec_drafts += counts.num_spec_drafts;
+  stats_.num_spec_proposed_tokens += counts.num_spec_proposed;
+  stats_.num_spec_accepted_tokens += counts.num_spec_accepted;
+  for (int p = 0; p < EngineStats::kSpecPositions; ++p) {
+    stats_.spec_accepted_at[p] += counts.spec_accepted_at[p];
+  }
   const KvOccupancy occ = scheduler_->kv_occupancy();
   stats_.num_kv_tokens_stored = occ.num_tokens_stored;
   stats_.num_kv_slots_reserved = occ.num_slots_reserved;

@@ -25,8 +25,12 @@ struct SeqPlan {
 };
 
 struct SeqOutcome {
-  Status status;                      // ok, or why its batch could not run
-  std::vector<SampleResult> samples;  // one per planned draw
+  Status status;  // ok, or why its batch could not run
+  // One per planned draw; for a sequence with proposals (Sequence::proposed,
+  // one draw planned) the tokens it emits: the proposals that stood, then
+  // the token after them (a rejection's draw, or the last row's).
+  std::vector<SampleResult> samples;
+  int32_t num_accepted = 0;  // of the sequence's proposals
   // With SeqPlan::prompt_logprobs: for the prompt tokens after the chunk's
   // first position, in order (the token at num_computed_tokens + 1 first).
   std::vector<OutputLogprobs> prompt_logprobs;

@@ -29,6 +29,20 @@ int32_t KvCacheManager::release_blocks_before(BlockTable* table, int32_t positio
   return num_released;
 }
 
+int32_t KvCacheManager::drop_blocks_after(BlockTable* table, int32_t num_tokens) {
+  if (allocator() != KvAllocator::kPaged) return 0;
+  const auto keep = static_cast<size_t>(blocks_for(std::max(num_tokens, 0)));
+  int32_t num_dropped = 0;
+  while (table->blocks.size() > keep) {
+    const BlockId b = table->blocks.back();
+    if (b != kReleasedBlock) release_block(b);
+    table->blocks.pop_back();
+    ++num_dropped;
+  }
+  if (table->hashes.size() > keep) table->hashes.resize(keep);
+  return num_dropped;
+}
+
 int32_t min_blocks_for_one_sequence(KvAllocator allocator, int32_t block_size, int32_t max_seq_len,
                                     int32_t sliding_window) {
   auto blocks_for = [block_size](int64_t n) {

@@ -189,6 +189,13 @@ class KvCacheManager {
     return release_blocks_before(table, first_needed_position(num_computed));
   }
 
+  // Speculative decoding's rollback: under kPaged, releases the blocks of
+  // `table` past the first blocks_for(num_tokens) (they hold only slots of
+  // rejected proposals), last first, and drops their entries (and any hash
+  // of theirs). Returns how many; 0 under kContiguous, whose tables keep
+  // their whole reservation.
+  int32_t drop_blocks_after(BlockTable* table, int32_t num_tokens);
+
   // Releases every block of `table` (released entries skipped) and clears it.
   virtual void free(BlockTable* table) = 0;
 

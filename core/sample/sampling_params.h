@@ -46,6 +46,9 @@ struct SamplingParams {
   // engine compiles it at submit and masks each draw to the tokens that
   // can continue it.
   structured::ConstraintSpec constraint;
+  // Speculative decoding (docs/speculative.md), where the engine has it
+  // on: false keeps this request out of it.
+  bool speculative = true;
 
   Status validate(int32_t vocab_size) const;
 

@@ -54,7 +54,10 @@ class Scheduler::Step {
   std::vector<BlockCopy>* swap_in() { return &batch_.swap_in; }
 
   void add(Sequence* seq, int32_t num_new, bool is_decode) {
-    const bool samples_next_token = seq->num_computed_tokens + num_new == seq->num_tokens();
+    // Proposals are fed after the sequence's tokens: its chunk then ends
+    // past them.
+    const bool samples_next_token = seq->num_computed_tokens + num_new ==
+                                    seq->num_tokens() + static_cast<int32_t>(seq->proposed.size());
     (is_decode ? decodes_ : prefills_).push_back(ScheduledSeq{seq, num_new, samples_next_token});
     budget_ -= num_new;
   }
@@ -62,6 +65,7 @@ class Scheduler::Step {
   // into its blocks dropped) and records it as preempted.
   void remove_preempted(Sequence* victim) {
     budget_ += remove(&decodes_, victim) + remove(&prefills_, victim);
+    victim->proposed.clear();
     const auto& owned = victim->block_table.blocks;
     std::erase_if(batch_.copies, [&owned](const BlockCopy& c) {
       return std::find(owned.begin(), owned.end(), c.dst) != owned.end();
@@ -182,6 +186,18 @@ void Scheduler::schedule_running(Step* step) {
       return kv_cache_->can_append(seq->block_table, seq->num_computed_tokens, n);
     };
     if (!is_decode) num_new = fit_prefill_chunk(num_new, fits);
+    seq->proposed.clear();
+    if (is_decode && propose_) {
+      // Proposals take what budget the later decodes leave, and blocks only
+      // where they are free: dropped rather than preempting anyone.
+      const int32_t room = step->budget() - 1 - num_pending_decodes;
+      if (room > 0) propose_(seq, room);
+      const auto num_proposed = static_cast<int32_t>(seq->proposed.size());
+      if (num_proposed > room || (num_proposed > 0 && !fits(1 + num_proposed))) {
+        seq->proposed.clear();
+      }
+      num_new = 1 + static_cast<int32_t>(seq->proposed.size());
+    }
     bool self_preempted = false;
     while (!fits(num_new)) {
       // The sequence served last, with its group (adjacent to it in service

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "core/kv/kv_cache_manager.h"
@@ -83,6 +85,13 @@ class Scheduler {
  public:
   // `swap` (may be null: recompute only) holds the ids of the host blocks.
   Scheduler(const SchedulerConfig& config, KvCacheManager* kv_cache, SwapPool* swap = nullptr);
+
+  // Speculative decoding: asked for each sequence about to decode, fills
+  // seq->proposed with at most `max` tokens to feed after its last one
+  // (verified by the step's draws). Scheduled only when the token budget
+  // and the KV pool have room for them: proposals never preempt anyone.
+  using ProposeFn = std::function<void(Sequence* seq, int32_t max)>;
+  void set_proposer(ProposeFn propose) { propose_ = std::move(propose); }
 
   // Queues a new sequence (status kWaiting, nothing computed).
   void add(Sequence* seq);
@@ -173,6 +182,7 @@ class Scheduler {
   int32_t num_seats_used() const;
 
   SchedulerConfig config_;
+  ProposeFn propose_;
   KvCacheManager* kv_cache_;
   SwapPool* swap_;
   std::deque<Sequence*> waiting_;  // service order

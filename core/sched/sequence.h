@@ -47,6 +47,11 @@ struct Sequence {
   // that cannot get in.
   uint64_t group = 0;
 
+  // Speculative decoding: the tokens proposed to follow this step's input
+  // (fed after it, verified by the step's draws; empty when none). Set
+  // while the step is scheduled, cleared once it is processed.
+  std::vector<int32_t> proposed;
+
   BlockTable block_table;
   // While swapped: the swap-pool blocks holding its first
   // blocks_for(num_computed_tokens) blocks, in order.

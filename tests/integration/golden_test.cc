@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/backend/backend_loader.h"
+#include "core/spec/replay_proposer.h"
 #include "kernels/cpu/isa.h"
 #include "tests/integration/engine_harness.h"
 #include "tests/util/pvllm_file_edit.h"
@@ -156,6 +157,19 @@ class GoldenTest : public ::testing::TestWithParam<const char*> {
     EXPECT_EQ(text, c.generated_text) << "prompt \"" << c.prompt << "\"";
   }
 
+  // Submits every case; a replay proposer, when given, is told each
+  // case's reference continuation.
+  std::vector<uint64_t> submit_cases(Engine* engine, ReplayProposer* replay = nullptr) const {
+    std::vector<uint64_t> ids;
+    for (const GoldenCase& c : cases_) {
+      uint64_t id = 0;
+      EXPECT_TRUE(engine->submit_tokens(c.prompt_ids, golden_params(c), 0, &id).ok());
+      if (replay != nullptr) replay->expect(id, 0, c.generated_ids);
+      ids.push_back(id);
+    }
+    return ids;
+  }
+
   std::string golden_path_;
   std::string model_path_;
   std::string device_ = "cpu";
@@ -191,6 +205,40 @@ TEST_P(GoldenTest, AllCasesBatchedMatchReference) {
   }
   Outputs out = run_to_completion(engine.get());
   for (size_t i = 0; i < cases_.size(); ++i) expect_matches(cases_[i], out.at({ids[i], 0}));
+}
+
+// Speculative decoding (docs/speculative.md): prompt lookup, and a replay
+// of the reference right for its first two proposals, k 1, 4 and 8, every
+// case batched with chunked prefill and, for the replay, preempted: the
+// reference token for token.
+TEST_P(GoldenTest, SpeculativeDecodingMatchesReference) {
+  for (int32_t k : {1, 4, 8}) {
+    for (const bool replay : {false, true}) {
+      EngineConfig cfg = config();
+      cfg.max_num_batched_tokens = 16;
+      cfg.speculative_tokens = k;
+      std::shared_ptr<ReplayProposer> proposer;
+      if (replay) {
+        proposer = std::make_shared<ReplayProposer>(512, 2);
+        cfg.proposer = proposer;
+        cfg.block_size = 8;
+        cfg.num_kv_blocks = 80;  // the pool runs dry: preemption by recompute
+      } else {
+        cfg.speculative = "ngram";
+      }
+      auto engine = make_engine(cfg);
+      ASSERT_TRUE(engine);
+      const std::vector<uint64_t> ids = submit_cases(engine.get(), proposer.get());
+      Outputs out = run_to_completion(engine.get());
+      for (size_t i = 0; i < cases_.size(); ++i) {
+        SCOPED_TRACE((replay ? "replay, k " : "prompt lookup, k ") + std::to_string(k));
+        expect_matches(cases_[i], out.at({ids[i], 0}));
+      }
+      const EngineStats st = engine->stats();
+      EXPECT_GT(st.num_spec_drafts, 0);
+      if (replay) EXPECT_GT(st.num_spec_accepted_tokens, 0);
+    }
+  }
 }
 
 TEST_P(GoldenTest, TextPromptsEncodeToReferenceIds) {
