@@ -108,6 +108,13 @@ void Engine::record_ran(const ScheduledBatch& batch, StepCounts* counts) {
       // stood; the scheduler hears of it once they are appended.
       ScheduledSeq stood = s;
       stood.num_new_tokens = 1 + outcome.num_accepted;
+      Sequence& seq = *s.seq;
+      if (outcome.num_accepted == 0) {
+        seq.spec_misses = std::min(seq.spec_misses + 1, 6);
+        seq.spec_wait = (1 << seq.spec_misses) - 1;
+      } else {
+        seq.spec_misses = 0;
+      }
       speculated_.seqs.push_back(stood);
       counts->num_spec_drafts += 1;
       counts->num_spec_proposed += static_cast<int64_t>(s.seq->proposed.size());
@@ -130,6 +137,10 @@ void Engine::record_ran(const ScheduledBatch& batch, StepCounts* counts) {
 void Engine::propose(Sequence* seq, int32_t max) {
   if (config_.speculative_max_running > 0 &&
       scheduler_->num_running() > config_.speculative_max_running) {
+    return;
+  }
+  if (seq->spec_wait > 0) {  // backing off after failed drafts
+    --seq->spec_wait;
     return;
   }
   const int32_t k = std::min({config_.speculative_tokens, max, processor_->max_proposals(*seq)});

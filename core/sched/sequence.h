@@ -51,6 +51,10 @@ struct Sequence {
   // (fed after it, verified by the step's draws; empty when none). Set
   // while the step is scheduled, cleared once it is processed.
   std::vector<int32_t> proposed;
+  // Back-off: drafts in a row whose proposals all failed (up to 6), and the
+  // decode steps left before it proposes again (2^misses - 1 after a miss).
+  int32_t spec_misses = 0;
+  int32_t spec_wait = 0;
 
   BlockTable block_table;
   // While swapped: the swap-pool blocks holding its first

@@ -1,8 +1,9 @@
 // Prompt lookup: the tokens that followed the last earlier occurrence of
 // the sequence's tail. The longest tail of min_n..max_n tokens that occurs
 // earlier in the prompt or the output wins; among its occurrences the
-// latest (nearest text is likeliest to repeat the same way). What followed
-// it, up to k tokens, is the proposal. No second model: it pays on work
+// latest followed by k tokens (nearest text is likeliest to repeat the
+// same way), else the one followed by the most. What followed it, up to k
+// tokens, is the proposal. No second model: it pays on work
 // that copies its input (summaries, code edits, quoting).
 #pragma once
 

@@ -250,6 +250,22 @@ TEST_F(SpeculativeEngineTest, RejectedProposalsGiveTheirBlocksBack) {
   EXPECT_EQ(held_as_computed(c, wrong.get(), plain), plain);
 }
 
+TEST_F(SpeculativeEngineTest, FailedDraftsBackOff) {
+  // Always wrong: drafts at decode steps 0, 2, 6, 14, 30, 62 and 126 of a
+  // 150-token output (waits of 1, 3, 7, 15, 31, 63 after each miss), not
+  // one per step.
+  const auto ps = prompts(1);
+  const SamplingParams g = greedy_params(150);
+  const auto base = run(config(), ps, {g});
+  EngineConfig c = config();
+  auto wrong = std::make_shared<ReplayProposer>(tiny_tokenizer_vocab_size(), 0);
+  c.proposer = wrong;
+  EngineStats st;
+  EXPECT_EQ(run(c, ps, {g}, wrong.get(), &base, &st), base);
+  EXPECT_EQ(st.num_spec_drafts, 7);
+  EXPECT_EQ(st.num_spec_accepted_tokens, 0);
+}
+
 TEST_F(SpeculativeEngineTest, BadConfigurationsAreRefused) {
   EngineConfig c = config();
   c.speculative = "draft";

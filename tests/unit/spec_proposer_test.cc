@@ -21,20 +21,24 @@ std::vector<int32_t> propose(Proposer& p, const std::vector<int32_t>& tokens, in
   return out;
 }
 
-// The rule, read directly: for n from max_n down to min_n, the last start
-// s < len - n with tokens[s, s + n) == the tail; then up to k tokens from
-// s + n.
+// The rule, read directly: for n from max_n down to min_n, the starts
+// s < len - n with tokens[s, s + n) == the tail; the last of those followed
+// by k tokens (s + n + k <= len), else the first (followed by the most);
+// then up to k tokens from s + n.
 std::vector<int32_t> reference(const std::vector<int32_t>& t, int32_t min_n, int32_t max_n,
                                int32_t k) {
   const int len = static_cast<int>(t.size());
   for (int n = max_n; n >= min_n; --n) {
     if (n >= len) continue;
-    int found = -1;
+    int found = -1, first = -1;
     for (int s = 0; s + n < len; ++s) {
       bool same = true;
       for (int i = 0; i < n; ++i) same = same && t[s + i] == t[len - n + i];
-      if (same && s < len - n) found = s;
+      if (!same) continue;
+      if (first < 0) first = s;
+      if (s + n + k <= len) found = s;
     }
+    if (found < 0) found = first;
     if (found < 0) continue;
     std::vector<int32_t> out;
     for (int i = found + n; i < len && static_cast<int>(out.size()) < k; ++i) out.push_back(t[i]);
@@ -69,6 +73,12 @@ TEST(NgramProposerTest, LongestTailThenLatestOccurrence) {
             (std::vector<int32_t>{9, 9, 2, 3}));
   // Two occurrences of the longest tail: the latest.
   EXPECT_EQ(propose(p, {5, 6, 1, 5, 6, 2, 5, 6}, 1), (std::vector<int32_t>{2}));
+  // In a loop the latest occurrence overlaps the tail: an earlier one
+  // followed by k tokens.
+  EXPECT_EQ(propose(p, {4, 4, 4, 4, 4, 4}, 3), (std::vector<int32_t>{4, 4, 4}));
+  NgramProposer two(2, 2);
+  EXPECT_EQ(propose(two, {1, 7, 8, 9, 7, 8, 3, 7, 8}, 3), (std::vector<int32_t>{3, 7, 8}));
+  EXPECT_EQ(propose(two, {1, 7, 8, 9, 7, 8, 3, 7, 8}, 4), (std::vector<int32_t>{9, 7, 8, 3}));
   // What follows is cut at the sequence's end, and at k.
   EXPECT_EQ(propose(p, {4, 7, 4}, 5), (std::vector<int32_t>{7, 4}));
   EXPECT_EQ(propose(p, {4, 7, 4}, 1), (std::vector<int32_t>{7}));
