@@ -63,6 +63,17 @@ class SpeculativeEngineTest : public ::testing::Test {
     return p;
   }
 
+  // The engine's config with a replay proposer right for `right` (-1: all)
+  // of up to k proposals a step, into *replay.
+  static EngineConfig with_replay(int32_t right, int32_t k,
+                                  std::shared_ptr<ReplayProposer>* replay) {
+    EngineConfig c = config();
+    *replay = std::make_shared<ReplayProposer>(tiny_tokenizer_vocab_size(), right);
+    c.proposer = *replay;
+    c.speculative_tokens = k;
+    return c;
+  }
+
   // Each prompt's output with every request in one engine; `replay`, when
   // given, is told each request's expected continuation (from `expect`).
   static std::vector<std::vector<int32_t>> run(
@@ -129,10 +140,8 @@ TEST_F(SpeculativeEngineTest, CountersSayExactlyWhatTheReplayWasRightAbout) {
   const auto ps = prompts(1);
   const SamplingParams g = greedy_params(30);
   const auto base = run(config(), ps, {g});
-  EngineConfig c = config();
-  auto replay = std::make_shared<ReplayProposer>(tiny_tokenizer_vocab_size(), 2);
-  c.proposer = replay;
-  c.speculative_tokens = 4;
+  std::shared_ptr<ReplayProposer> replay;
+  const EngineConfig c = with_replay(2, 4, &replay);
   EngineStats st;
   ASSERT_EQ(run(c, ps, {g}, replay.get(), &base, &st), base);
   // Each draft emits its accepted proposals and one more token: 3 per draft
@@ -174,10 +183,8 @@ TEST_F(SpeculativeEngineTest, MaxTokensAndStopTokensInsideAnAcceptedRun) {
   const auto ps = prompts(1);
   const auto base = run(config(), ps, {greedy_params(24)});
   ASSERT_GE(base[0].size(), 12u);
-  EngineConfig c = config();
-  auto replay = std::make_shared<ReplayProposer>(tiny_tokenizer_vocab_size(), -1);
-  c.proposer = replay;
-  c.speculative_tokens = 8;
+  std::shared_ptr<ReplayProposer> replay;
+  const EngineConfig c = with_replay(-1, 8, &replay);
   for (int32_t max_tokens : {1, 2, 5, 7, 9}) {
     const std::vector<std::vector<int32_t>> prefix = {
         std::vector<int32_t>(base[0].begin(), base[0].begin() + max_tokens)};
@@ -243,11 +250,8 @@ TEST_F(SpeculativeEngineTest, RejectedProposalsGiveTheirBlocksBack) {
     return out.at({id, 0}).token_ids;
   };
   const std::vector<int32_t> plain = held_as_computed(config(), nullptr, {});
-  EngineConfig c = config();
-  auto wrong = std::make_shared<ReplayProposer>(tiny_tokenizer_vocab_size(), 0);
-  c.proposer = wrong;
-  c.speculative_tokens = 8;
-  EXPECT_EQ(held_as_computed(c, wrong.get(), plain), plain);
+  std::shared_ptr<ReplayProposer> wrong;
+  EXPECT_EQ(held_as_computed(with_replay(0, 8, &wrong), wrong.get(), plain), plain);
 }
 
 TEST_F(SpeculativeEngineTest, FailedDraftsBackOff) {
@@ -257,9 +261,8 @@ TEST_F(SpeculativeEngineTest, FailedDraftsBackOff) {
   const auto ps = prompts(1);
   const SamplingParams g = greedy_params(150);
   const auto base = run(config(), ps, {g});
-  EngineConfig c = config();
-  auto wrong = std::make_shared<ReplayProposer>(tiny_tokenizer_vocab_size(), 0);
-  c.proposer = wrong;
+  std::shared_ptr<ReplayProposer> wrong;
+  const EngineConfig c = with_replay(0, 4, &wrong);
   EngineStats st;
   EXPECT_EQ(run(c, ps, {g}, wrong.get(), &base, &st), base);
   EXPECT_EQ(st.num_spec_drafts, 7);
