@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "core/backend/backend.h"
@@ -151,7 +152,7 @@ class Engine {
   // after a step advances the sequences that had proposals by what stood
   // and gives back the blocks only rejected ones used.
   void propose(Sequence* seq, int32_t max);
-  void settle_proposals(const ScheduledBatch& batch);
+  void settle_proposals();
   std::vector<uint64_t> lost_sequences(const ScheduledBatch& batch, std::string* why) const;
   void publish(const StepCounts& counts, std::vector<Output>* events);
   void honour_late_aborts_locked(std::vector<Output>* events);
@@ -175,10 +176,10 @@ class Engine {
   // Only step() touches these.
   ModelRunner::Result run_;
   std::shared_ptr<Proposer> proposer_;  // null: no speculative decoding
-  // This step's sequences that carried proposals: their chunks as they
-  // stood (the last input token and the accepted proposals), for the
-  // scheduler after the outputs are appended.
-  ScheduledBatch speculated_;
+  // This step's sequences that carried proposals, by id (process() may end
+  // and free them): how many positions stood (the last input token and the
+  // accepted proposals), for the scheduler after the outputs are appended.
+  std::vector<std::pair<uint64_t, int32_t>> speculated_;
 
   // Shared with submit / poll / abort / stats.
   mutable std::mutex mu_;

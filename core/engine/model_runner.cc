@@ -59,6 +59,7 @@ void ModelRunner::run(const ScheduledBatch& batch, std::span<const SeqPlan> plan
     o.status = Status::Ok();
     o.samples.clear();
     o.prompt_logprobs.clear();
+    o.speculated = false;
     o.num_accepted = 0;
   }
   out->forks_lost = Status::Ok();
@@ -207,6 +208,7 @@ void ModelRunner::forward_and_verify(std::span<const ScheduledSeq> seqs,
                 "proposals for a sequence that draws more than once or under a constraint");
     const SampleRow& base = plans[i].draws[0];
     const SamplingParams& params = *base.params;
+    outcome.speculated = true;
     spec_output_.assign(base.output_ids.begin(), base.output_ids.end());
     const auto k = static_cast<int32_t>(seq.proposed.size());
     for (int32_t j = 0; j <= k; ++j) {

@@ -106,6 +106,11 @@ std::span<const SeqPlan> OutputProcessor::plan(const ScheduledBatch& batch) {
   return std::span<const SeqPlan>(plans_).first(batch.seqs.size());
 }
 
+Sequence* OutputProcessor::find_sequence(uint64_t seq_id) const {
+  const auto it = sequences_.find(seq_id);
+  return it == sequences_.end() ? nullptr : it->second.get();
+}
+
 int32_t OutputProcessor::max_proposals(const Sequence& seq) const {
   const Request& req = request_of(seq);
   if (!req.params.speculative || req.beam || req.constraint || (!req.forked && req.params.n > 1) ||
@@ -183,7 +188,7 @@ void OutputProcessor::process(const ScheduledBatch& batch, std::span<const SeqPl
     } else {
       req.forked = true;
     }
-    if (!seq->proposed.empty()) {
+    if (outcome.speculated) {
       // Speculative decoding: the proposals that stood, then the token
       // after them, until one of them ends the sample.
       for (const SampleResult& r : outcome.samples) {

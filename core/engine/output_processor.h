@@ -77,6 +77,9 @@ class OutputProcessor final : private Beams::Host {
   // still owed), else what max_tokens and the model's length leave after
   // the token that follows them.
   int32_t max_proposals(const Sequence& seq) const;
+  // The live sequence `seq_id`, or null once it has ended (process() may
+  // end and free sequences of the batch it processes).
+  Sequence* find_sequence(uint64_t seq_id) const;
 
  private:
   // Beams::Host.

@@ -45,7 +45,7 @@ Status Engine::step_locked() {
   const std::vector<uint64_t> lost = lost_sequences(batch, &lost_why);
   record_ran(batch, &counts);
   processor_->process(batch, plans, run_.outcomes, &events);
-  settle_proposals(batch);
+  settle_proposals();
   for (uint64_t seq_id : lost) processor_->fail_lost(seq_id, lost_why, &events);
   publish(counts, &events);
   return counts.status;
@@ -90,7 +90,7 @@ std::vector<uint64_t> Engine::lost_sequences(const ScheduledBatch& batch, std::s
 // step; the step reports the batch's first failure.
 void Engine::record_ran(const ScheduledBatch& batch, StepCounts* counts) {
   ScheduledBatch ran;
-  speculated_.seqs.clear();
+  speculated_.clear();
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const ScheduledSeq& s = batch.seqs[i];
     SeqOutcome& outcome = run_.outcomes[i];
@@ -106,8 +106,7 @@ void Engine::record_ran(const ScheduledBatch& batch, StepCounts* counts) {
     if (proposals) {
       // Its K/V stands for the last input token and the proposals that
       // stood; the scheduler hears of it once they are appended.
-      ScheduledSeq stood = s;
-      stood.num_new_tokens = 1 + outcome.num_accepted;
+      speculated_.emplace_back(s.seq->seq_id, 1 + outcome.num_accepted);
       Sequence& seq = *s.seq;
       if (outcome.num_accepted == 0) {
         seq.spec_misses = std::min(seq.spec_misses + 1, 6);
@@ -115,7 +114,6 @@ void Engine::record_ran(const ScheduledBatch& batch, StepCounts* counts) {
       } else {
         seq.spec_misses = 0;
       }
-      speculated_.seqs.push_back(stood);
       counts->num_spec_drafts += 1;
       counts->num_spec_proposed += static_cast<int64_t>(s.seq->proposed.size());
       counts->num_spec_accepted += outcome.num_accepted;
@@ -132,6 +130,9 @@ void Engine::record_ran(const ScheduledBatch& batch, StepCounts* counts) {
     processor_->record_ran(s, &outcome, counts->start);
   }
   scheduler_->on_batch_computed(ran);
+  // The proposals have been fed and verified; process() may end and free
+  // sequences, so they are cleared here, while every one is alive.
+  for (const ScheduledSeq& s : batch.seqs) s.seq->proposed.clear();
 }
 
 void Engine::propose(Sequence* seq, int32_t max) {
@@ -155,17 +156,21 @@ void Engine::propose(Sequence* seq, int32_t max) {
                       seq->proposed.end());
 }
 
-void Engine::settle_proposals(const ScheduledBatch& batch) {
-  scheduler_->on_batch_computed(speculated_);
-  for (const ScheduledSeq& s : speculated_.seqs) {
-    Sequence* seq = s.seq;
+void Engine::settle_proposals() {
+  ScheduledBatch stood;
+  for (const auto& [seq_id, num_stood] : speculated_) {
+    Sequence* seq = processor_->find_sequence(seq_id);
+    if (seq == nullptr || seq->status != SequenceStatus::kRunning) continue;  // it ended
+    stood.seqs.push_back(ScheduledSeq{seq, num_stood, true});
+  }
+  scheduler_->on_batch_computed(stood);
+  for (const ScheduledSeq& s : stood.seqs) {
     // Blocks past the computed K/V held only rejected proposals (the next
     // step takes a slot for its input as any decode does).
-    if (seq->status == SequenceStatus::kRunning) {
-      kv_cache_->drop_blocks_after(&seq->block_table, seq->num_computed_tokens);
+    if (s.seq->status == SequenceStatus::kRunning) {
+      kv_cache_->drop_blocks_after(&s.seq->block_table, s.seq->num_computed_tokens);
     }
   }
-  for (const ScheduledSeq& s : batch.seqs) s.seq->proposed.clear();
 }
 
 // Hands the step's events to their request queues, forgets finished

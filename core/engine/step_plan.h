@@ -30,6 +30,7 @@ struct SeqOutcome {
   // one draw planned) the tokens it emits: the proposals that stood, then
   // the token after them (a rejection's draw, or the last row's).
   std::vector<SampleResult> samples;
+  bool speculated = false;   // the sequence carried proposals (samples as above)
   int32_t num_accepted = 0;  // of the sequence's proposals
   // With SeqPlan::prompt_logprobs: for the prompt tokens after the chunk's
   // first position, in order (the token at num_computed_tokens + 1 first).
