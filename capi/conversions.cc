@@ -173,6 +173,11 @@ pvllm_engine_params default_engine_params() {
   p.model_checksums = static_cast<int64_t>(d.model_checksums);
   p.quantize = nullptr;
   p.kv_cache_dtype = static_cast<int32_t>(d.kv_cache_dtype);
+  p.speculative = nullptr;
+  p.speculative_tokens = d.speculative_tokens;
+  p.ngram_min = d.ngram_min;
+  p.ngram_max = d.ngram_max;
+  p.speculative_max_running = d.speculative_max_running;
   return p;
 }
 
@@ -207,6 +212,7 @@ pvllm_sampling_params default_sampling_params() {
   p.choices = nullptr;
   p.num_choices = 0;
   p.constraint_flags = 0;
+  p.speculative = d.speculative ? 1 : 0;
   return p;
 }
 
@@ -294,6 +300,13 @@ Status to_engine_config(const pvllm_engine_params* in, pvllm::EngineConfig* conf
       {"PVLLM_KV_CACHE_DTYPE_AUTO", "PVLLM_KV_CACHE_DTYPE_F16", "PVLLM_KV_CACHE_DTYPE_BF16",
        "PVLLM_KV_CACHE_DTYPE_INT8", "PVLLM_KV_CACHE_DTYPE_FP8_E4M3", "PVLLM_KV_CACHE_DTYPE_F32"}));
   config->kv_cache_dtype = static_cast<pvllm::KvCacheDtype>(params.kv_cache_dtype);
+  if (params.speculative != nullptr && params.speculative[0] != '\0') {
+    config->speculative = params.speculative;  // EngineConfig::validate names the methods
+  }
+  config->speculative_tokens = params.speculative_tokens;
+  config->ngram_min = params.ngram_min;
+  config->ngram_max = params.ngram_max;
+  config->speculative_max_running = params.speculative_max_running;
   if (params.progress != nullptr) {
     config->progress = [fn = params.progress, user = params.progress_user_data](
                            float fraction, const char* stage) { fn(fraction, stage, user); };
@@ -342,6 +355,7 @@ Status to_sampling_params(const pvllm_sampling_params* caller, pvllm::SamplingPa
                    std::to_string(in->prompt_logprobs));
   }
   out->prompt_logprobs = static_cast<int32_t>(in->prompt_logprobs);
+  out->speculative = in->speculative != 0;
   out->beam_width = in->beam_width;
   out->length_penalty = in->length_penalty;
   out->early_stopping = static_cast<pvllm::EarlyStopping>(in->early_stopping);

@@ -337,6 +337,14 @@ pvllm_status pvllm_get_stats(pvllm_engine* engine, pvllm_stats* out_stats, pvllm
     out.num_blocks_swapped_in = s.num_blocks_swapped_in;
     out.num_swap_bytes = s.num_swap_bytes;
     out.num_kv_tokens_attended = s.num_kv_tokens_attended;
+    out.num_spec_drafts = s.num_spec_drafts;
+    out.num_spec_proposed_tokens = s.num_spec_proposed_tokens;
+    out.num_spec_accepted_tokens = s.num_spec_accepted_tokens;
+    static_assert(sizeof(out.spec_accepted_at) / sizeof(out.spec_accepted_at[0]) ==
+                  pvllm::EngineStats::kSpecPositions);
+    for (int i = 0; i < pvllm::EngineStats::kSpecPositions; ++i) {
+      out.spec_accepted_at[i] = s.spec_accepted_at[i];
+    }
     write_struct(out_stats, out);
     return Status::Ok();
   });

@@ -33,6 +33,7 @@ struct BenchOptions {
   std::string device = "auto";
   std::string dtype = "auto";                        // --dtype
   std::string quantize;                              // --quantize: a scheme, "" for none
+  SpeculativeFlags speculative;                      // --speculative, --speculative-tokens, ...
   std::vector<std::string> kv_cache_dtypes{"auto"};  // --kv-cache-dtype: one run each
   WorkloadOptions workload;
   std::string allocator = "both";
@@ -161,6 +162,7 @@ RunResult run_workload(const BenchOptions& o, const std::string& allocator,
   params.dtype = dtype_value(o.dtype);
   params.quantize = quantize_value(o.quantize);
   params.kv_cache_dtype = kv_cache_dtype_value(kv_cache_dtype);
+  apply_speculative(o.speculative, &params);
   params.block_size = o.block_size;
   params.kv_cache_bytes = o.kv_cache_mb << 20;
   params.max_model_len = o.max_model_len;
@@ -363,6 +365,12 @@ std::vector<Figure> figures(const RunResult& r, int32_t block_size, int32_t n, i
        static_cast<double>(f.num_prefix_cache_evictions), 0},
       {"block_copies", "block copies (CoW / contiguous fork)",
        static_cast<double>(f.num_block_copies), 0},
+      {"spec_drafts", "speculative drafts (decode steps with proposals)",
+       static_cast<double>(f.num_spec_drafts), 0},
+      {"spec_proposed_tokens", "speculative tokens proposed",
+       static_cast<double>(f.num_spec_proposed_tokens), 0},
+      {"spec_accepted_tokens", "speculative tokens accepted",
+       static_cast<double>(f.num_spec_accepted_tokens), 0},
       {"prefix_hit_rate", "prefix-cache hit rate (blocks)", f.prefix_cache_hit_rate, 4},
       {"prefill_tokens_skipped", "prefill tokens skipped (prefix cache)",
        static_cast<double>(f.num_cached_prompt_tokens), 0},
@@ -762,6 +770,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--device", o->device, kDeviceOption)->capture_default_str();
   add_dtype_option(cmd, &o->dtype);
   add_quantize_option(cmd, &o->quantize);
+  add_speculative_options(cmd, &o->speculative);
   cmd->add_option("--kv-cache-dtype", o->kv_cache_dtypes,
                   std::string(kKvCacheDtypeOption) +
                       "; a comma list (f32,f16,int8) runs the workload once per dtype on the one "

@@ -66,6 +66,19 @@ inline const char* quantize_value(const std::string& scheme) {
   return scheme.empty() ? nullptr : scheme.c_str();
 }
 
+// --speculative, --speculative-tokens, --ngram-min, --ngram-max:
+// speculative decoding's engine options (docs/speculative.md), added to
+// `cmd` in `group`; apply_speculative writes them into *params (the
+// library checks the values).
+struct SpeculativeFlags {
+  std::string method = "off";  // off or ngram
+  int32_t tokens = 4;
+  int32_t ngram_min = 1;
+  int32_t ngram_max = 4;
+};
+void add_speculative_options(CLI::App* cmd, SpeculativeFlags* flags, const char* group = nullptr);
+void apply_speculative(const SpeculativeFlags& flags, pvllm_engine_params* params);
+
 // --kv-cache-dtype: adds the option (what the KV cache stores: auto, f32,
 // f16, bf16, int8 or fp8_e4m3, case-insensitive, with the aliases fp32, fp16
 // and fp8 of core/kv/kv_cache_dtype.h) to `cmd` in `group`, storing the name

@@ -52,6 +52,7 @@ struct GenerateOptions {
   std::string model_checksums = "full";  // a .pvllm file's: full, lazy or none
   std::string dtype = "auto";            // --dtype
   std::string quantize;                  // --quantize: a scheme, "" for none
+  SpeculativeFlags speculative;          // --speculative, --speculative-tokens, ...
   std::string kv_cache_dtype = "auto";   // --kv-cache-dtype
   int64_t kv_cache_mb = 0;
   bool no_prefix_caching = false;
@@ -196,6 +197,7 @@ class Generator {
     params.dtype = dtype_value(o_.dtype);
     params.quantize = quantize_value(o_.quantize);
     params.kv_cache_dtype = kv_cache_dtype_value(o_.kv_cache_dtype);
+    apply_speculative(o_.speculative, &params);
     params.model_checksums = o_.model_checksums == "lazy"   ? PVLLM_MODEL_CHECKSUMS_LAZY
                              : o_.model_checksums == "none" ? PVLLM_MODEL_CHECKSUMS_NONE
                                                             : PVLLM_MODEL_CHECKSUMS_FULL;
@@ -429,6 +431,14 @@ class Generator {
                  static_cast<long long>(stats.num_cached_prompt_tokens),
                  (num_generated + num_prompt) / safe_seconds,
                  static_cast<long long>(stats.num_preemptions));
+    if (stats.num_spec_drafts > 0) {
+      std::fprintf(stderr,
+                   "pvllm: speculative decoding: %lld of %lld proposed tokens accepted over %lld "
+                   "drafts\n",
+                   static_cast<long long>(stats.num_spec_accepted_tokens),
+                   static_cast<long long>(stats.num_spec_proposed_tokens),
+                   static_cast<long long>(stats.num_spec_drafts));
+    }
   }
 
   const GenerateOptions& o_;
@@ -641,6 +651,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       ->group(engine_group);
   add_dtype_option(sub, &o->dtype, engine_group);
   add_quantize_option(sub, &o->quantize, engine_group);
+  add_speculative_options(sub, &o->speculative, engine_group);
   add_kv_cache_dtype_option(sub, &o->kv_cache_dtype, engine_group);
 
   const char* output_group = "Output";

@@ -2,6 +2,7 @@
 // this one wires them together and owns --version.
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "cli.h"
 #include "core/kv/kv_cache_dtype.h"
@@ -27,6 +28,33 @@ void add_quantize_option(CLI::App* cmd, std::string* scheme, const char* group) 
       "weights run on the CPU)");
   opt->type_name("SCHEME");
   if (group != nullptr) opt->group(group);
+}
+
+void add_speculative_options(CLI::App* cmd, SpeculativeFlags* flags, const char* group) {
+  std::vector<CLI::Option*> opts = {
+      cmd->add_option("--speculative", flags->method,
+                      "Speculative decoding: off, or ngram (prompt lookup: propose what followed "
+                      "the latest earlier occurrence of the output's tail; greedy output is the "
+                      "same, sampled output keeps its distribution)")
+          ->check(CLI::IsMember({"off", "ngram"}))
+          ->capture_default_str(),
+      cmd->add_option("--speculative-tokens", flags->tokens,
+                      "Proposals verified per decode step (1..16)")
+          ->capture_default_str(),
+      cmd->add_option("--ngram-min", flags->ngram_min, "Shortest tail prompt lookup matches")
+          ->capture_default_str(),
+      cmd->add_option("--ngram-max", flags->ngram_max, "Longest tail prompt lookup matches")
+          ->capture_default_str()};
+  if (group != nullptr) {
+    for (CLI::Option* opt : opts) opt->group(group);
+  }
+}
+
+void apply_speculative(const SpeculativeFlags& flags, pvllm_engine_params* params) {
+  params->speculative = flags.method.c_str();
+  params->speculative_tokens = flags.tokens;
+  params->ngram_min = flags.ngram_min;
+  params->ngram_max = flags.ngram_max;
 }
 
 int32_t dtype_value(const std::string& name) {

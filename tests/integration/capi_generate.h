@@ -17,8 +17,11 @@ namespace pvllm::testing {
 // of "Once upon a time" (max_tokens tokens, EOS ignored), checking that
 // every call succeeds and the request finishes with no error. When create
 // fails, its status, with its message in *message.
+// With `stats` the engine's counters at the end; `speculative` is the
+// request's sampling.speculative.
 inline pvllm_status generate_greedy(const pvllm_engine_params& p, int32_t max_tokens,
-                                    std::vector<int32_t>* ids, std::string* message) {
+                                    std::vector<int32_t>* ids, std::string* message,
+                                    pvllm_stats* stats = nullptr, int32_t speculative = 1) {
   pvllm_engine* raw = nullptr;
   pvllm_error* error = nullptr;
   const pvllm_status st = pvllm_engine_create(&p, &raw, &error);
@@ -33,6 +36,7 @@ inline pvllm_status generate_greedy(const pvllm_engine_params& p, int32_t max_to
   sp.temperature = 0;
   sp.max_tokens = max_tokens;
   sp.ignore_eos = 1;
+  sp.speculative = speculative;
   pvllm_request r;
   pvllm_request_init(&r, sizeof(r));
   r.prompt_text = "Once upon a time";
@@ -53,6 +57,10 @@ inline pvllm_status generate_greedy(const pvllm_engine_params& p, int32_t max_to
     }
   }
   EXPECT_TRUE(finished);
+  if (stats != nullptr) {
+    pvllm_stats_init(stats, sizeof(*stats));
+    EXPECT_EQ(pvllm_get_stats(engine.get(), stats, nullptr), PVLLM_STATUS_OK);
+  }
   return PVLLM_STATUS_OK;
 }
 

@@ -306,6 +306,22 @@ typedef struct pvllm_engine_params {
    * older than 0.11 ignores the field: check pvllm_version_number() >=
    * 1100. */
   int32_t kv_cache_dtype;
+  /* Since 0.11. Speculative decoding (docs/speculative.md): NULL, "" or
+   * "off" (default), or "ngram": prompt lookup, proposing what followed the
+   * latest earlier occurrence of the sequence's longest tail of
+   * ngram_min..ngram_max tokens; the target model verifies up to
+   * speculative_tokens proposals in one pass. Greedy output is the same
+   * token for token; a sampled one keeps its distribution (a seeded request
+   * stays reproducible whatever its batch). Requests under beam search or
+   * an output constraint run without it. Another method is
+   * INVALID_ARGUMENT. A library older than 0.11 ignores these fields: check
+   * pvllm_version_number() >= 1100. */
+  const char* speculative;
+  int32_t speculative_tokens;      /* Since 0.11. 1..16; default 4 */
+  int32_t ngram_min;               /* Since 0.11. default 1 */
+  int32_t ngram_max;               /* Since 0.11. ngram_min..64; default 4 */
+  int32_t speculative_max_running; /* Since 0.11. no proposals while more sequences
+                                      run; 0 (default): no limit */
 } pvllm_engine_params;
 
 /* Values of pvllm_engine_params.model_checksums (since 0.7). The file's
@@ -473,6 +489,10 @@ typedef struct pvllm_sampling_params {
    * the compiled constraint's cache key. A library older than 0.11 ignores
    * the field: check pvllm_version_number() >= 1100. */
   uint32_t constraint_flags;
+  /* Since 0.11. 0 keeps this request out of speculative decoding where the
+   * engine has it on; default 1. A library older than 0.11 ignores the
+   * field. */
+  int32_t speculative;
 } pvllm_sampling_params;
 
 /* Values of pvllm_sampling_params.constraint_kind (since 0.6). */
@@ -899,6 +919,13 @@ typedef struct pvllm_stats {
    * traffic no attention kernel can avoid; with the weights read once per
    * step (num_steps * weight_bytes), the bytes of a bandwidth roofline. */
   int64_t num_kv_tokens_attended;
+  /* Since 0.11. Speculative decoding: decode steps that carried proposals,
+   * the tokens proposed and those that stood, and how many of those steps
+   * had their i-th proposal stand (acceptance by position). */
+  int64_t num_spec_drafts;
+  int64_t num_spec_proposed_tokens;
+  int64_t num_spec_accepted_tokens;
+  int64_t spec_accepted_at[16];
 } pvllm_stats;
 
 PVLLM_API void pvllm_stats_init(pvllm_stats* stats, size_t struct_size);
