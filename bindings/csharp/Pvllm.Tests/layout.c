@@ -33,6 +33,11 @@ int main(void) {
   FIELD(pvllm_engine_params, model_checksums);
   FIELD(pvllm_engine_params, quantize);
   FIELD(pvllm_engine_params, kv_cache_dtype);
+  FIELD(pvllm_engine_params, speculative);
+  FIELD(pvllm_engine_params, speculative_tokens);
+  FIELD(pvllm_engine_params, ngram_min);
+  FIELD(pvllm_engine_params, ngram_max);
+  FIELD(pvllm_engine_params, speculative_max_running);
 
   SIZE(pvllm_sampling_params);
   FIELD(pvllm_sampling_params, struct_size);
@@ -62,6 +67,7 @@ int main(void) {
   FIELD(pvllm_sampling_params, choices);
   FIELD(pvllm_sampling_params, num_choices);
   FIELD(pvllm_sampling_params, constraint_flags);
+  FIELD(pvllm_sampling_params, speculative);
 
   SIZE(pvllm_chat_template_params);
   FIELD(pvllm_chat_template_params, struct_size);
@@ -152,6 +158,10 @@ int main(void) {
   FIELD(pvllm_stats, num_blocks_swapped_in);
   FIELD(pvllm_stats, num_swap_bytes);
   FIELD(pvllm_stats, num_kv_tokens_attended);
+  FIELD(pvllm_stats, num_spec_drafts);
+  FIELD(pvllm_stats, num_spec_proposed_tokens);
+  FIELD(pvllm_stats, num_spec_accepted_tokens);
+  FIELD(pvllm_stats, spec_accepted_at);
 
   SIZE(pvllm_model_config);
   FIELD(pvllm_model_config, struct_size);

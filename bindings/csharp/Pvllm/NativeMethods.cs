@@ -116,6 +116,11 @@ namespace Pvllm
             public long model_checksums;          // pvllm_model_checksums, int64_t (since 0.7)
             public IntPtr quantize;               // const char* (NUL-terminated UTF-8), or NULL (since 0.10)
             public int kv_cache_dtype;            // pvllm_kv_cache_dtype, int32_t (since 0.11)
+            public IntPtr speculative;            // const char*: NULL, "off" or "ngram" (since 0.11)
+            public int speculative_tokens;        // since 0.11
+            public int ngram_min;                 // since 0.11
+            public int ngram_max;                 // since 0.11
+            public int speculative_max_running;   // since 0.11
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
@@ -162,6 +167,7 @@ namespace Pvllm
             public IntPtr choices;                // const char* const* [num_choices] (since 0.6)
             public UIntPtr num_choices;           // size_t (since 0.6)
             public uint constraint_flags;         // pvllm_constraint_flag bits (since 0.11)
+            public int speculative;               // 0 keeps the request out (since 0.11)
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
@@ -321,6 +327,10 @@ namespace Pvllm
             public long num_blocks_swapped_in;
             public long num_swap_bytes;
             public long num_kv_tokens_attended;   // since 0.8
+            public long num_spec_drafts;          // since 0.11
+            public long num_spec_proposed_tokens; // since 0.11
+            public long num_spec_accepted_tokens; // since 0.11
+            public fixed long spec_accepted_at[16]; // since 0.11
         }
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]

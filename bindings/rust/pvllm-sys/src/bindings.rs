@@ -90,12 +90,17 @@ pub struct pvllm_engine_params {
     pub model_checksums: i64,
     pub quantize: *const ::std::os::raw::c_char,
     pub kv_cache_dtype: i32,
+    pub speculative: *const ::std::os::raw::c_char,
+    pub speculative_tokens: i32,
+    pub ngram_min: i32,
+    pub ngram_max: i32,
+    pub speculative_max_running: i32,
 }
 #[test]
 fn bindgen_test_layout_pvllm_engine_params() {
     assert_eq!(
         ::std::mem::size_of::<pvllm_engine_params>(),
-        152usize,
+        176usize,
         concat!("Size of: ", stringify!(pvllm_engine_params))
     );
     assert_eq!(
@@ -494,6 +499,91 @@ fn bindgen_test_layout_pvllm_engine_params() {
         );
     }
     test_field_kv_cache_dtype();
+    fn test_field_speculative() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_engine_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).speculative) as usize - ptr as usize
+            },
+            152usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_engine_params),
+                "::",
+                stringify!(speculative)
+            )
+        );
+    }
+    test_field_speculative();
+    fn test_field_speculative_tokens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_engine_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).speculative_tokens) as usize - ptr as usize
+            },
+            160usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_engine_params),
+                "::",
+                stringify!(speculative_tokens)
+            )
+        );
+    }
+    test_field_speculative_tokens();
+    fn test_field_ngram_min() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_engine_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ngram_min) as usize - ptr as usize
+            },
+            164usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_engine_params),
+                "::",
+                stringify!(ngram_min)
+            )
+        );
+    }
+    test_field_ngram_min();
+    fn test_field_ngram_max() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_engine_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ngram_max) as usize - ptr as usize
+            },
+            168usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_engine_params),
+                "::",
+                stringify!(ngram_max)
+            )
+        );
+    }
+    test_field_ngram_max();
+    fn test_field_speculative_max_running() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_engine_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).speculative_max_running) as usize - ptr as usize
+            },
+            172usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_engine_params),
+                "::",
+                stringify!(speculative_max_running)
+            )
+        );
+    }
+    test_field_speculative_max_running();
 }
 pub const pvllm_model_checksums_PVLLM_MODEL_CHECKSUMS_FULL: pvllm_model_checksums = 0;
 pub const pvllm_model_checksums_PVLLM_MODEL_CHECKSUMS_LAZY: pvllm_model_checksums = 1;
@@ -561,6 +651,7 @@ pub struct pvllm_sampling_params {
     pub choices: *const *const ::std::os::raw::c_char,
     pub num_choices: usize,
     pub constraint_flags: u32,
+    pub speculative: i32,
 }
 #[test]
 fn bindgen_test_layout_pvllm_sampling_params() {
@@ -1033,6 +1124,23 @@ fn bindgen_test_layout_pvllm_sampling_params() {
         );
     }
     test_field_constraint_flags();
+    fn test_field_speculative() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_sampling_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).speculative) as usize - ptr as usize
+            },
+            156usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_sampling_params),
+                "::",
+                stringify!(speculative)
+            )
+        );
+    }
+    test_field_speculative();
 }
 pub const pvllm_constraint_kind_PVLLM_CONSTRAINT_NONE: pvllm_constraint_kind = 0;
 pub const pvllm_constraint_kind_PVLLM_CONSTRAINT_JSON_SCHEMA: pvllm_constraint_kind = 1;
@@ -1947,12 +2055,16 @@ pub struct pvllm_stats {
     pub num_blocks_swapped_in: i64,
     pub num_swap_bytes: i64,
     pub num_kv_tokens_attended: i64,
+    pub num_spec_drafts: i64,
+    pub num_spec_proposed_tokens: i64,
+    pub num_spec_accepted_tokens: i64,
+    pub spec_accepted_at: [i64; 16usize],
 }
 #[test]
 fn bindgen_test_layout_pvllm_stats() {
     assert_eq!(
         ::std::mem::size_of::<pvllm_stats>(),
-        240usize,
+        392usize,
         concat!("Size of: ", stringify!(pvllm_stats))
     );
     assert_eq!(
@@ -2504,6 +2616,74 @@ fn bindgen_test_layout_pvllm_stats() {
         );
     }
     test_field_num_kv_tokens_attended();
+    fn test_field_num_spec_drafts() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_spec_drafts) as usize - ptr as usize
+            },
+            240usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_stats),
+                "::",
+                stringify!(num_spec_drafts)
+            )
+        );
+    }
+    test_field_num_spec_drafts();
+    fn test_field_num_spec_proposed_tokens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_spec_proposed_tokens) as usize - ptr as usize
+            },
+            248usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_stats),
+                "::",
+                stringify!(num_spec_proposed_tokens)
+            )
+        );
+    }
+    test_field_num_spec_proposed_tokens();
+    fn test_field_num_spec_accepted_tokens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_spec_accepted_tokens) as usize - ptr as usize
+            },
+            256usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_stats),
+                "::",
+                stringify!(num_spec_accepted_tokens)
+            )
+        );
+    }
+    test_field_num_spec_accepted_tokens();
+    fn test_field_spec_accepted_at() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<pvllm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).spec_accepted_at) as usize - ptr as usize
+            },
+            264usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(pvllm_stats),
+                "::",
+                stringify!(spec_accepted_at)
+            )
+        );
+    }
+    test_field_spec_accepted_at();
 }
 extern "C" {
     pub fn pvllm_stats_init(stats: *mut pvllm_stats, struct_size: usize);
