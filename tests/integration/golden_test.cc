@@ -236,7 +236,9 @@ TEST_P(GoldenTest, SpeculativeDecodingMatchesReference) {
       }
       const EngineStats st = engine->stats();
       EXPECT_GT(st.num_spec_drafts, 0);
-      if (replay) EXPECT_GT(st.num_spec_accepted_tokens, 0);
+      if (replay) {
+        EXPECT_GT(st.num_spec_accepted_tokens, 0);
+      }
     }
   }
 }

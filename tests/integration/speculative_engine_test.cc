@@ -128,7 +128,9 @@ TEST_F(SpeculativeEngineTest, GreedyOutputIsTheSameWithEveryProposerAndK) {
       if (right < 0) {
         EXPECT_EQ(st.num_spec_accepted_tokens, st.num_spec_proposed_tokens);
       }
-      if (right == 0) EXPECT_EQ(st.num_spec_accepted_tokens, 0);
+      if (right == 0) {
+        EXPECT_EQ(st.num_spec_accepted_tokens, 0);
+      }
     }
   }
 }

@@ -201,7 +201,9 @@ TEST(SpeculativeSamplingTest, MaskedTokensAreNeverEmitted) {
       const SpeculativeVerdict v = verify_proposal(p, proposal, sure ? std::vector<double>{} : q,
                                                    static_cast<uint64_t>(c), 1, 2);
       ASSERT_TRUE(token_allowed(allowed, v.token_id)) << v.token_id;
-      if (!token_allowed(allowed, proposal)) EXPECT_FALSE(v.accepted);
+      if (!token_allowed(allowed, proposal)) {
+        EXPECT_FALSE(v.accepted);
+      }
     }
   }
   // A mask that allows nothing: nothing is emitted.
@@ -268,7 +270,9 @@ TEST(SpeculativeSamplingTest, SampleDistributionIsWhatSampleTokenDraws) {
       ++df;
     }
     EXPECT_GT(upper_gamma_q(df / 2.0, chi2 / 2.0), 1e-3) << "variant " << variant;
-    if (variant > 0) EXPECT_LT(df + 1, 12) << "the filter left every token in";
+    if (variant > 0) {
+      EXPECT_LT(df + 1, 12) << "the filter left every token in";
+    }
   }
 }
 
