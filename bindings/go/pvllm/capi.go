@@ -196,6 +196,19 @@ func cEngineParams(cfg *Config, p *C.pvllm_engine_params) (free func()) {
 		p.quantize = cstr(cfg.Quantize)
 	}
 	p.kv_cache_dtype = C.int32_t(cfg.KVCacheDtype)
+	if cfg.Speculative != "" {
+		p.speculative = cstr(cfg.Speculative)
+	}
+	if cfg.SpeculativeTokens != 0 {
+		p.speculative_tokens = C.int32_t(cfg.SpeculativeTokens)
+	}
+	if cfg.NgramMin != 0 {
+		p.ngram_min = C.int32_t(cfg.NgramMin)
+	}
+	if cfg.NgramMax != 0 {
+		p.ngram_max = C.int32_t(cfg.NgramMax)
+	}
+	p.speculative_max_running = C.int32_t(cfg.SpeculativeMaxRunning)
 	return func() {
 		for _, s := range strs {
 			C.free(unsafe.Pointer(s))
@@ -213,6 +226,11 @@ func checkConfigVersion(cfg *Config) error {
 	// An older library would ignore kv_cache_dtype and store the backend's own.
 	if cfg.KVCacheDtype != KVCacheDtypeAuto && VersionNumber() < versionKVCacheDtype {
 		return &Error{Status: StatusUnsupported, Message: "config: KVCacheDtype: libpvllm " +
+			Version() + " is older than 0.11"}
+	}
+	// An older library would ignore speculative and decode one token a step.
+	if cfg.Speculative != "" && cfg.Speculative != "off" && VersionNumber() < versionSpeculative {
+		return &Error{Status: StatusUnsupported, Message: "config: Speculative: libpvllm " +
 			Version() + " is older than 0.11"}
 	}
 	return nil
@@ -356,6 +374,7 @@ const (
 	versionQuantize         = 1000 // pvllm_engine_params.quantize
 	versionKVCacheDtype     = 1100 // pvllm_engine_params.kv_cache_dtype
 	versionConstraintFlags  = 1100 // pvllm_sampling_params.constraint_flags
+	versionSpeculative      = 1100 // pvllm_engine_params.speculative
 )
 
 // submit queues req. With a non-zero handle (a cgo.Handle of the request's
@@ -669,6 +688,9 @@ func getStats(h *C.pvllm_engine) (Stats, error) {
 		NumBlocksSwappedIn:       int64(s.num_blocks_swapped_in),
 		NumSwapBytes:             int64(s.num_swap_bytes),
 		NumKVTokensAttended:      int64(s.num_kv_tokens_attended),
+		NumSpecDrafts:            int64(s.num_spec_drafts),
+		NumSpecProposedTokens:    int64(s.num_spec_proposed_tokens),
+		NumSpecAcceptedTokens:    int64(s.num_spec_accepted_tokens),
 	}, nil
 }
 

@@ -65,6 +65,20 @@ type Config struct {
 	// library older than 0.11, which would ignore it, is StatusUnsupported.
 	KVCacheDtype KVCacheDtype
 
+	// Speculative (libpvllm 0.11) turns on speculative decoding: "" or
+	// "off" (default), or "ngram" (prompt lookup: what followed the latest
+	// earlier occurrence of the output's tail is proposed and verified in
+	// one pass; greedy output is the same token for token, sampled output
+	// keeps its distribution). SpeculativeTokens (1..16, 0 = the library's
+	// 4) proposals per step, NgramMin..NgramMax (0 = 1 and 4) the tail
+	// lengths matched, none while more than SpeculativeMaxRunning sequences
+	// run (0 = no limit). An unknown method is StatusInvalidArgument; a
+	// library older than 0.11, which would ignore it, is StatusUnsupported.
+	Speculative           string
+	SpeculativeTokens     int
+	NgramMin, NgramMax    int
+	SpeculativeMaxRunning int
+
 	// Progress, when set, is called while New loads the model, on the
 	// goroutine that called New. fraction is in [0, 1].
 	Progress func(fraction float32, stage string)
@@ -476,6 +490,11 @@ type Stats struct {
 	// context positions attention read, over every step (each computed
 	// sequence's whole context after its step, or the last sliding_window).
 	NumKVTokensAttended int64
+	// Speculative decoding (libpvllm 0.11; 0 with an older library): decode
+	// steps that carried proposals, tokens proposed, tokens that stood.
+	NumSpecDrafts         int64
+	NumSpecProposedTokens int64
+	NumSpecAcceptedTokens int64
 }
 
 // MemoryEstimate is what New(cfg) would need (pvllm_estimate_memory).

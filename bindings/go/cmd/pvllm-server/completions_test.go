@@ -441,6 +441,34 @@ func TestQuantizeFlag(t *testing.T) {
 	}
 }
 
+// --speculative ngram reaches the engine: greedy completions are those of a
+// server without it, and /metrics counts the drafts.
+func TestSpeculativeFlag(t *testing.T) {
+	path := filepath.Join("..", "..", "..", "..", "models", "stories260K", "stories260K.bin")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the repository's stories260K is missing: %v", err)
+	}
+	const body = `{"model":"stories260K","prompt":"Once upon a time","max_tokens":40,"temperature":0,"ignore_eos":true}`
+	plain := newFixtureFor(t, path, "stories260K").complete(t, body)
+	f := newFixtureFor(t, path, "stories260K", "--speculative", "ngram", "--speculative-tokens", "4")
+	if got := f.srv.opts.engineConfig().Speculative; got != "ngram" {
+		t.Errorf("--speculative ngram gives %q", got)
+	}
+	c := f.complete(t, body)
+	if c.Choices[0].Text != plain.Choices[0].Text || c.Usage == nil || c.Usage.CompletionTokens != 40 {
+		t.Errorf("with --speculative ngram: %q (usage %+v); without: %q", c.Choices[0].Text, c.Usage,
+			plain.Choices[0].Text)
+	}
+	m := samples(t, f.metricsText(t))
+	if m["pvllm_spec_decode_drafts_total"] <= 0 {
+		t.Errorf("pvllm_spec_decode_drafts_total = %v, want > 0", m["pvllm_spec_decode_drafts_total"])
+	}
+	if m["pvllm_spec_decode_proposed_tokens_total"] < m["pvllm_spec_decode_accepted_tokens_total"] {
+		t.Errorf("proposed %v < accepted %v", m["pvllm_spec_decode_proposed_tokens_total"],
+			m["pvllm_spec_decode_accepted_tokens_total"])
+	}
+}
+
 // --kv-cache-dtype reaches the engine: int8 serves stories260K and the
 // startup line names it; fp8_e4m3, which the CPU does not serve, stops the
 // server at startup with the library's message; an unknown name is a usage

@@ -114,7 +114,7 @@ type engineCollector struct{ s *server }
 
 var engineDescs = struct {
 	running, waiting, kvUsage, hitRate, blocks, preemptions, promptTokens, genTokens,
-	cachedTokens, steps, finished *prometheus.Desc
+	cachedTokens, steps, finished, specDrafts, specProposed, specAccepted *prometheus.Desc
 }{
 	running: prometheus.NewDesc("pvllm_num_requests_running",
 		"Sequences the engine is running.", nil, nil),
@@ -138,12 +138,19 @@ var engineDescs = struct {
 		"Scheduler steps.", nil, nil),
 	finished: prometheus.NewDesc("pvllm_engine_requests_finished_total",
 		"Engine requests finished.", nil, nil),
+	specDrafts: prometheus.NewDesc("pvllm_spec_decode_drafts_total",
+		"Speculative decoding: decode steps that carried proposals.", nil, nil),
+	specProposed: prometheus.NewDesc("pvllm_spec_decode_proposed_tokens_total",
+		"Speculative decoding: tokens proposed.", nil, nil),
+	specAccepted: prometheus.NewDesc("pvllm_spec_decode_accepted_tokens_total",
+		"Speculative decoding: proposed tokens that stood.", nil, nil),
 }
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := engineDescs
 	for _, desc := range []*prometheus.Desc{d.running, d.waiting, d.kvUsage, d.hitRate, d.blocks,
-		d.preemptions, d.promptTokens, d.genTokens, d.cachedTokens, d.steps, d.finished} {
+		d.preemptions, d.promptTokens, d.genTokens, d.cachedTokens, d.steps, d.finished,
+		d.specDrafts, d.specProposed, d.specAccepted} {
 		ch <- desc
 	}
 }
@@ -174,4 +181,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.cachedTokens, st.NumCachedPromptTokens)
 	counter(d.steps, st.NumSteps)
 	counter(d.finished, st.NumRequestsFinished)
+	counter(d.specDrafts, st.NumSpecDrafts)
+	counter(d.specProposed, st.NumSpecProposedTokens)
+	counter(d.specAccepted, st.NumSpecAcceptedTokens)
 }

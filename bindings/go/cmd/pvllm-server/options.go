@@ -56,6 +56,8 @@ type options struct {
 	noCUDAGraphs         bool
 	quantize             string // a scheme the weights are quantized by while loading; "" = none
 	kvCacheDtype         string // what the KV cache stores (pvllm.ParseKVCacheDtype's names)
+	speculative          string // speculative decoding: off or ngram
+	speculativeTokens    int    // proposals per decode step
 }
 
 // apiKeyEnv names the environment variable that holds the API key, so that
@@ -124,6 +126,10 @@ func parseOptions(args []string, errOut io.Writer) (*options, error) {
 	fs.StringVar(&o.kvCacheDtype, "kv-cache-dtype", "auto",
 		"What the KV cache stores: auto (f32 on the CPU, --dtype on CUDA), f32, f16, bf16, "+
 			"int8 or fp8_e4m3 (CUDA only); the 8-bit types keep one fp16 scale per token and kv head")
+	fs.StringVar(&o.speculative, "speculative", "off",
+		"Speculative decoding: off, or ngram (prompt lookup; greedy output is the same, sampled "+
+			"output keeps its distribution)")
+	fs.IntVar(&o.speculativeTokens, "speculative-tokens", 4, "Proposals verified per decode step (1..16)")
 
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -253,6 +259,8 @@ func (o *options) engineConfig() pvllm.Config {
 		DisableCUDAGraphs:    o.noCUDAGraphs,
 		Quantize:             o.quantize,
 		KVCacheDtype:         kvCacheDtype,
+		Speculative:          o.speculative,
+		SpeculativeTokens:    o.speculativeTokens,
 	}
 }
 
