@@ -326,6 +326,20 @@ int32_t first_allowed_token(std::span<const uint64_t> allowed, int32_t vocab_siz
   return -1;
 }
 
+// The thread's scratch copy of `logits`, sanitized, masked and penalized
+// (what sample_token and sample_distribution shape before temperature).
+std::vector<float>& shaped_copy(std::span<const float> logits, const SamplingParams& params,
+                                std::span<const int32_t> prompt_ids,
+                                std::span<const int32_t> output_ids,
+                                std::span<const uint64_t> allowed) {
+  std::vector<float>& x = scratch().x;
+  x.resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) x[i] = sanitized(logits[i]);
+  if (!allowed.empty()) apply_mask(allowed, x);
+  apply_penalties(x, params, prompt_ids, output_ids);
+  return x;
+}
+
 }  // namespace
 
 float sampler_uniform(uint64_t seed, int32_t sample_index, int32_t step) {
@@ -346,11 +360,7 @@ void sample_distribution(std::span<const float> logits, const SamplingParams& pa
   if (!allowed.empty() && first_allowed_token(allowed, static_cast<int32_t>(logits.size())) < 0) {
     return;
   }
-  std::vector<float>& x = scratch().x;
-  x.resize(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) x[i] = sanitized(logits[i]);
-  if (!allowed.empty()) apply_mask(allowed, x);
-  apply_penalties(x, params, prompt_ids, output_ids);
+  std::vector<float>& x = shaped_copy(logits, params, prompt_ids, output_ids, allowed);
   if (params.temperature == 0.0f) {
     // One-hot where sample_token's greedy draw lands (lowest id on ties;
     // the first allowed token when every allowed logit is -inf).
@@ -401,11 +411,7 @@ SampleResult sample_token(std::span<const float> logits, const SamplingParams& p
     result.token_id = argmax_sanitized(logits);
   } else {
     // One copy, shaped in place: penalties, temperature, then the draw.
-    std::vector<float>& x = scratch().x;
-    x.resize(logits.size());
-    for (size_t i = 0; i < logits.size(); ++i) x[i] = sanitized(logits[i]);
-    if (!allowed.empty()) apply_mask(allowed, x);
-    apply_penalties(x, params, prompt_ids, output_ids);
+    std::vector<float>& x = shaped_copy(logits, params, prompt_ids, output_ids, allowed);
     if (params.temperature == 0.0f) {
       result.token_id = argmax_sanitized(x);
     } else {
